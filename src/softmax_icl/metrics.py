@@ -1,0 +1,127 @@
+"""Evaluation metrics: ICL error on a fixed evaluation set, attention-window width, rho(M, B)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .models import predict
+from .tasks import InputSpec, TaskBatch
+from .training import TaskStream, derive_seed, resolve_device
+
+
+def icl_error(predict_fn, rows: list[dict], spec: InputSpec, n_tasks: int = 10_000, eval_seed: int = 3,
+              device="cpu", chunk: int = 2048) -> tuple[np.ndarray, np.ndarray]:
+    """ICL error E[(f_hat(x_q) - f(x_q))^2] of R predictors on one fixed evaluation set.
+
+    ``rows``: R dicts with ``function_class``, ``L``, ``sigma``, ``n`` (the test setting of each
+    row). ``predict_fn(batch)`` maps a :class:`TaskBatch` with leading axis R to predictions (R, B).
+    All rows see the same raw draws (inputs, task coefficients, noise) from ``eval_seed``, so
+    differences between rows are not sampling noise. Returns (mean, standard error), each (R,).
+    """
+    dev = resolve_device(device) if isinstance(device, str) else device
+    rows = [dict(r, seed=0) for r in rows]
+    classes = sorted({r["function_class"] for r in rows})
+    n_draw = max(r["n"] for r in rows)
+    stream = TaskStream(spec, rows, classes, n_draw, [derive_seed(eval_seed, 7919)], dev)
+    # keep each chunk's (R, chunk, n, d) tensors to about 2e7 elements
+    chunk = max(16, min(chunk, int(2e7 // (len(rows) * (n_draw + 1) * (spec.d + 2)))))
+    total = torch.zeros(len(rows), dtype=torch.float64, device=dev)
+    total_sq = torch.zeros_like(total)
+    done = 0
+    with torch.no_grad():
+        while done < n_tasks:
+            b = min(chunk, n_tasks - done)
+            batch = stream.sample(b)
+            err = (predict_fn(batch) - batch.f_q).double() ** 2
+            total += err.sum(-1)
+            total_sq += (err**2).sum(-1)
+            done += b
+    mean = total / n_tasks
+    var = (total_sq / n_tasks - mean**2).clamp_min(0)
+    return mean.cpu().numpy(), (var / n_tasks).sqrt().cpu().numpy()
+
+
+def icl_error_of_matrices(kind: str, M, rows: list[dict], spec: InputSpec, **kw) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`icl_error` of units with key-query matrices ``M`` (R, d, d), one per row."""
+    dev = resolve_device(kw.pop("device", "cpu"))
+    Mt = torch.as_tensor(np.asarray(M), dtype=torch.float32, device=dev)
+
+    def fn(batch: TaskBatch):
+        return predict(kind, batch.x_ctx, batch.y_ctx, batch.x_q, Mt, batch.mask)
+
+    return icl_error(fn, rows, spec, device=dev, **kw)
+
+
+def spectral_norm(M) -> np.ndarray:
+    """||M||_2 over the last two axes."""
+    return np.linalg.norm(np.asarray(M, dtype=np.float64), ord=2, axis=(-2, -1))
+
+
+def window_profile(kind: str, M, thetas, n_queries: int = 256, seed: int = 0, sqrt_cov=None) -> np.ndarray:
+    """Unnormalised attention weight of a context point at angle ``theta`` from the query, relative
+    to a point on the query (theta = 0), averaged over random queries and great-circle directions.
+
+    For softmax the weight is exp(x^T M x_q), for linear x^T M x_q. Returns (..., len(thetas)) for
+    M of shape (..., d, d).
+    """
+    M = np.asarray(M, dtype=np.float64)
+    d = M.shape[-1]
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((n_queries, d))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    v = rng.standard_normal((n_queries, d))
+    v -= (v * q).sum(1, keepdims=True) * q
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    th = np.asarray(thetas, dtype=np.float64)
+    pts = np.cos(th)[None, :, None] * q[:, None, :] + np.sin(th)[None, :, None] * v[:, None, :]   # (Q, T, d)
+    if sqrt_cov is not None:
+        s = np.asarray(sqrt_cov, dtype=np.float64)
+        pts, q = pts * s, q * s
+    Mq = np.einsum("...de,qe->...qd", M, q)                                        # (..., Q, d)
+    sc = np.einsum("qtd,...qd->...qt", pts, Mq)                                    # (..., Q, T)
+    if kind == "softmax":
+        prof = np.exp(sc - sc[..., :1])
+    elif kind == "linear":
+        prof = sc / sc[..., :1]
+    else:
+        raise ValueError(f"model={kind!r} is not one of ('softmax', 'linear')")
+    return prof.mean(axis=-2)
+
+
+def window_halfwidth(kind: str, M, n_theta: int = 721, **kw) -> np.ndarray:
+    """Angle (radians) at which the attention profile first falls to half its value at the query.
+
+    pi when it never does (a window wider than the sphere). For M = w I and softmax this is
+    arccos(1 - ln 2 / w); for linear attention with M = w I it is pi/3 whatever w.
+    """
+    thetas = np.linspace(0, np.pi, n_theta)
+    prof = window_profile(kind, M, thetas, **kw)
+    below = prof <= 0.5
+    first = np.where(below.any(-1), below.argmax(-1), n_theta)
+    out = np.full(first.shape, np.pi)
+    ok = first < n_theta
+    i = first[ok]
+    p0, p1 = np.take_along_axis(prof[ok], (i - 1)[..., None], -1)[..., 0], np.take_along_axis(prof[ok], i[..., None], -1)[..., 0]
+    t0, t1 = thetas[i - 1], thetas[i]
+    out[ok] = t0 + (p0 - 0.5) / (p0 - p1) * (t1 - t0)
+    return out
+
+
+def rho1(M, B) -> np.ndarray:
+    """rho_1(M, B) = ||B_perp^T M B_perp||_2 / ||B^T M B||_2 (SPEC 1.4)."""
+    M, B = np.asarray(M, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    d, k = B.shape
+    q, _ = np.linalg.qr(np.concatenate([B, np.eye(d)], axis=1))
+    Bp = q[:, k:d]
+    num = spectral_norm(np.einsum("dk,...de,el->...kl", Bp, M, Bp))
+    den = spectral_norm(np.einsum("dk,...de,el->...kl", B, M, B))
+    return num / den
+
+
+def rho2(M, B) -> np.ndarray:
+    """rho_2(M, B) = ||M - P M P||_F / ||M||_F with P = B B^T (SPEC 1.4)."""
+    M, B = np.asarray(M, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    P = B @ B.T
+    R = M - np.einsum("de,...ef,fg->...dg", P, M, P)
+    return np.linalg.norm(R, axis=(-2, -1)) / np.linalg.norm(M, axis=(-2, -1))

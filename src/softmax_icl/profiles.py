@@ -1,0 +1,210 @@
+"""Figures, their parameters and the profiles smoke / default / paper (SPEC Part 3).
+
+Every figure (one notebook) declares its parameters here: a type, a check, one value per profile,
+where the value comes from (``paper``, ``slides`` or ``chosen``) and why. A notebook resolves its
+configuration with :func:`resolve`; the CLI validates with the same function before any compute, so
+a bad value fails the same way everywhere, naming the parameter and the allowed values.
+
+The settings-and-deviations page of the book is generated from this registry, so it always matches
+the code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .tasks import FUNCTION_CLASSES
+
+PROFILES = ("smoke", "default", "paper")
+DEVICE_HELP = "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
+
+
+class ParameterError(ValueError):
+    """A parameter value that is not allowed; the message names the parameter and the allowed values."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """One notebook parameter."""
+
+    kind: str                                  # int | float | str | bool | list[int] | list[float] | list[str]
+    values: dict                               # profile -> value (missing profiles fall back to "default")
+    help: str
+    source: str = "chosen"                     # paper | slides | spec | chosen
+    allowed: tuple | None = None               # for str kinds: the allowed values
+    check: Callable[[Any], bool] | None = None
+    check_text: str = ""                       # the allowed range, in words, for error messages
+
+    def value(self, profile: str):
+        return self.values.get(profile, self.values["default"])
+
+
+def positive(x) -> bool:
+    return x > 0
+
+
+def non_negative(x) -> bool:
+    return x >= 0
+
+
+def at_least(m):
+    return lambda x: x >= m
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    title: str
+    paper: str
+    params: dict = field(default_factory=dict)
+    validate: Callable[[dict], None] | None = None   # cross-parameter checks; raise ParameterError
+    notes: tuple = ()                                # figure-specific choices and deviations, for the book
+
+    @property
+    def notebook(self) -> str:
+        return f"{self.name}.ipynb"
+
+
+FIGURES: dict[str, Figure] = {}
+
+
+def register(fig: Figure) -> Figure:
+    FIGURES[fig.name] = fig
+    return fig
+
+
+def _coerce(name: str, p: Param, value):
+    """Convert ``value`` to the parameter's kind or raise ParameterError."""
+    base = p.kind[5:-1] if p.kind.startswith("list[") else p.kind
+    conv = {"int": int, "float": float, "str": str, "bool": bool}[base]
+
+    def one(v):
+        if base == "bool":
+            if isinstance(v, bool):
+                return v
+            raise ParameterError(f"parameter {name!r} must be true or false, got {v!r}")
+        if base == "int" and (isinstance(v, bool) or not float(v).is_integer()):
+            raise ParameterError(f"parameter {name!r} must be an integer, got {v!r}")
+        if base in ("int", "float") and isinstance(v, str):
+            raise ParameterError(f"parameter {name!r} must be a number, got the string {v!r}")
+        try:
+            out = conv(v)
+        except (TypeError, ValueError):
+            raise ParameterError(f"parameter {name!r} must be of type {base}, got {v!r}") from None
+        if p.allowed is not None and out not in p.allowed:
+            raise ParameterError(f"parameter {name!r} = {out!r} is not allowed; allowed values: "
+                                 f"{', '.join(map(repr, p.allowed))}")
+        if p.check is not None and not p.check(out):
+            raise ParameterError(f"parameter {name!r} = {out!r} is out of range; allowed: {p.check_text}")
+        return out
+
+    if p.kind.startswith("list["):
+        if not isinstance(value, (list, tuple)) or len(value) == 0:
+            raise ParameterError(f"parameter {name!r} must be a non-empty list of {base}, got {value!r}")
+        return [one(v) for v in value]
+    return one(value)
+
+
+def resolve(figure: str, profile: str = "default", overrides: dict | None = None) -> dict:
+    """The figure's full configuration: the profile's values with ``overrides`` on top.
+
+    ``None`` in ``overrides`` means "take the profile's value" (the notebooks' parameters cell
+    defaults every figure parameter to None). Raises :class:`ParameterError` on an unknown figure,
+    profile or parameter name, or on a value outside the allowed set.
+    """
+    if figure not in FIGURES:
+        raise ParameterError(f"unknown figure {figure!r}; allowed values: {', '.join(sorted(FIGURES))}")
+    if profile not in PROFILES:
+        raise ParameterError(f"parameter 'profile' = {profile!r} is not allowed; allowed values: "
+                             f"{', '.join(PROFILES)}")
+    fig = FIGURES[figure]
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    unknown = sorted(set(overrides) - set(fig.params))
+    if unknown:
+        raise ParameterError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for figure {figure!r}; "
+                             f"allowed: {', '.join(sorted(fig.params))}")
+    cfg = {}
+    for name, p in fig.params.items():
+        cfg[name] = _coerce(name, p, overrides.get(name, p.value(profile)))
+    if fig.validate is not None:
+        fig.validate(cfg)
+    cfg["profile"] = profile
+    return cfg
+
+
+def validate_device(device: str) -> str:
+    ok = device in ("auto", "cpu", "cuda", "mps") or (device.startswith("cuda:") and device[5:].isdigit())
+    if not ok:
+        raise ParameterError(f"parameter 'device' = {device!r} is not allowed; allowed values: {DEVICE_HELP}")
+    return device
+
+
+# ----------------------------------------------------------------------------------------------
+# Shared parameter definitions (each figure picks the ones it needs)
+
+
+def seed_params() -> dict:
+    return {
+        "seeds": Param("int", {"smoke": 1, "default": 3, "paper": 5}, "independent pretraining runs per configuration",
+                       check=positive, check_text="an integer >= 1"),
+        "data_seed": Param("int", {"default": 0}, "seed of the pretraining task streams", check=non_negative,
+                           check_text="an integer >= 0"),
+        "init_seed": Param("int", {"default": 1}, "seed of the initial weights", check=non_negative,
+                           check_text="an integer >= 0"),
+        "eval_seed": Param("int", {"default": 3}, "seed of the fixed evaluation set", check=non_negative,
+                           check_text="an integer >= 0"),
+    }
+
+
+def _window_validate(cfg: dict) -> None:
+    if cfg["d"] < 2:
+        raise ParameterError(f"parameter 'd' = {cfg['d']} is out of range for window_adaptation; allowed: an "
+                             "integer >= 2 (the attention window is an angle on the sphere S^{d-1})")
+    if len(cfg["L_values"]) != 3:
+        raise ParameterError("parameter 'L_values' must list exactly 3 Lipschitz constants (small, medium, "
+                             f"large), got {cfg['L_values']!r}")
+    if cfg["n_window"] not in cfg["n_values"]:
+        raise ParameterError(f"parameter 'n_window' = {cfg['n_window']} must be one of n_values = "
+                             f"{cfg['n_values']!r}")
+    if sorted(cfg["L_values"]) != cfg["L_values"]:
+        raise ParameterError(f"parameter 'L_values' must be increasing, got {cfg['L_values']!r}")
+
+
+register(Figure(
+    name="window_adaptation",
+    title="Softmax attention adapts its window to Lipschitzness and noise",
+    paper="Collins et al. (2024), Figure 1",
+    validate=_window_validate,
+    params={
+        "d": Param("int", {"default": 2}, "input dimension; d = 2 puts inputs on the circle", check=at_least(1),
+                   check_text="an integer >= 2"),
+        "function_class": Param("str", {"default": "cosine"}, "pretraining and test function class",
+                                allowed=tuple(FUNCTION_CLASSES), source="spec"),
+        "L_values": Param("list[float]", {"default": [0.5, 2.0, 8.0]},
+                          "small, medium, large Lipschitz constant of the three settings", check=positive,
+                          check_text="positive numbers"),
+        "sigma": Param("float", {"default": 0.1}, "label-noise standard deviation of the three settings",
+                       check=non_negative, check_text="a number >= 0", source="spec"),
+        "sigma_noisy": Param("float", {"default": 1.0}, "noise of the noisier variant (at the medium L)",
+                             check=non_negative, check_text="a number >= 0"),
+        "n_values": Param("list[int]", {"smoke": [8, 32], "default": [4, 8, 16, 32, 64, 128],
+                                        "paper": [4, 8, 16, 32, 64, 128, 256, 512]},
+                          "context lengths; one unit is pretrained per n", check=positive,
+                          check_text="integers >= 1"),
+        "n_window": Param("int", {"smoke": 32, "default": 64, "paper": 64},
+                          "context length of the units whose windows are plotted and checked", check=positive,
+                          check_text="an integer in n_values"),
+        "steps": Param("int", {"smoke": 400, "default": 1000, "paper": 5000}, "Adam steps of pretraining",
+                       check=positive, check_text="an integer >= 1"),
+        "batch_size": Param("int", {"smoke": 64, "default": 128, "paper": 512}, "tasks per step per configuration",
+                            check=positive, check_text="an integer >= 1"),
+        "lr": Param("float", {"default": 0.1}, "Adam learning rate", check=positive, check_text="a number > 0"),
+        "param": Param("str", {"default": "KQ"}, "trainable object: M directly or M = M_K^T M_Q",
+                       allowed=("M", "KQ")),
+        "eval_tasks": Param("int", {"smoke": 2000, "default": 10000, "paper": 50000},
+                            "tasks in the fixed evaluation set", check=positive, check_text="an integer >= 1",
+                            source="spec"),
+        **seed_params(),
+    },
+))
