@@ -1,0 +1,57 @@
+"""Parameters and profiles of the window-adaptation figure (Collins et al. 2024, Fig. 1)."""
+
+from ..profiles import Figure, Param, ParameterError, at_least, non_negative, positive, register, seed_params
+from ..tasks import FUNCTION_CLASSES
+
+
+def _window_validate(cfg: dict) -> None:
+    if cfg["d"] < 2:
+        raise ParameterError(f"parameter 'd' = {cfg['d']} is out of range for window_adaptation; allowed: an "
+                             "integer >= 2 (the attention window is an angle on the sphere S^{d-1})")
+    if len(cfg["L_values"]) != 3:
+        raise ParameterError("parameter 'L_values' must list exactly 3 Lipschitz constants (small, medium, "
+                             f"large), got {cfg['L_values']!r}")
+    if cfg["n_window"] not in cfg["n_values"]:
+        raise ParameterError(f"parameter 'n_window' = {cfg['n_window']} must be one of n_values = "
+                             f"{cfg['n_values']!r}")
+    if sorted(cfg["L_values"]) != cfg["L_values"]:
+        raise ParameterError(f"parameter 'L_values' must be increasing, got {cfg['L_values']!r}")
+
+
+register(Figure(
+    name="window_adaptation",
+    title="Softmax attention adapts its window to Lipschitzness and noise",
+    paper="Collins et al. (2024), Figure 1",
+    validate=_window_validate,
+    params={
+        "d": Param("int", {"default": 2}, "input dimension; d = 2 puts inputs on the circle", check=at_least(1),
+                   check_text="an integer >= 2"),
+        "function_class": Param("str", {"default": "cosine"}, "pretraining and test function class",
+                                allowed=tuple(FUNCTION_CLASSES), source="spec"),
+        "L_values": Param("list[float]", {"default": [0.5, 2.0, 8.0]},
+                          "small, medium, large Lipschitz constant of the three settings", check=positive,
+                          check_text="positive numbers"),
+        "sigma": Param("float", {"default": 0.1}, "label-noise standard deviation of the three settings",
+                       check=non_negative, check_text="a number >= 0", source="spec"),
+        "sigma_noisy": Param("float", {"default": 1.0}, "noise of the noisier variant (at the medium L)",
+                             check=non_negative, check_text="a number >= 0"),
+        "n_values": Param("list[int]", {"smoke": [8, 32], "default": [4, 8, 16, 32, 64, 128],
+                                        "paper": [4, 8, 16, 32, 64, 128, 256, 512]},
+                          "context lengths; one unit is pretrained per n", check=positive,
+                          check_text="integers >= 1"),
+        "n_window": Param("int", {"smoke": 32, "default": 64, "paper": 64},
+                          "context length of the units whose windows are plotted and checked", check=positive,
+                          check_text="an integer in n_values"),
+        "steps": Param("int", {"smoke": 400, "default": 1000, "paper": 5000}, "Adam steps of pretraining",
+                       check=positive, check_text="an integer >= 1"),
+        "batch_size": Param("int", {"smoke": 64, "default": 128, "paper": 512}, "tasks per step per configuration",
+                            check=positive, check_text="an integer >= 1"),
+        "lr": Param("float", {"default": 0.1}, "Adam learning rate", check=positive, check_text="a number > 0"),
+        "param": Param("str", {"default": "KQ"}, "trainable object: M directly or M = M_K^T M_Q",
+                       allowed=("M", "KQ")),
+        "eval_tasks": Param("int", {"smoke": 2000, "default": 10000, "paper": 50000},
+                            "tasks in the fixed evaluation set", check=positive, check_text="an integer >= 1",
+                            source="spec"),
+        **seed_params(),
+    },
+))
