@@ -46,7 +46,10 @@ def lipschitz_constant(function_class: str, L: float) -> float:
     if function_class == "lowrank_quadratic":
         return L**2  # d/dt (L cos t)^2 on a great circle peaks at L^2
     if function_class == "lowrank_cosine":
-        return 4.0 * L
+        # f = cos(4 L cos t) along a great circle through w: sup_t 4 L sin t |sin(4 L cos t)| (<= 4L, = 4L once
+        # 4L >= pi/2)
+        t = torch.linspace(0, math.pi, 200_001, dtype=torch.float64)
+        return float((4.0 * L * t.sin() * torch.sin(4.0 * L * t.cos()).abs()).max())
     return float(L)
 
 

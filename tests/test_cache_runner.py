@@ -1,0 +1,96 @@
+"""The result cache and the notebook runner never leave a half-written file in place of a good one."""
+
+import os
+import pickle
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from softmax_icl import cache
+from softmax_icl.runner import HIDE_TAG, NotebookFailed, execute_notebook
+
+
+def test_cache_hit_miss_and_bypass(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path))
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"value": len(calls)}
+
+    v1, hit1 = cache.cached("t", {"a": 1}, "cpu", compute)
+    v2, hit2 = cache.cached("t", {"a": 1}, "cpu", compute)
+    v3, hit3 = cache.cached("t", {"a": 2}, "cpu", compute)
+    v4, hit4 = cache.cached("t", {"a": 1}, "cuda", compute)
+    v5, hit5 = cache.cached("t", {"a": 1}, "cpu", compute, use_cache=False)
+    assert (hit1, hit2, hit3, hit4, hit5) == (False, True, False, False, False)
+    assert v1 == v2 == {"value": 1} and v3 == {"value": 2} and v5 == {"value": 4}
+    assert len(list(tmp_path.glob("*.pkl"))) == 3
+
+
+def test_failed_computation_writes_no_cache_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path))
+
+    def fail():
+        raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        cache.cached("t", {"a": 1}, "cpu", fail)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_atomic_write_keeps_old_file_when_writing_fails(tmp_path, monkeypatch):
+    target = tmp_path / "entry.pkl"
+    cache.atomic_write_bytes(target, pickle.dumps("good"))
+
+    def broken_replace(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(KeyboardInterrupt):
+        cache.atomic_write_bytes(target, pickle.dumps("new"))
+    monkeypatch.undo()
+    assert pickle.loads(target.read_bytes()) == "good"
+    assert [p.name for p in tmp_path.iterdir()] == ["entry.pkl"]        # no temporary file left behind
+
+
+def test_corrupt_cache_entry_is_recomputed(tmp_path, monkeypatch):
+    monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path))
+    path = tmp_path / f"{cache.cache_key('t', {'a': 1}, 'cpu')}.pkl"
+    path.write_bytes(b"truncated")
+    v, hit = cache.cached("t", {"a": 1}, "cpu", lambda: 42)
+    assert (v, hit) == (42, False) and pickle.loads(path.read_bytes()) == 42
+
+
+def _notebook(path, body):
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = new_code_cell("x = 1")
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, new_code_cell(body)]
+    nbformat.write(nb, path)
+
+
+def test_runner_replaces_on_success_and_hides_injected_parameters(tmp_path):
+    src = tmp_path / "fig.ipynb"
+    _notebook(src, "print(x * 2)")
+    execute_notebook(src, src, {"x": 21}, progress_bar=False)
+    nb = nbformat.read(src, as_version=4)
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1 and HIDE_TAG in injected[0].metadata["tags"]
+    assert nb.cells[-1].outputs[0]["text"] == "42\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.ipynb"]
+
+
+def test_runner_leaves_previous_notebook_intact_when_execution_fails(tmp_path):
+    src = tmp_path / "fig.ipynb"
+    _notebook(src, "assert x == 1, 'bad parameter'\nprint('ok')")
+    execute_notebook(src, src, {"x": 1}, progress_bar=False)
+    good = src.read_bytes()
+    with pytest.raises(NotebookFailed, match="left unchanged"):
+        execute_notebook(src, src, {"x": 2}, progress_bar=False)
+    assert src.read_bytes() == good                                   # the good notebook survived
+    failed = tmp_path / "fig.failed.ipynb"
+    assert failed.exists()                                            # the partial run is kept for inspection
+    assert not list(tmp_path.glob(".*.running.ipynb"))

@@ -1,0 +1,59 @@
+"""Window width and ICL-error metrics on cases with known answers."""
+
+import numpy as np
+import pytest
+import torch
+
+from softmax_icl.baselines import nadaraya_watson_oracle, scan_bandwidth
+from softmax_icl.metrics import icl_error, icl_error_of_matrices, spectral_norm, window_halfwidth
+from softmax_icl.tasks import InputSpec
+
+
+@pytest.mark.parametrize("d", [2, 5])
+@pytest.mark.parametrize("w", [1.0, 4.0, 50.0, 400.0])
+def test_softmax_halfwidth_of_M_wI_is_arccos_1_minus_ln2_over_w(d, w):
+    got = window_halfwidth("softmax", w * np.eye(d))
+    assert got == pytest.approx(np.arccos(1 - np.log(2) / w), rel=2e-3)
+
+
+def test_wide_window_never_halves_and_linear_halfwidth_is_60_degrees():
+    assert window_halfwidth("softmax", 0.2 * np.eye(3)) == pytest.approx(np.pi)
+    for w in (0.1, 3.0, 100.0):
+        assert np.degrees(window_halfwidth("linear", w * np.eye(2))) == pytest.approx(60.0, abs=0.3)
+
+
+def test_halfwidth_is_vectorised_over_stacks():
+    M = np.stack([w * np.eye(2) for w in (2.0, 20.0, 200.0)])
+    hw = window_halfwidth("softmax", M)
+    assert hw.shape == (3,) and np.all(np.diff(hw) < 0)
+
+
+def test_icl_error_of_the_true_function_is_zero_and_of_zero_predictor_is_the_label_variance():
+    spec = InputSpec(d=3)
+    rows = [dict(function_class="affine", L=2.0, sigma=0.5, n=8)]
+    e0, _ = icl_error(lambda b: torch.zeros_like(b.f_q), rows, spec, n_tasks=20000, eval_seed=1)
+    # E[f(x)^2] for f = l w^T x + b, l, b ~ U[-L, L], x uniform on S^2: L^2/3 * (1/3) + L^2/3
+    assert e0[0] == pytest.approx(4 / 9 + 4 / 3, rel=0.03)
+    e1, se = icl_error(lambda b: b.f_q, rows, spec, n_tasks=1000, eval_seed=1)
+    assert e1[0] == 0 and se[0] == 0
+
+
+def test_rows_share_the_evaluation_set():
+    spec = InputSpec(d=2)
+    M = np.stack([5 * np.eye(2)] * 2)
+    rows = [dict(function_class="cosine", L=2.0, sigma=0.1, n=16)] * 2
+    e, _ = icl_error_of_matrices("softmax", M, rows, spec, n_tasks=3000)
+    assert e[0] == e[1]
+
+
+def test_nadaraya_watson_oracle_picks_a_larger_bandwidth_scale_for_larger_L():
+    spec = InputSpec(d=2)
+    rows = [dict(function_class="cosine", L=L, sigma=0.1, n=32) for L in (0.5, 8.0)]
+    w_best, err, _ = nadaraya_watson_oracle(rows, spec, n_tune=2000, n_eval=2000)
+    assert w_best[1] > 4 * w_best[0]
+    scan = scan_bandwidth(rows, spec, w_grid=[w_best[0], w_best[1]], n_tasks=2000, seed=3)
+    assert scan[0, 0] < scan[0, 1] and scan[1, 1] < scan[1, 0]      # each setting prefers its own bandwidth
+
+
+def test_spectral_norm():
+    assert spectral_norm(np.diag([3.0, -5.0, 1.0])) == pytest.approx(5.0)

@@ -1,0 +1,110 @@
+"""Parameter validation: clear errors naming the parameter and the allowed values, before any compute."""
+
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from softmax_icl import cli
+from softmax_icl.profiles import FIGURES, PROFILES, ParameterError, resolve
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("figure", sorted(FIGURES))
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_resolves(figure, profile):
+    cfg = resolve(figure, profile)
+    assert set(FIGURES[figure].params) <= set(cfg)
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"L_values": [-1.0, 2.0, 8.0]}, r"'L_values' = -1.0 is out of range; allowed: positive numbers"),
+    ({"function_class": "sine"}, r"'function_class' = 'sine' is not allowed; allowed values: 'affine'"),
+    ({"d": 0}, r"'d' = 0 is out of range"),
+    ({"sigma": -0.1}, r"'sigma' = -0.1 is out of range; allowed: a number >= 0"),
+    ({"steps": 2.5}, r"'steps' must be an integer"),
+    ({"n_values": "many"}, r"'n_values' must be a non-empty list"),
+    ({"signa": 0.1}, r"unknown parameter\(s\) 'signa' for figure 'window_adaptation'; allowed: .*sigma"),
+    ({"n_window": 7}, r"'n_window' = 7 must be one of n_values"),
+])
+def test_bad_values_raise_naming_parameter_and_allowed_values(overrides, match):
+    with pytest.raises(ParameterError, match=match):
+        resolve("window_adaptation", "default", overrides)
+
+
+def test_unknown_profile_and_figure():
+    with pytest.raises(ParameterError, match="'profile' = 'fast' is not allowed; allowed values: smoke, default, paper"):
+        resolve("window_adaptation", "fast")
+    with pytest.raises(ParameterError, match="unknown figure 'fig9'"):
+        resolve("fig9")
+
+
+def test_none_means_profile_value():
+    assert resolve("window_adaptation", "smoke", {"steps": None})["steps"] == FIGURES["window_adaptation"].params[
+        "steps"].value("smoke")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "window_adaptation", "-p", "L_values", "[-1, 2, 3]"], "'L_values' = -1.0 is out of range"),
+    (["run", "window_adaptation", "-p", "function_class", "sine"], "allowed values: 'affine'"),
+    (["run", "window_adaptation", "--profile", "fast"], "allowed values: smoke, default, paper"),
+    (["run", "window_adaptation", "-p", "d", "0"], "'d' = 0 is out of range"),
+    (["run", "window_adaptation", "--device", "tpu"], "'device' = 'tpu' is not allowed"),
+    (["run", "nosuchfigure"], "unknown figure 'nosuchfigure'"),
+])
+def test_cli_rejects_bad_input_with_nonzero_exit_before_compute(argv, message, capsys, monkeypatch, tmp_path):
+    def boom(*a, **k):
+        raise AssertionError("a notebook was executed despite invalid input")
+
+    monkeypatch.setattr("softmax_icl.runner.execute_notebook", boom)
+    monkeypatch.chdir(ROOT)
+    assert cli.main(argv + ["--output", str(tmp_path)] if argv[-1] != "nosuchfigure" else argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_entry_point_exit_code():
+    proc = subprocess.run([sys.executable, "-m", "softmax_icl.cli", "run", "window_adaptation", "-p", "sigma", "-1"],
+                          cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2 and "'sigma' = -1.0 is out of range" in proc.stderr
+
+
+def test_cli_list_shows_figures_and_parameters(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name, fig in FIGURES.items():
+        assert name in out
+        for p in fig.params:
+            assert p in out
+
+
+def test_parse_value():
+    assert cli.parse_value("0.5") == 0.5 and cli.parse_value("[1, 2]") == [1, 2]
+    assert cli.parse_value("true") is True and cli.parse_value("cosine") == "cosine"
+
+
+@pytest.mark.parametrize("figure", sorted(FIGURES))
+def test_notebook_parameters_cell_declares_every_figure_parameter(figure):
+    nb = nbformat.read(ROOT / "notebooks" / FIGURES[figure].notebook, as_version=4)
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, "exactly one cell tagged 'parameters'"
+    declared = {line.split("=")[0].strip() for line in cells[0].source.splitlines()
+                if "=" in line and not line.lstrip().startswith("#")}
+    assert declared == set(FIGURES[figure].params) | {"profile", "device", "use_cache", "output_dir"}
+    # and the Run cell passes every one of them on
+    run_cell = next(c for c in nb.cells if c.cell_type == "code" and "Run(" in c.source)
+    for p in FIGURES[figure].params:
+        assert f"{p}={p}" in run_cell.source
+
+
+def test_committed_records_are_default_profile_and_match_their_notebook():
+    for fig in FIGURES.values():
+        path = ROOT / "book" / "results" / f"{fig.name}.json"
+        if not path.exists():
+            pytest.fail(f"missing record {path}")
+        rec = json.loads(path.read_text())
+        assert rec["notebook"] == fig.name and rec["profile"] == "default"
+        assert rec["claims"], "a record without claims"

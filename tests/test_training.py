@@ -1,0 +1,63 @@
+"""The batched trainer: a configuration trained inside a sweep matches it trained alone; determinism."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from softmax_icl.training import Sweep, derive_seed, resolve_device, train_sweep
+
+SWEEP = Sweep(model="softmax", classes=("relu", "cosine"), L=(0.5, 3.0), sigma=(0.0, 0.3), n=(6, 12), seeds=2, d=3,
+              steps=25, batch_size=16, lr=0.05, log_every=5)
+
+
+def test_sweep_grid_is_the_full_product_with_seed_fastest():
+    cfgs = SWEEP.configs()
+    assert len(cfgs) == 2 * 2 * 2 * 2 * 2
+    assert [c["seed"] for c in cfgs[:4]] == [0, 1, 0, 1]
+    pairs = dataclasses.replace(SWEEP, pairs=((1.0, 0.1), (2.0, 0.5))).configs()
+    assert {(c["L"], c["sigma"]) for c in pairs} == {(1.0, 0.1), (2.0, 0.5)}
+
+
+@pytest.mark.parametrize("model", ["softmax", "linear"])
+def test_configuration_in_sweep_matches_configuration_trained_alone(model):
+    sweep = dataclasses.replace(SWEEP, model=model)
+    full = train_sweep(sweep, "cpu", progress=False)
+    for i in (0, 5, 13, len(full.configs) - 1):                 # mixed classes, L, sigma, n and seeds
+        alone = train_sweep(sweep, "cpu", configs=[full.configs[i]], progress=False)
+        np.testing.assert_allclose(alone.M_history[:, 0], full.M_history[:, i], rtol=2e-4, atol=2e-6)
+        np.testing.assert_allclose(alone.loss_history[:, 0], full.loss_history[:, i], rtol=2e-4, atol=1e-7)
+
+
+def test_same_seed_same_numbers_and_seeds_matter():
+    a = train_sweep(SWEEP, "cpu", progress=False)
+    b = train_sweep(SWEEP, "cpu", progress=False)
+    np.testing.assert_array_equal(a.M_history, b.M_history)
+    c = train_sweep(dataclasses.replace(SWEEP, data_seed=5), "cpu", progress=False)
+    assert not np.allclose(a.M, c.M)
+    i0, i1 = a.select(function_class="relu", L=0.5, sigma=0.0, n=6, seed=0)[0], a.select(
+        function_class="relu", L=0.5, sigma=0.0, n=6, seed=1)[0]
+    assert not np.allclose(a.M[i0], a.M[i1])                   # seeds are independent replicates
+
+
+def test_training_reduces_the_loss_and_larger_L_gives_a_larger_window_scale():
+    sweep = Sweep(classes=("cosine",), L=(0.5, 6.0), sigma=(0.05,), n=(32,), d=2, steps=300, batch_size=64, lr=0.1)
+    r = train_sweep(sweep, "cpu", progress=False)
+    assert (r.loss_history[-1] < r.loss_history[1]).all()
+    norms = np.linalg.norm(r.M, ord=2, axis=(1, 2))
+    assert norms[1] > 2 * norms[0]
+
+
+def test_derive_seed_is_stable_and_distinct():
+    assert derive_seed(0, 1) == derive_seed(0, 1)
+    assert len({derive_seed(0, s) for s in range(50)}) == 50
+    assert 0 <= derive_seed(3, 4) < 2**63
+
+
+def test_device_resolution():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type in ("cpu", "cuda")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device"):
+            resolve_device("cuda")
