@@ -140,6 +140,10 @@ def key_numbers_table(a: dict) -> str:
             lines.append(f"{s.label:<18}{m:<9}{a['w'][m][i].mean():>8.3g}{a['halfwidth'][m][i].mean():>10.3g}°  "
                          + ", ".join(f"{v:.2g}" for v in e))
         lines.append(f"{'':<18}{'oracle':<9}{'':>8}{'':>12}  " + ", ".join(f"{v:.2g}" for v in a["error"]["oracle"][i]))
+    ratio = a["error"]["softmax"].mean(-1) / a["error"]["linear"].mean(-1)
+    wins = [f"{s.label}: n = {', '.join(str(n) for n, r in zip(a['n'], ratio[i]) if r >= 1)}"
+            for i, s in enumerate(a["settings"]) if (ratio[i] >= 1).any()]
+    lines.append("linear attention beats softmax at " + ("; ".join(wins) if wins else "no setting and n"))
     return "\n".join(lines)
 
 
