@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-INPUT_DISTRIBUTIONS = ("isotropic", "nonisotropic")
+INPUT_DISTRIBUTIONS = ("isotropic", "nonisotropic", "nonisotropic_whitened")
 
 #: Function classes; the value says how ``L`` enters and what the class's Lipschitz constant is.
 FUNCTION_CLASSES = {
@@ -78,7 +78,13 @@ def low_rank_basis(d: int, k: int, seed: int) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class InputSpec:
-    """Where inputs live: ``d``, the input distribution and (for low-rank classes) the basis rank."""
+    """Where inputs live: ``d``, the input distribution and (for low-rank classes) the basis rank.
+
+    ``nonisotropic`` draws ``x = Sigma^{1/2} u``, ``u ~ U^d``, and evaluates the task at ``x``;
+    ``nonisotropic_whitened`` draws the same ``x`` but evaluates the task at the whitened input ``u``
+    (``f(x) = g(Sigma^{-1/2} x)``), so the task law is rotation invariant after whitening: the symmetry
+    the covariance lemma (``M* = w Sigma^{-1}``) assumes.
+    """
 
     d: int
     input_dist: str = "isotropic"
@@ -100,13 +106,15 @@ def draw_raw(spec: InputSpec, batch: int, n: int, generator: torch.Generator, de
     Returns a dict of tensors with leading dimension ``batch``:
     ``x`` (batch, n + 1, d) inputs (the last row is the query), ``u`` (batch, d) a unit task
     direction, ``a`` (batch, k) a unit low-rank coefficient vector, ``coef`` (batch, 3) uniform on
-    [-1, 1], ``phase`` (batch,) uniform on [0, 2 pi), ``noise`` (batch, n) standard normal.
+    [-1, 1], ``phase`` (batch,) uniform on [0, 2 pi), ``noise`` (batch, n) standard normal; for
+    ``nonisotropic_whitened`` also ``x_task`` (batch, n + 1, d), the whitened inputs the task is evaluated at.
     """
-    x = sphere((batch, n + 1), spec.d, generator, device)
+    u = sphere((batch, n + 1), spec.d, generator, device)
     sq = spec.sqrt_cov(device)
-    if sq is not None:
-        x = x * sq
+    x = u if sq is None else u * sq
+    extra = {"x_task": u} if spec.input_dist == "nonisotropic_whitened" else {}
     return {
+        **extra,
         "x": x,
         "u": sphere((batch,), spec.d, generator, device),
         "a": sphere((batch,), spec.k, generator, device),
@@ -171,6 +179,7 @@ def make_batch(spec: InputSpec, raw: dict, classes: list[str], cls_idx: torch.Te
     class present (at most a handful), never a loop over configurations.
     """
     x = raw["x"]
+    xt = raw.get("x_task", x)       # where the task is evaluated (the whitened input, if any)
     C = x.shape[0]
     f = torch.empty(x.shape[:3], device=x.device, dtype=x.dtype)
     basis = spec.basis(x.device) if any(c in LOW_RANK_CLASSES for c in classes) else None
@@ -179,10 +188,10 @@ def make_batch(spec: InputSpec, raw: dict, classes: list[str], cls_idx: torch.Te
         if sel.numel() == 0:
             continue
         if sel.numel() == C:
-            f = evaluate_class(name, x, raw, L, basis)
+            f = evaluate_class(name, xt, raw, L, basis)
         else:
             sub = {k: v[sel] for k, v in raw.items()}
-            f[sel] = evaluate_class(name, x[sel], sub, L[sel], basis)
+            f[sel] = evaluate_class(name, xt[sel], sub, L[sel], basis)
     y_ctx = f[:, :, :n_draw] + sigma.view(-1, 1, 1) * raw["noise"]
     mask = None
     if bool((n < n_draw).any()):
