@@ -171,7 +171,7 @@ def train_sweep(sweep: Sweep, device="auto", configs: list[dict] | None = None, 
 
     bar = None
     if progress_enabled(progress):
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
         bar = tqdm(total=sweep.steps, desc=desc, leave=False)
     t0 = time.perf_counter()
     log(0)
