@@ -1,0 +1,98 @@
+"""Parameters and profiles of the classification chapter (Dragutinovic, Saxe, Singh 2025, Figs 1-5 + ablations)."""
+
+from ..profiles import Figure, Param, ParameterError, at_least, non_negative, positive, register, seed_params
+
+
+def _cls_validate(cfg: dict) -> None:
+    if sorted(set(cfg["n_values"])) != cfg["n_values"]:
+        raise ParameterError(f"parameter 'n_values' must be strictly increasing, got {cfg['n_values']!r}")
+    for name, main in (("shape_C", "C"), ("shape_d", "d")):
+        if cfg[main] in cfg[name] or len(set(cfg[name])) != len(cfg[name]):
+            raise ParameterError(f"parameter {name!r} = {cfg[name]!r} must list distinct values other than "
+                                 f"{main} = {cfg[main]} (the main setting is compared across n)")
+
+
+_int = dict(check=positive, check_text="an integer >= 1")
+
+register(Figure(
+    name="classification_kernel_gd",
+    title="In-context classification: linear attention takes a GD step, softmax attention a kernel GD step",
+    paper="Dragutinovic, Saxe, Singh (2025), Figures 1-5 and ablations",
+    validate=_cls_validate,
+    params={
+        "C": Param("int", {"default": 5}, "classes per context (main setting)", source="paper",
+                   check=at_least(2), check_text="an integer >= 2"),
+        "d": Param("int", {"default": 5}, "input dimension (main setting); inputs and class vectors on S^{d-1}",
+                   source="paper", check=at_least(2), check_text="an integer >= 2"),
+        "n_main": Param("int", {"default": 100}, "context length of the main setting", source="paper", **_int),
+        "local_prototypes": Param("int", {"default": 3},
+                                  "prototypes per class P of the local task: each class is the union of the "
+                                  "sphere's cells nearest to its P own prototypes (not linearly separable)",
+                                  check=at_least(2), check_text="an integer >= 2"),
+        "n_values": Param("list[int]", {"smoke": [10, 30], "default": [10, 30, 100],
+                                        "paper": [10, 25, 50, 100, 200]},
+                          "context lengths of the softmax-vs-linear comparison (one unit per n, task, model)",
+                          check=positive, check_text="increasing integers >= 1"),
+        "shape_C": Param("list[int]", {"smoke": [3], "default": [2, 10], "paper": [2, 3, 10, 20]},
+                         "other class counts (at d and n_main) of the softmax-vs-linear comparison",
+                         check=at_least(2), check_text="integers >= 2"),
+        "shape_d": Param("list[int]", {"smoke": [3], "default": [2, 10], "paper": [2, 3, 10, 20]},
+                         "other input dimensions (at C and n_main) of the softmax-vs-linear comparison",
+                         check=at_least(2), check_text="integers >= 2"),
+        "steps_main": Param("int", {"smoke": 60, "default": 2000, "paper": 10000},
+                            "Adam steps of the main-setting units (alignment and hyperparameter checks)", **_int),
+        "steps": Param("int", {"smoke": 60, "default": 1000, "paper": 5000},
+                       "Adam steps of the units of the n and (C, d) comparisons", **_int),
+        "batch_size": Param("int", {"smoke": 32, "default": 64, "paper": 256},
+                            "contexts per step per configuration (fresh every step)", **_int),
+        "lr": Param("float", {"default": 0.05}, "peak Adam learning rate (cosine decay to 5% of it)",
+                    check=positive, check_text="a number > 0"),
+        "init_scale": Param("float", {"default": 0.1},
+                            "initial W_K, W_Q, W_V entries ~ N(0, init_scale^2 / (d + C))", check=positive,
+                            check_text="a number > 0"),
+        "sweep_seeds": Param("int", {"smoke": 1, "default": 1, "paper": 3},
+                             "independent runs per configuration of the n and (C, d) comparisons", **_int),
+        "search_contexts": Param("int", {"smoke": 512, "default": 8192, "paper": 32768},
+                                 "fresh contexts on which the GD steps' hyperparameters are searched", **_int),
+        "eval_contexts": Param("int", {"smoke": 512, "default": 4096, "paper": 16384},
+                               "contexts of the fixed evaluation set (losses, accuracies, scatter plots)", **_int),
+        "align_contexts": Param("int", {"smoke": 128, "default": 1024, "paper": 4096},
+                                "evaluation contexts used for the alignment metrics through training "
+                                "(the first ones of the evaluation set)", **_int),
+        "search_seed": Param("int", {"default": 4}, "seed of the hyperparameter-search contexts",
+                             check=non_negative, check_text="an integer >= 0"),
+        **seed_params(),
+    },
+    notes=(
+        "Task: per-context class vectors c_1..c_C ~ U^d, inputs x_i ~ U^d, one-hot labels y_i = argmax_k c_k^T x_i "
+        "(no label noise); the query is drawn the same way. Local task (SPEC 2.4): P = local_prototypes prototypes "
+        "per class, the label is the owner of the prototype with the largest p^T x, so each class is a union of P "
+        "cells around its own prototypes. Both tasks share raw draws (the paper's class vectors are the first "
+        "prototype of each class).",
+        "Model: one layer, one head, full W_K, W_Q, W_V in R^{(d+C)x(d+C)} on tokens [x_i; y_i], query [x_q; 0]; "
+        "the query does not attend to itself; linear attention weights s_i / n; prediction softmax of the "
+        "y-slot of the query's attention update; cross-entropy loss; no MLP, LayerNorm or residual readout "
+        "beyond the update.",
+        "Training: Adam, cosine learning-rate decay to 5% of lr, fresh contexts every step, one batched program "
+        "per sweep (main setting; n comparison; (C, d) comparison). Within a sweep, contexts are padded to the largest "
+        "n, C and d: unused context slots and classes are masked and unused input coordinates are zero, so a padded "
+        "unit computes exactly the smaller unit's function class (its W_K, W_Q inner dimension is the padded d + C). "
+        "init_scale = 0.1: with larger random initial weights some softmax runs settle in a worse basin with "
+        "beta < 0 and gamma < 0 (attention to far-away points), which the book reports when it happens.",
+        "GD-step hyperparameters: eta (GD step) and (beta, gamma) (kernel GD) minimise the step's own "
+        "cross-entropy on search_contexts fresh contexts of the same setting (search_seed): golden-section search "
+        "of the rate (the CE is convex in it) for each beta of a log grid, the best beta refined by a parabola in "
+        "log beta. Learned values: beta (or a) = tr((W_K^T W_Q)_xx)/d, gamma (or b) = identity coefficient of the "
+        "class-centred y-block of W_V, eta = a b.",
+        "Alignment metrics (chosen; the paper's definitions are unavailable): cosine similarity of mean-centred "
+        "logits, L2 distance of probability vectors, cosine of the flattened Jacobians d y_hat / d x_q (full "
+        "Euclidean Jacobian, torch.func.jacrev), argmax agreement; means over evaluation contexts. The trained "
+        "model at every logged step is compared with the algorithm at its searched hyperparameters.",
+        "Ablations: exp kernel with a fixed rate, logits (eta/n) sum_i y_i exp(beta (x_i^T x_q - 1)); normalised "
+        "linear kernel, logits gamma sum_i y_i k(x_i, x_q) / sum_j k(x_j, x_q) with k = 1 + beta x^T x' and "
+        "0 < beta <= 1 (so k >= 0 and the rate stays positive); each with its own searched hyperparameters.",
+        "Softmax >= linear is tested per task and n (and per (C, d) on the paper's task at n_main, with "
+        "sweep_seeds runs): it holds at a setting when the softmax unit's test CE is not above the linear unit's "
+        "by more than twice the paired standard error over evaluation contexts.",
+    ),
+))
