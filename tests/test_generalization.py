@@ -1,0 +1,67 @@
+"""Generalisation chapter: the one-pass evaluation over test context lengths, slopes, sweeps and validation."""
+
+import numpy as np
+import pytest
+
+from softmax_icl.figures.generalization import errors_by_n, loglog_slope, sweep_for
+from softmax_icl.metrics import icl_error_of_matrices
+from softmax_icl.profiles import ParameterError, resolve
+from softmax_icl.tasks import InputSpec
+
+TESTS = [dict(function_class="relu", L=1.5, sigma=0.3), dict(function_class="cosine", L=4.0, sigma=0.0),
+         dict(function_class="affine", L=0.5, sigma=1.0)]
+
+
+@pytest.mark.parametrize("kind", ["softmax", "linear"])
+def test_one_pass_over_prefixes_equals_icl_error_row_by_row(kind):
+    """Same tasks, same numbers as metrics.icl_error with one row per (unit, test setting, n)."""
+    spec = InputSpec(d=3)
+    M = np.random.default_rng(0).standard_normal((4, 3, 3)) * 3
+    ns = [2, 5, 9]
+    err, se = errors_by_n(kind, M, TESTS, ns, spec, n_tasks=1000, eval_seed=5, chunk=256)
+    rows = [dict(t, n=n) for _ in range(4) for t in TESTS for n in ns]
+    ref, ref_se = icl_error_of_matrices(kind, np.repeat(M, len(TESTS) * len(ns), 0), rows, spec, n_tasks=1000,
+                                        eval_seed=5, chunk=256)
+    np.testing.assert_allclose(err, ref.reshape(4, len(TESTS), len(ns)), rtol=1e-5)
+    np.testing.assert_allclose(se, ref_se.reshape(4, len(TESTS), len(ns)), rtol=1e-4)
+
+
+def test_one_pass_does_not_depend_on_chunking_beyond_the_task_stream():
+    """Splitting the units into separate calls (other chunk sizes for the same tasks) gives the same errors."""
+    spec = InputSpec(d=2)
+    M = np.stack([w * np.eye(2) for w in (0.5, 5.0, 50.0)])
+    both, _ = errors_by_n("softmax", M, TESTS[:2], [4, 16], spec, n_tasks=600, chunk=100)
+    one, _ = errors_by_n("softmax", M[1:2], TESTS[:2], [4, 16], spec, n_tasks=600, chunk=100)
+    np.testing.assert_allclose(both[1:2], one, rtol=1e-6)
+
+
+def test_wide_window_on_constant_tasks_averages_out_the_noise():
+    """Cosine tasks with L = 0 are constants cos(phi); M = 0 averages the n noisy labels: error sigma^2 / n."""
+    spec = InputSpec(d=2)
+    sigma, ns = 0.7, [1, 4, 16, 64]
+    err, se = errors_by_n("softmax", np.zeros((1, 2, 2)), [dict(function_class="cosine", L=0.0, sigma=sigma)], ns,
+                          spec, n_tasks=20000)
+    np.testing.assert_allclose(err[0, 0], sigma**2 / np.array(ns), rtol=0.05)
+
+
+def test_loglog_slope_recovers_power_laws():
+    ns = np.array([8, 16, 32, 64])
+    e = np.stack([3.0 * ns**-1.0, 0.2 * ns**-0.5, np.full(4, 0.1)])
+    np.testing.assert_allclose(loglog_slope(ns, e), [-1.0, -0.5, 0.0], atol=1e-12)
+
+
+def test_sweeps_cover_the_grid_and_validation_names_the_parameter():
+    cfg = resolve("generalization", "smoke")
+    soft, lin = sweep_for(cfg, "softmax"), sweep_for(cfg, "linear")
+    assert {(c["function_class"], c["L"]) for c in soft.configs()} == {
+        (c, L) for c in cfg["pretrain_classes"] for L in cfg["L_pretrain"]}
+    assert {c["L"] for c in lin.configs()} == {cfg["L_test"]} and lin.model == "linear"
+    assert all(c["n"] == cfg["n_train"] and c["sigma"] == cfg["sigma"] for c in soft.configs())
+    with pytest.raises(ParameterError, match="L_pretrain"):
+        resolve("generalization", "smoke", {"L_pretrain": [1.0, 10.0]})           # nothing below L_test
+    with pytest.raises(ParameterError, match="mismatch_class"):
+        resolve("generalization", "smoke", {"pretrain_classes": ["affine", "relu"]})
+    with pytest.raises(ParameterError, match="n_train"):
+        resolve("generalization", "smoke", {"n_train": 16})
+    with pytest.raises(ParameterError, match="pretrain_classes"):
+        resolve("generalization", "smoke", {"pretrain_classes": ["lowrank_linear"]})
