@@ -2,4 +2,5 @@
 
 from . import window_adaptation  # noqa: F401
 from . import generalization  # noqa: F401
+from . import low_rank  # noqa: F401
 from . import classification_kernel_gd  # noqa: F401
