@@ -1,0 +1,429 @@
+"""Theory formulas of Collins et al. (2024) and the measurements that test them (SPEC 1.4).
+
+* **Theorem 3.4 (window scale).** For the ReLU class and large ``n`` the optimal key-query matrix is
+  ``M* = w I`` with ``w`` a power of the signal-to-noise ratio ``s = n L^2 / sigma^2``. Two versions
+  of the exponent range are in circulation:
+
+  - ``"slides"``: the talk states ``Omega(s^{1/d}) < w < O(s^{2/d})``;
+  - ``"sketch"``: the talk's own proof sketch (noise term ``Theta(sigma^2 w^{d/2} / n)``, bias between
+    ``L^2/w^2`` and ``L^2/w``) gives ``Omega(s^{1/(d+2)}) < w < O(s^{2/(d+2)})``
+    (:func:`sketch_window_bounds` carries out that derivation).
+
+* **Covariance lemma.** With ``x = Sigma^{1/2} u``, ``u ~ U^d``, the optimal ``M* = w Sigma^{-1}``.
+
+* **Population loss over ``M = w B``** (``B = I`` or ``Sigma^{-1}``), by Monte Carlo with common random
+  numbers, split exactly into a bias term and a noise term: for noisy context labels
+  ``y_i = f(x_i) + sigma eps_i`` and the noiseless target, conditioning on everything but the noise gives
+
+      E[(sum_i a_i y_i - f(x_q))^2] = E[(sum_i a_i f(x_i) - f(x_q))^2] + sigma^2 E[sum_i a_i^2],
+
+  so one pass over the draws gives the loss at every ``sigma`` (and the noise term is averaged over
+  the label noise exactly). All ``w`` values are stacked along one axis and evaluated in one program.
+
+* Measurements of trained weights against these predictions: the window scale of ``M`` (its best
+  multiple of ``B``), the relative Frobenius distance between normalised matrices, the block form of a
+  full ``W_K^T W_Q``, and log-log slope fits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .tasks import InputSpec, draw_raw, evaluate_class, nonisotropic_covariance
+from .training import derive_seed, resolve_device
+
+THEOREM_34_VERSIONS = {
+    "slides": "exponents 1/d and 2/d on n L^2 / sigma^2 (as stated on the slides)",
+    "sketch": "exponents 1/(d+2) and 2/(d+2) (implied by the slides' proof sketch)",
+}
+
+#: how each variable enters the signal-to-noise ratio s = n L^2 / sigma^2 (its power)
+SNR_POWER = {"snr": 1.0, "n": 1.0, "L": 2.0, "sigma": -2.0}
+
+
+# -- Theorem 3.4 -----------------------------------------------------------------------------------
+
+def snr(n, L, sigma):
+    """The theorem's signal-to-noise ratio n L^2 / sigma^2 (inf where sigma = 0)."""
+    n, L, sigma = (np.asarray(v, dtype=np.float64) for v in (n, L, sigma))
+    with np.errstate(divide="ignore"):
+        return n * L**2 / sigma**2
+
+
+def theorem34_exponents(d: int, version: str) -> tuple[float, float]:
+    """(lower, upper) exponent of ``n L^2 / sigma^2`` bounding the optimal window scale ``w``."""
+    if version not in THEOREM_34_VERSIONS:
+        raise ValueError(f"version={version!r} is not one of {sorted(THEOREM_34_VERSIONS)}")
+    if d < 1:
+        raise ValueError(f"d={d} must be >= 1")
+    k = d if version == "slides" else d + 2
+    return 1.0 / k, 2.0 / k
+
+
+def theorem34_slope_range(d: int, variable: str, version: str) -> tuple[float, float]:
+    """Predicted range of the log-log slope of ``w`` against ``variable`` (snr, n, L or sigma).
+
+    ``w ~ s^alpha`` with ``s = n L^2 / sigma^2`` gives slope ``alpha`` against ``s`` and ``n``, ``2 alpha``
+    against ``L`` and ``-2 alpha`` against ``sigma``; the range is returned sorted.
+    """
+    if variable not in SNR_POWER:
+        raise ValueError(f"variable={variable!r} is not one of {sorted(SNR_POWER)}")
+    lo, hi = theorem34_exponents(d, version)
+    p = SNR_POWER[variable]
+    return tuple(sorted((p * lo, p * hi)))
+
+
+def sketch_window_bounds(d: int, s, c_noise: float = 1.0, c_bias: float = 1.0):
+    """The range of optimal ``w`` that the slides' proof sketch implies, with explicit constants.
+
+    Sketch: noise term ``N(w) = c_noise sigma^2 w^{d/2} / n``; bias between ``c_bias L^2 / w^2`` and
+    ``c_bias L^2 / w``. The optimal loss is at most ``U = min_w [N(w) + c_bias L^2 / w]`` and at least the
+    larger of the two lower bounds at ``w*``, so ``c_bias L^2 / w*^2 <= U`` and ``N(w*) <= U``. In units
+    ``L = 1``, ``sigma^2 / n = 1 / s`` this gives (returned as ``(w_lo, w_hi)``)
+
+        w_lo = sqrt(c_bias / U),   w_hi = (s U / c_noise)^{2/d},   U ~ s^{-2/(d+2)},
+
+    i.e. ``w_lo ~ s^{1/(d+2)}`` and ``w_hi ~ s^{2/(d+2)}``.
+    """
+    s = np.asarray(s, dtype=np.float64)
+    a = d / 2.0
+    # minimise g(w) = c_noise w^a / s + c_bias / w:  a c_noise w^{a-1} / s = c_bias / w^2
+    w_min = (c_bias * s / (a * c_noise)) ** (1.0 / (a + 1.0))
+    U = c_noise * w_min**a / s + c_bias / w_min
+    return np.sqrt(c_bias / U), (s * U / c_noise) ** (1.0 / a)
+
+
+def which_version(slope: float, d: int, variable: str = "snr") -> list[str]:
+    """Versions of Theorem 3.4 whose predicted slope range contains ``slope``."""
+    out = []
+    for v in THEOREM_34_VERSIONS:
+        lo, hi = theorem34_slope_range(d, variable, v)
+        if lo <= slope <= hi:
+            out.append(v)
+    return out
+
+
+# -- fits --------------------------------------------------------------------------------------------
+
+@dataclass
+class SlopeFit:
+    """Least-squares fit of ``log y = slope log x + intercept`` (one intercept per group, if grouped)."""
+
+    slope: float
+    intercept: float       # of the first group (the only one when ungrouped)
+    stderr: float          # standard error of the slope (nan without residual degrees of freedom)
+    n_points: int
+    r2: float
+    intercepts: dict | None = None     # group -> intercept, for grouped fits
+
+    def ci(self, z: float = 1.96) -> tuple[float, float]:
+        """Normal-approximation confidence interval of the slope (default 95%)."""
+        return self.slope - z * self.stderr, self.slope + z * self.stderr
+
+    def predict(self, x, group=None) -> np.ndarray:
+        b = self.intercept if group is None else self.intercepts[group]
+        return np.exp(b) * np.asarray(x, dtype=np.float64) ** self.slope
+
+
+def fit_loglog(x, y, groups=None) -> SlopeFit:
+    """Fit a power law ``y = C x^slope`` by least squares on log-log axes (x, y > 0).
+
+    With ``groups`` (one label per point) every group gets its own constant ``C`` and all share the slope:
+    series measured at different fixed values of another variable (e.g. w against n at two L) are not
+    mixed into one line.
+    """
+    x, y = np.asarray(x, dtype=np.float64).ravel(), np.asarray(y, dtype=np.float64).ravel()
+    if x.shape != y.shape:
+        raise ValueError(f"x and y must have the same length, got {x.size} and {y.size}")
+    if x.size < 2 or np.unique(x).size < 2:
+        raise ValueError("a slope needs at least two distinct x values")
+    if np.any(x <= 0) or np.any(y <= 0):
+        raise ValueError("log-log fit needs positive x and y")
+    lx, ly = np.log(x), np.log(y)
+    labels = [None] * x.size if groups is None else list(groups)
+    if len(labels) != x.size:
+        raise ValueError("groups must give one label per point")
+    names = list(dict.fromkeys(labels))
+    G = np.array([[lab == g for g in names] for lab in labels], dtype=np.float64)
+    A = np.concatenate([lx[:, None], G], axis=1)
+    coef, *_ = np.linalg.lstsq(A, ly, rcond=None)
+    slope = float(coef[0])
+    resid = ly - A @ coef
+    dof = x.size - A.shape[1]
+    cov = np.linalg.pinv(A.T @ A)
+    stderr = float(np.sqrt((resid**2).sum() / dof * cov[0, 0])) if dof > 0 else float("nan")
+    sst = ((ly - ly.mean()) ** 2).sum()
+    r2 = float(1 - (resid**2).sum() / sst) if sst > 0 else 1.0
+    inter = {g: float(c) for g, c in zip(names, coef[1:])}
+    return SlopeFit(slope, float(coef[1]), stderr, int(x.size), r2, inter if groups is not None else None)
+
+
+def local_slopes(x, y, half_width: float = 0.0) -> np.ndarray:
+    """d log y / d log x along a curve.
+
+    ``half_width = 0``: central differences (one-sided at the ends). Otherwise the slope of a least-squares
+    line through the points within ``half_width`` (in natural-log units of x) of each point, which smooths
+    the steps a minimiser on a finite grid leaves in ``y``.
+    """
+    lx = np.log(np.asarray(x, dtype=np.float64))
+    ly = np.log(np.asarray(y, dtype=np.float64))
+    if half_width <= 0:
+        return np.gradient(ly, lx)
+    out = np.empty_like(lx)
+    for i, c in enumerate(lx):
+        m = np.abs(lx - c) <= half_width
+        xc = lx[m] - lx[m].mean()
+        out[i] = (xc * (ly[m] - ly[m].mean())).sum() / (xc**2).sum() if m.sum() >= 2 else np.nan
+    return out
+
+
+# -- covariance lemma and measurements of trained matrices -------------------------------------------
+
+def covariance_prediction(cov) -> np.ndarray:
+    """The covariance lemma's direction ``Sigma^{-1}`` (d, d) for a covariance (d, d) or its diagonal (d,)."""
+    cov = np.asarray(cov, dtype=np.float64)
+    return np.diag(1.0 / cov) if cov.ndim == 1 else np.linalg.inv(cov)
+
+
+def window_base(d: int, input_dist: str) -> np.ndarray:
+    """The direction the theory predicts for M: ``I`` (isotropic) or ``Sigma^{-1}`` (non-isotropic)."""
+    if input_dist == "isotropic":
+        return np.eye(d)
+    if input_dist == "nonisotropic":
+        return covariance_prediction(nonisotropic_covariance(d).numpy())
+    raise ValueError(f"input_dist={input_dist!r} is not one of ('isotropic', 'nonisotropic')")
+
+
+def covariance_exponent(M, cov) -> np.ndarray:
+    """Exponent ``p`` of the best fit ``M ~ c Sigma^{-p}`` (1 = the covariance lemma, 0 = isotropic).
+
+    Least-squares slope of ``log m_j`` against ``-log lambda_j``, where ``lambda_j`` are the eigenvalues of
+    ``Sigma`` (``cov``: (d, d) or its diagonal (d,)) and ``m_j = u_j^T M u_j`` the diagonal of ``M`` in
+    Sigma's eigenbasis. ``nan`` where some ``m_j`` is not positive (no window in that direction).
+    """
+    M = np.asarray(M, dtype=np.float64)
+    cov = np.asarray(cov, dtype=np.float64)
+    cov = np.diag(cov) if cov.ndim == 1 else cov
+    lam, U = np.linalg.eigh(cov)
+    m = np.einsum("dj,...de,ej->...j", U, M, U)
+    x = -np.log(lam)
+    xc = x - x.mean()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lm = np.where(m > 0, np.log(np.where(m > 0, m, 1.0)), np.nan)
+    slope = ((lm - lm.mean(-1, keepdims=True)) * xc).sum(-1) / (xc**2).sum()
+    return slope
+
+
+def normalized_distance(A, B) -> np.ndarray:
+    """``|| A/||A||_F - B/||B||_F ||_F`` over the last two axes (0 = same direction, 2 = opposite)."""
+    A, B = np.asarray(A, dtype=np.float64), np.asarray(B, dtype=np.float64)
+    nA = A / np.linalg.norm(A, axis=(-2, -1), keepdims=True)
+    nB = B / np.linalg.norm(B, axis=(-2, -1), keepdims=True)
+    return np.linalg.norm(nA - nB, axis=(-2, -1))
+
+
+def best_multiple(M, base) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares ``c`` with ``M ~ c base`` and the relative residual ``||M - c base||_F / ||M||_F``."""
+    M, base = np.asarray(M, dtype=np.float64), np.asarray(base, dtype=np.float64)
+    c = (M * base).sum((-2, -1)) / (base * base).sum((-2, -1))
+    resid = np.linalg.norm(M - c[..., None, None] * base, axis=(-2, -1)) / np.linalg.norm(M, axis=(-2, -1))
+    return c, resid
+
+
+def block_form(WK, WQ, WV) -> dict:
+    """How close full key/query/value weights on tokens ``[x; y]`` are to the slides' block form.
+
+    ``A = W_K^T W_Q`` ((d+1) x (d+1)) should have its x-block ``~ w I`` and label row and column ~ 0;
+    the label row of ``W_V`` should read the label only. Returns arrays over the leading axes:
+
+    * ``w``: best multiple of ``I`` for the x-block (``tr / d``);
+    * ``xblock_identity_distance``: ``||X - w I||_F / ||X||_F``;
+    * ``label_row_ratio``: ``||A[d, :d]|| / ||X||_F`` (label of a context token times query x: changes the
+      scores);
+    * ``label_col_ratio``: ``(||A[:d, d]||^2 + A[d, d]^2)^{1/2} / ||X||_F`` (multiplies the query's label
+      slot, which is 0: it cannot change the prediction, so training leaves it near its initial value);
+    * ``offblock_ratio``: all off-block mass over the x-block mass;
+    * ``value_label``: ``W_V[d, d]`` (should be ~1) and ``value_x_ratio``: ``||W_V[d, :d]|| / |W_V[d, d]|``.
+    """
+    WK, WQ, WV = (np.asarray(a, dtype=np.float64) for a in (WK, WQ, WV))
+    A = np.swapaxes(WK, -1, -2) @ WQ
+    d = A.shape[-1] - 1
+    X = A[..., :d, :d]
+    xnorm = np.linalg.norm(X, axis=(-2, -1))
+    w, resid = best_multiple(X, np.eye(d))
+    row = np.linalg.norm(A[..., d, :d], axis=-1)
+    col = np.sqrt((A[..., :d, d] ** 2).sum(-1) + A[..., d, d] ** 2)
+    return {
+        "A": A, "w": w, "xblock_identity_distance": resid, "label_row_ratio": row / xnorm,
+        "label_col_ratio": col / xnorm, "offblock_ratio": np.sqrt(row**2 + col**2) / xnorm,
+        "value_label": WV[..., d, d], "value_x_ratio": np.linalg.norm(WV[..., d, :d], axis=-1) / np.abs(WV[..., d, d]),
+    }
+
+
+# -- population loss by Monte Carlo ---------------------------------------------------------------
+
+@dataclass
+class LossTerms:
+    """Monte Carlo loss terms: ``loss = bias + sigma^2 * noise`` for every (row, matrix).
+
+    ``bias`` and ``noise`` have shape (R, K) (or (R,) when the matrices were paired with the rows);
+    ``*_se`` are their standard errors over tasks.
+    """
+
+    bias: np.ndarray
+    noise: np.ndarray
+    bias_se: np.ndarray
+    noise_se: np.ndarray
+    n_tasks: int
+
+    def loss(self, sigma) -> np.ndarray:
+        """Loss at noise level ``sigma`` (scalar, or one per row)."""
+        s2 = np.asarray(sigma, dtype=np.float64) ** 2
+        if s2.ndim == 1 and self.bias.ndim == 2:
+            s2 = s2[:, None]
+        return self.bias + s2 * self.noise
+
+
+def loss_terms(spec: InputSpec, rows: list[dict], matrices, n_tasks: int = 4096, seed: int = 11,
+               device="cpu", paired: bool = False, chunk: int | None = None,
+               n_draw: int | None = None) -> LossTerms:
+    """Population loss terms of softmax attention with key-query ``matrices`` (K, d, d) on the tasks of ``rows``.
+
+    ``rows``: R dicts with ``function_class``, ``L`` and ``n`` (the noise level enters only through
+    :meth:`LossTerms.loss`). Every (row, matrix) pair sees the same draws (inputs at the largest ``n``,
+    shorter contexts use prefixes, the query is shared; task coefficients shared), drawn from ``seed``.
+    ``paired=True`` evaluates matrix ``r`` on row ``r`` only (R == K). The whole grid is one batched
+    computation per chunk of tasks: scores for all matrices at once, then one softmax per distinct n.
+    Two calls with the same ``spec``, ``seed``, ``n_tasks``, ``chunk`` and ``n_draw`` (default: the largest
+    n of the rows) see identical draws.
+    """
+    dev = resolve_device(device) if isinstance(device, str) else device
+    Ms = torch.as_tensor(np.asarray(matrices, dtype=np.float64), dtype=torch.float32, device=dev)
+    K, R = Ms.shape[0], len(rows)
+    if paired and K != R:
+        raise ValueError(f"paired evaluation needs one matrix per row, got {K} matrices for {R} rows")
+    n_max = max(int(r["n"]) for r in rows) if n_draw is None else int(n_draw)
+    if n_max < max(int(r["n"]) for r in rows):
+        raise ValueError(f"n_draw={n_draw} is smaller than the largest n of the rows")
+    ns = sorted({int(r["n"]) for r in rows})
+    classes = sorted({r["function_class"] for r in rows})
+    L = torch.tensor([float(r["L"]) for r in rows], device=dev)
+    row_n = np.array([int(r["n"]) for r in rows])
+    row_cls = np.array([classes.index(r["function_class"]) for r in rows])
+    if chunk is None:   # keep each chunk's largest tensors near 2e7 elements
+        chunk = int(min(2048, max(16, 2e7 // (max(K, R) * (n_max + 1)))))
+    shape = (R,) if paired else (R, K)
+    sums = {k: torch.zeros(shape, dtype=torch.float64, device=dev) for k in ("b", "b2", "v", "v2")}
+    g = torch.Generator(device=dev).manual_seed(derive_seed(seed, 7919))
+    done = 0
+    with torch.no_grad():
+        while done < n_tasks:
+            b = min(chunk, n_tasks - done)
+            raw = draw_raw(spec, b, n_max, g, dev)
+            x = raw["x"]
+            xt = raw.get("x_task", x)          # where the task is evaluated (whitened inputs, if any)
+            xq = x[:, n_max]
+            # f at every input for every row: one call per class, (R, b, n_max + 1)
+            f = torch.empty(R, b, n_max + 1, device=dev)
+            for j, name in enumerate(classes):
+                sel = np.nonzero(row_cls == j)[0]
+                st = torch.as_tensor(sel, device=dev)
+                sub = {k: v.unsqueeze(0).expand(len(sel), *v.shape) for k, v in raw.items()}
+                basis = spec.basis(dev) if name.startswith("lowrank_") else None
+                f[st] = evaluate_class(name, xt.unsqueeze(0).expand(len(sel), *xt.shape), sub, L[st], basis)
+            q = torch.einsum("kde,be->kbd", Ms, xq)                                    # (K, b, d)
+            s_all = torch.einsum("bnd,kbd->kbn", x[:, :n_max], q)                       # (K, b, n_max)
+            for n in ns:
+                rsel = np.nonzero(row_n == n)[0]
+                rs = torch.as_tensor(rsel, device=dev)
+                if paired:
+                    a = torch.softmax(s_all[rs, :, :n], dim=-1)                          # (r, b, n)
+                    pred = (a * f[rs, :, :n]).sum(-1)                                    # (r, b)
+                    v = (a**2).sum(-1)
+                else:
+                    a = torch.softmax(s_all[:, :, :n], dim=-1)                           # (K, b, n)
+                    pred = torch.einsum("kbn,rbn->rkb", a, f[rs, :, :n])                 # (r, K, b)
+                    v = (a**2).sum(-1).unsqueeze(0).expand(len(rsel), K, b)
+                target = f[rs, :, n_max] if paired else f[rs, :, n_max].unsqueeze(1)
+                err = (pred - target).double() ** 2
+                v = v.double()
+                sums["b"][rs] += err.sum(-1)
+                sums["b2"][rs] += (err**2).sum(-1)
+                sums["v"][rs] += v.sum(-1)
+                sums["v2"][rs] += (v**2).sum(-1)
+            done += b
+    out = {k: (t / n_tasks).cpu().numpy() for k, t in sums.items()}
+
+    def se(m, m2):
+        return np.sqrt(np.clip(m2 - m**2, 0, None) / n_tasks)
+
+    return LossTerms(out["b"], out["v"], se(out["b"], out["b2"]), se(out["v"], out["v2"]), int(n_tasks))
+
+
+def refine_minimum(w_grid, loss, log: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Minimiser and minimum of ``loss`` (..., W) over ``w_grid``, refined by a parabola through the three
+    grid points around the minimum (in ``log w`` by default, else in ``w``).
+
+    At the ends of the grid the grid value is returned (the minimum may lie beyond the grid).
+    """
+    w = np.asarray(w_grid, dtype=np.float64)
+    loss = np.asarray(loss, dtype=np.float64)
+    lw = np.log(w) if log else w
+    j = loss.argmin(-1)
+    w_best = w[j].astype(np.float64)
+    l_best = np.take_along_axis(loss, j[..., None], -1)[..., 0]
+    inner = (j > 0) & (j < w.size - 1)
+    if np.any(inner):
+        jj = np.clip(j, 1, w.size - 2)
+        x0, x1, x2 = lw[jj - 1], lw[jj], lw[jj + 1]
+        y0 = np.take_along_axis(loss, (jj - 1)[..., None], -1)[..., 0]
+        y1 = np.take_along_axis(loss, jj[..., None], -1)[..., 0]
+        y2 = np.take_along_axis(loss, (jj + 1)[..., None], -1)[..., 0]
+        den = (x0 - x1) * (x0 - x2) * (x1 - x2)
+        a = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / den
+        bb = (x2**2 * (y0 - y1) + x1**2 * (y2 - y0) + x0**2 * (y1 - y2)) / den
+        cc = (x1 * x2 * (x1 - x2) * y0 + x2 * x0 * (x2 - x0) * y1 + x0 * x1 * (x0 - x1) * y2) / den
+        with np.errstate(divide="ignore", invalid="ignore"):
+            xv = np.clip(-bb / (2 * a), x0, x2)
+        ok = inner & (a > 0)
+        w_best = np.where(ok, np.exp(xv) if log else xv, w_best)
+        l_best = np.where(ok, a * xv**2 + bb * xv + cc, l_best)
+    return w_best, l_best
+
+
+def near_optimal_interval(w_grid, loss, rel_tol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Smallest and largest grid ``w`` whose loss is within ``(1 + rel_tol)`` of the minimum, over (..., W)."""
+    w = np.asarray(w_grid, dtype=np.float64)
+    loss = np.asarray(loss, dtype=np.float64)
+    ok = loss <= loss.min(-1, keepdims=True) * (1 + rel_tol)
+    lo = w[ok.argmax(-1)]
+    hi = w[w.size - 1 - ok[..., ::-1].argmax(-1)]
+    return lo, hi
+
+
+def saturation_w(w_grid, bias) -> np.ndarray:
+    """The window the optimum saturates at when the noise vanishes: ``argmin_w bias(w)`` (refined)."""
+    return refine_minimum(w_grid, bias)[0]
+
+
+def optimal_w_curve(w_grid, bias_1, noise, snr_values, n: int) -> np.ndarray:
+    """Population-optimal ``w`` of the ReLU class against ``s = n L^2 / sigma^2`` at one ``n``.
+
+    For the ReLU (and affine) class ``f`` scales linearly with ``L``, so ``bias(L) = L^2 bias(1)`` and the
+    loss is ``L^2 [bias_1(w) + noise(w) n / s]``: the optimum depends on ``L`` and ``sigma`` only through
+    ``s``. ``bias_1`` and ``noise`` are the (W,) terms at ``L = 1`` and this ``n``.
+    """
+    s = np.asarray(snr_values, dtype=np.float64)
+    loss = np.asarray(bias_1)[None, :] + (n / s)[:, None] * np.asarray(noise)[None, :]
+    return refine_minimum(w_grid, loss)[0]
+
+
+def half_width_deg(w) -> np.ndarray:
+    """Half-width (degrees) of the softmax window with ``M = w I`` on the sphere: ``arccos(1 - ln 2 / w)``."""
+    w = np.asarray(w, dtype=np.float64)
+    c = np.clip(1 - math.log(2) / w, -1, 1)
+    return np.degrees(np.arccos(c))
