@@ -36,13 +36,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
 
-from .training import derive_seed, progress_enabled, resolve_device
+from .training import derive_seed, optimise, resolve_device
 
 MODELS = ("softmax", "linear")
 ALGORITHMS = ("gd", "kernel_gd", "exp_fixed", "linear_norm")
@@ -562,53 +561,26 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     stream = ClsStream(configs, dims, data_seeds, dev)
     WK, WQ, WV = init_weights(configs, dims, sweep.init_seed, sweep.init_scale, dev)
     is_soft = torch.tensor([c["model"] == "softmax" for c in configs], device=dev)
-    opt = torch.optim.Adam([WK, WQ, WV], lr=sweep.lr)
     if sweep.lr_schedule not in ("constant", "cosine"):
         raise ValueError(f"lr_schedule={sweep.lr_schedule!r} is not one of ('constant', 'cosine')")
-    K = len(configs)
-    log_steps, A_hist, V_hist, loss_hist = [], [], [], []
-    running = torch.zeros(K, device=dev)
-    since = 0
 
-    def log(step):
-        nonlocal since
-        with torch.no_grad():
-            A_hist.append((WK.transpose(1, 2) @ WQ).cpu().numpy().copy())
-            V_hist.append(WV.detach().cpu().numpy().copy())
-        loss_hist.append((running / max(since, 1)).cpu().numpy().copy())
-        log_steps.append(step)
-        running.zero_()
-        since = 0
-
-    bar = None
-    if progress_enabled(progress):
-        from tqdm import tqdm
-        bar = tqdm(total=sweep.steps, desc=desc, leave=False)
-    t0 = time.perf_counter()
-    log(0)
-    for step in range(1, sweep.steps + 1):
+    def step_loss():
         b = stream.sample(sweep.batch_size)
         logits = sa_logits(is_soft, WK, WQ, WV, b.x_ctx, b.y_ctx, b.x_q, b.ctx_mask)
-        per_config = masked_ce(logits, b.label_q, b.class_mask).mean(-1)
-        opt.zero_grad(set_to_none=True)
-        per_config.sum().backward()
-        if sweep.lr_schedule == "cosine":
-            frac = sweep.lr_final_frac + (1 - sweep.lr_final_frac) * 0.5 * (1 + math.cos(math.pi * (step - 1) / sweep.steps))
-            for grp in opt.param_groups:
-                grp["lr"] = sweep.lr * frac
-        opt.step()
-        running += per_config.detach()
-        since += 1
-        if step % sweep.log_every == 0 or step == sweep.steps:
-            log(step)
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    seconds = time.perf_counter() - t0
+        return masked_ce(logits, b.label_q, b.class_mask).mean(-1)
+
+    def cosine(step):
+        return sweep.lr_final_frac + (1 - sweep.lr_final_frac) * 0.5 * (1 + math.cos(math.pi * (step - 1) / sweep.steps))
+
+    def snapshot():
+        return {"A": (WK.transpose(1, 2) @ WQ).cpu().numpy().copy(), "WV": WV.detach().cpu().numpy().copy()}
+
+    hist, seconds = optimise([WK, WQ, WV], step_loss, sweep.steps, sweep.lr, sweep.log_every, snapshot,
+                             lr_factor=cosine if sweep.lr_schedule == "cosine" else None, progress=progress, desc=desc)
+    K = len(configs)
     final = {k: v.detach().cpu().numpy() for k, v in zip(("WK", "WQ", "WV"), (WK, WQ, WV))}
-    return ClsResult(sweep=sweep.to_dict(), configs=configs, dims=dims, log_steps=np.array(log_steps),
-                     A_history=np.stack(A_hist), WV_history=np.stack(V_hist), loss_history=np.stack(loss_hist),
+    return ClsResult(sweep=sweep.to_dict(), configs=configs, dims=dims, log_steps=hist["steps"],
+                     A_history=hist["A"], WV_history=hist["WV"], loss_history=hist["loss"],
                      final=final, timings={"train_seconds": seconds, "configs": K, "device": str(dev)})
 
 

@@ -20,6 +20,7 @@ import itertools
 import os
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -145,6 +146,60 @@ def progress_enabled(progress) -> bool:
     return os.environ.get("SOFTMAX_ICL_PROGRESS", "1") not in ("0", "false", "no", "")
 
 
+def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], steps: int, lr: float,
+             log_every: int, snapshot: Callable[[], dict], lr_factor: Callable[[int], float] | None = None,
+             progress=None, desc: str = "training") -> tuple[dict, float]:
+    """The optimisation loop every batched trainer shares: Adam over stacked parameters.
+
+    ``step_loss()`` samples a fresh batch and returns the per-configuration loss (C,); their *sum* is
+    minimised, so no configuration's gradient depends on how many others share the program.
+    ``snapshot()`` returns numpy arrays logged at step 0, every ``log_every`` steps and at the end,
+    together with each configuration's mean loss since the previous log. ``lr_factor(step)`` scales
+    the learning rate of step ``step`` (1-based). Returns the history (``steps``, ``loss``, and the
+    snapshot keys, each stacked over log points) and the wall time in seconds.
+    """
+    opt = torch.optim.Adam(params, lr=lr)
+    hist: dict[str, list] = {"steps": [], "loss": []}
+    running, since = None, 0
+
+    def log(step):
+        nonlocal running, since
+        with torch.no_grad():
+            for k, v in snapshot().items():
+                hist.setdefault(k, []).append(v)
+        hist["loss"].append(np.zeros(0) if running is None else (running / max(since, 1)).cpu().numpy().copy())
+        hist["steps"].append(step)
+        if running is not None:
+            running.zero_()
+        since = 0
+
+    bar = None
+    if progress_enabled(progress):
+        from tqdm import tqdm
+        bar = tqdm(total=steps, desc=desc, leave=False)
+    t0 = time.perf_counter()
+    log(0)
+    for step in range(1, steps + 1):
+        per_config = step_loss()
+        opt.zero_grad(set_to_none=True)
+        per_config.sum().backward()
+        if lr_factor is not None:
+            for group in opt.param_groups:
+                group["lr"] = lr * lr_factor(step)
+        opt.step()
+        running = per_config.detach().clone() if running is None else running + per_config.detach()
+        since += 1
+        if step % log_every == 0 or step == steps:
+            log(step)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    seconds = time.perf_counter() - t0
+    hist["loss"][0] = np.zeros_like(hist["loss"][-1])      # nothing was trained before step 0
+    return {k: np.stack(v) if k != "steps" else np.array(v) for k, v in hist.items()}, seconds
+
+
 def train_sweep(sweep: Sweep, device="auto", configs: list[dict] | None = None, progress=None,
                 desc: str = "training") -> SweepResult:
     """Train every configuration of ``sweep`` (or the given subset ``configs``) in one program."""
@@ -155,43 +210,14 @@ def train_sweep(sweep: Sweep, device="auto", configs: list[dict] | None = None, 
     init_seeds = [derive_seed(sweep.init_seed, s) for s in range(sweep.seeds)]
     stream = TaskStream(sweep.input_spec, configs, list(sweep.classes), n_draw, data_seeds, dev)
     unit = AttentionUnit(sweep.model, sweep.param, sweep.d, stream.seed_idx.cpu(), init_seeds, sweep.init_scale, dev)
-    opt = torch.optim.Adam(unit.parameters(), lr=sweep.lr)
-    log_steps, M_hist, loss_hist = [], [], []
-    running = torch.zeros(len(configs), device=dev)
-    since = 0
 
-    def log(step):
-        nonlocal since
-        with torch.no_grad():
-            M_hist.append(unit.matrix().detach().cpu().numpy().copy())
-        loss_hist.append((running / max(since, 1)).cpu().numpy().copy())
-        log_steps.append(step)
-        running.zero_()
-        since = 0
-
-    bar = None
-    if progress_enabled(progress):
-        from tqdm import tqdm
-        bar = tqdm(total=sweep.steps, desc=desc, leave=False)
-    t0 = time.perf_counter()
-    log(0)
-    for step in range(1, sweep.steps + 1):
+    def step_loss():
         batch = stream.sample(sweep.batch_size)
-        pred = unit(batch)
-        per_config = ((pred - batch.f_q) ** 2).mean(dim=-1)
-        opt.zero_grad(set_to_none=True)
-        per_config.sum().backward()
-        opt.step()
-        running += per_config.detach()
-        since += 1
-        if step % sweep.log_every == 0 or step == sweep.steps:
-            log(step)
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    seconds = time.perf_counter() - t0
+        return ((unit(batch) - batch.f_q) ** 2).mean(dim=-1)
+
+    hist, seconds = optimise(list(unit.parameters()), step_loss, sweep.steps, sweep.lr, sweep.log_every,
+                             lambda: {"M": unit.matrix().detach().cpu().numpy().copy()}, progress=progress, desc=desc)
     state = {k: v.detach().cpu().numpy() for k, v in unit.state_dict().items()}
-    return SweepResult(sweep=sweep.to_dict(), configs=configs, log_steps=np.array(log_steps),
-                       M_history=np.stack(M_hist), loss_history=np.stack(loss_hist), final_state=state,
+    return SweepResult(sweep=sweep.to_dict(), configs=configs, log_steps=hist["steps"], M_history=hist["M"],
+                       loss_history=hist["loss"], final_state=state,
                        timings={"train_seconds": seconds, "configs": len(configs), "device": str(dev)})
