@@ -27,6 +27,8 @@ from ..training import Sweep, SweepResult, TaskStream, derive_seed, resolve_devi
 MODELS = ("softmax", "linear")
 #: Nadaraya-Watson bandwidths M = w I scanned for the oracle (tuned per test class and n).
 ORACLE_W_GRID = tuple(np.round(np.geomspace(0.1, 1000.0, 24), 6))
+#: Signed bandwidths M = w I along which the pretraining loss of the mismatch class is scanned.
+LANDSCAPE_W = tuple(np.round(np.concatenate([-np.geomspace(100.0, 0.1, 13), [0.0], np.geomspace(0.1, 1000.0, 17)]), 6))
 #: Claim thresholds (stated before the runs; see the notebook's text for why).
 SPREAD_TOLERANCE = 0.25       # (a): max relative spread across pretraining classes, every test class and n
 MISMATCH_FACTOR = 2.0         # (b): a mismatched-L unit's error over the matched unit's, at n = n_train
@@ -131,9 +133,15 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> dict:
         ev, _ = errors_by_n("softmax", Mw, tests, ns, n_tasks=cfg["eval_tasks"], eval_seed=cfg["eval_seed"], **kw)
         out["oracle"] = np.take_along_axis(ev, best[None], 0)[0]
         out["oracle_w"] = w_grid[best]
+        # the pretraining objective of the mismatch class along M = w I (w of either sign), at every pretraining L
+        pre = [dict(function_class=cfg["mismatch_class"], L=L, sigma=cfg["sigma"]) for L in Ls]
+        land, _ = errors_by_n("softmax", np.asarray(LANDSCAPE_W)[:, None, None] * np.eye(cfg["d"]), pre,
+                              [cfg["n_train"]], n_tasks=min(4096, cfg["eval_tasks"]), eval_seed=cfg["eval_seed"] + 200,
+                              **kw)
+        out["landscape"] = land[..., 0].T                                         # (nL, W)
         return out
 
-    key = {"train": {m: results[m].sweep for m in MODELS}, "tests": tests, "n_test": ns,
+    key = {"layout": 3, "train": {m: results[m].sweep for m in MODELS}, "tests": tests, "n_test": ns,
            "eval_tasks": cfg["eval_tasks"], "eval_seed": cfg["eval_seed"], "w_grid": list(ORACLE_W_GRID)}
     ev = run.cached("evaluate", key, evaluate)
     soft, lin = results["softmax"], results["linear"]
@@ -148,6 +156,10 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> dict:
     a["M_norm_history"] = np.stack([np.stack([spectral_norm(soft.M_history[:, soft.select(function_class=c, L=L)])
                                               for L in Ls]) for c in classes])    # (P, nL, T, S)
     a["log_steps"] = soft.log_steps
+    # signed bandwidth of each unit, tr(M) / d: negative = the unit attends away from the query
+    a["w_signed"] = np.stack([np.stack([np.trace(soft.M[soft.select(function_class=c, L=L)], axis1=-2, axis2=-1)
+                                        for L in Ls]) for c in classes]) / cfg["d"]   # (P, nL, S)
+    a["landscape"], a["landscape_w"] = ev["landscape"], np.asarray(LANDSCAPE_W)
     return a
 
 
@@ -200,7 +212,8 @@ def check_claims(run: Run, a: dict) -> None:
               norms.mean(1), increasing, "strictly increasing in L, in every seed")
     # key numbers
     mis_all = err[:, :, t, j_tr] / ref                                        # every class's mismatch factors
-    run.record(spread_by_test_class_and_n=spread, matched_error_at_n_train=matched[:, :, j_tr],
+    run.record(seeds_with_negative_window=(a["w_signed"] < 0).sum(-1), w_signed=a["w_signed"],
+               spread_by_test_class_and_n=spread, matched_error_at_n_train=matched[:, :, j_tr],
                mismatch_factor_all_classes=mis_all, slope=slope, M_norm=a["M_norm"].mean(-1),
                softmax_over_oracle_at_n_train=matched[:, :, j_tr] / a["oracle"][None, :, j_tr],
                linear_error_at_n_train=a["linear"].mean(1)[:, :, j_tr], oracle_error=a["oracle"],
@@ -213,15 +226,17 @@ def key_numbers_table(a: dict) -> str:
     j_tr = _i(ns, a["n_train"])
     err = a["softmax"].mean(2)
     lines = [f"ICL error at n = {a['n_train']} (pretraining n), test L = {a['L_test']:g}; ||M||_2 = learned inverse "
-             "window", f"{'pretraining':<18}{'||M||':>8}  " + "".join(f"{'test ' + c:>15}" for c in classes)]
+             "window; w<0 = seeds with tr(M) < 0",
+             f"{'pretraining':<18}{'||M||':>8}{'w<0':>5}  " + "".join(f"{'test ' + c:>15}" for c in classes)]
     for p, c in enumerate(classes):
         for li, L in enumerate(Ls):
-            lines.append(f"{c + ' L=' + format(L, 'g'):<18}{fmt(a['M_norm'][p, li].mean()):>8}  "
+            lines.append(f"{c + ' L=' + format(L, 'g'):<18}{fmt(a['M_norm'][p, li].mean()):>8}"
+                         f"{int((a['w_signed'][p, li] < 0).sum()):>5}  "
                          + "".join(f"{fmt(err[p, li, t, j_tr]):>15}" for t in range(len(classes))))
-    lines.append(f"{'linear (matched)':<18}{'':>8}  " + "".join(f"{fmt(a['linear'].mean(1)[t, t, j_tr]):>15}"
-                                                             for t in range(len(classes))))
-    lines.append(f"{'NW oracle':<18}{'':>8}  " + "".join(f"{fmt(a['oracle'][t, j_tr]):>15}"
-                                                      for t in range(len(classes))))
+    lines.append(f"{'linear (matched)':<18}{'':>13}  " + "".join(f"{fmt(a['linear'].mean(1)[t, t, j_tr]):>15}"
+                                                              for t in range(len(classes))))
+    lines.append(f"{'NW oracle':<18}{'':>13}  " + "".join(f"{fmt(a['oracle'][t, j_tr]):>15}"
+                                                       for t in range(len(classes))))
     return "\n".join(lines)
 
 
@@ -283,13 +298,14 @@ def plot_figure(run: Run, a: dict):
 
 
 def plot_grid(run: Run, a: dict):
-    """Every unit on every test class at n_train (relative to the oracle), and ||M|| during pretraining."""
+    """Every unit on every test class at n_train (relative to the oracle), ||M|| during pretraining, and the
+    mismatch class's pretraining loss along M = w I with the pretrained units marked."""
     classes, Ls = a["classes"], a["L"]
     j_tr = _i(a["n"], a["n_train"])
     err = a["softmax"].mean(2)[..., j_tr]                                      # (P, nL, T)
     ratio = (err / a["oracle"][None, None, :, j_tr]).reshape(len(classes) * len(Ls), len(classes))
     labels = [f"{c}, L = {L:g}" for c in classes for L in Ls]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [1, 1.3]})
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.9), gridspec_kw={"width_ratios": [1, 1.2, 1.1]})
     ax = axes[0]
     im = ax.imshow(np.log10(ratio), cmap="magma_r", vmin=0, vmax=max(1.0, np.log10(ratio).max()), aspect="auto")
     for i in range(ratio.shape[0]):
@@ -310,4 +326,18 @@ def plot_grid(run: Run, a: dict):
     ax.set(yscale="log", xlabel="pretraining step", ylabel="‖M‖₂ (inverse window width)",
            title="Window learned during pretraining")
     ax.legend(fontsize="x-small", ncol=len(classes), loc="lower right")
+    ax = axes[2]
+    cfg = run.cfg
+    p_mis = _i(classes, cfg["mismatch_class"])
+    colors = plt.cm.plasma(np.linspace(0.1, 0.75, len(Ls)))
+    lo = a["landscape"].min()
+    for li, L in enumerate(Ls):
+        ax.plot(a["landscape_w"], a["landscape"][li], color=colors[li], label=f"L = {L:g}")
+        for w in a["w_signed"][p_mis, li]:                                   # the pretrained units (one per seed)
+            ax.plot([w], [lo * 0.8], marker="|", ms=12, mew=2, color=colors[li])
+    ax.set(xscale="symlog", yscale="log", xlabel="w in M = w I (signed; ticks: pretrained units, tr(M)/d)",
+           ylabel="pretraining loss (MSE)", title=f"{cfg['mismatch_class']} pretraining loss along M = wI "
+           f"(n = {a['n_train']})")
+    ax.set_xscale("symlog", linthresh=0.1)
+    ax.legend(fontsize="x-small")
     return fig

@@ -188,7 +188,7 @@ def check_claims(run: Run, a: dict) -> None:
         thr = ALIGN_SIGMAS / cfg["d"]
         run.check("linear-M-unaligned-on-even-links", "linear: max |cos(M, BB^T)| over even links and seeds "
                   f"(softmax, same links: {np.abs(sm['align'][-1][even]).mean():.2f})", al.max(), al.max() < thr,
-                  f"< {thr:.2g} (3 / d; a random M gives about 1 / d)")
+                  f"< {thr:.2g} (3 / d; an i.i.d. random M gives about 1 / d)")
     run.record(rho1={m: a[m]["rho1"][-1].mean(-1) for m in MODELS}, rho2={m: a[m]["rho2"][-1].mean(-1) for m in MODELS},
                rho1_init={m: a[m]["rho1"][0].mean(-1) for m in MODELS},
                rho2_init={m: a[m]["rho2"][0].mean(-1) for m in MODELS},
