@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from softmax_icl.figures.generalization import errors_by_n, loglog_slope, sweep_for
-from softmax_icl.metrics import icl_error_of_matrices
+from softmax_icl.figures.generalization import loglog_slope, sweep_for
+from softmax_icl.metrics import icl_error_grid, icl_error_of_matrices
 from softmax_icl.profiles import ParameterError, resolve
 from softmax_icl.tasks import InputSpec
 
@@ -18,7 +18,7 @@ def test_one_pass_over_prefixes_equals_icl_error_row_by_row(kind):
     spec = InputSpec(d=3)
     M = np.random.default_rng(0).standard_normal((4, 3, 3)) * 3
     ns = [2, 5, 9]
-    err, se = errors_by_n(kind, M, TESTS, ns, spec, n_tasks=1000, eval_seed=5, chunk=256)
+    err, se = icl_error_grid(kind, M, TESTS, ns, spec, n_tasks=1000, eval_seed=5, chunk=256)
     rows = [dict(t, n=n) for _ in range(4) for t in TESTS for n in ns]
     ref, ref_se = icl_error_of_matrices(kind, np.repeat(M, len(TESTS) * len(ns), 0), rows, spec, n_tasks=1000,
                                         eval_seed=5, chunk=256)
@@ -30,8 +30,8 @@ def test_one_pass_does_not_depend_on_chunking_beyond_the_task_stream():
     """Splitting the units into separate calls (other chunk sizes for the same tasks) gives the same errors."""
     spec = InputSpec(d=2)
     M = np.stack([w * np.eye(2) for w in (0.5, 5.0, 50.0)])
-    both, _ = errors_by_n("softmax", M, TESTS[:2], [4, 16], spec, n_tasks=600, chunk=100)
-    one, _ = errors_by_n("softmax", M[1:2], TESTS[:2], [4, 16], spec, n_tasks=600, chunk=100)
+    both, _ = icl_error_grid("softmax", M, TESTS[:2], [4, 16], spec, n_tasks=600, chunk=100)
+    one, _ = icl_error_grid("softmax", M[1:2], TESTS[:2], [4, 16], spec, n_tasks=600, chunk=100)
     np.testing.assert_allclose(both[1:2], one, rtol=1e-6)
 
 
@@ -39,7 +39,7 @@ def test_wide_window_on_constant_tasks_averages_out_the_noise():
     """Cosine tasks with L = 0 are constants cos(phi); M = 0 averages the n noisy labels: error sigma^2 / n."""
     spec = InputSpec(d=2)
     sigma, ns = 0.7, [1, 4, 16, 64]
-    err, se = errors_by_n("softmax", np.zeros((1, 2, 2)), [dict(function_class="cosine", L=0.0, sigma=sigma)], ns,
+    err, se = icl_error_grid("softmax", np.zeros((1, 2, 2)), [dict(function_class="cosine", L=0.0, sigma=sigma)], ns,
                           spec, n_tasks=20000)
     np.testing.assert_allclose(err[0, 0], sigma**2 / np.array(ns), rtol=0.05)
 

@@ -48,11 +48,16 @@ def test_rows_share_the_evaluation_set():
 
 def test_nadaraya_watson_oracle_picks_a_larger_bandwidth_scale_for_larger_L():
     spec = InputSpec(d=2)
-    rows = [dict(function_class="cosine", L=L, sigma=0.1, n=32) for L in (0.5, 8.0)]
-    w_best, err, _ = nadaraya_watson_oracle(rows, spec, n_tune=2000, n_eval=2000)
-    assert w_best[1] > 4 * w_best[0]
-    scan = scan_bandwidth(rows, spec, w_grid=[w_best[0], w_best[1]], n_tasks=2000, seed=3)
-    assert scan[0, 0] < scan[0, 1] and scan[1, 1] < scan[1, 0]      # each setting prefers its own bandwidth
+    tests = [dict(function_class="cosine", L=L, sigma=0.1) for L in (0.5, 8.0)]
+    w_best, err, _ = nadaraya_watson_oracle(tests, [32], spec, n_tune=2000, n_eval=2000)
+    assert w_best.shape == err.shape == (2, 1)
+    assert w_best[1, 0] > 4 * w_best[0, 0]
+    scan = scan_bandwidth(tests, [32], spec, w_grid=[w_best[0, 0], w_best[1, 0]], n_tasks=2000, seed=3)[..., 0]
+    assert scan[0, 0] < scan[1, 0] and scan[1, 1] < scan[0, 1]      # each setting prefers its own bandwidth
+    # the oracle's reported error is the evaluation-set error of the bandwidth it picked
+    again, _ = icl_error_of_matrices("softmax", w_best[:, 0, None, None] * np.eye(2), [dict(t, n=32) for t in tests],
+                                     spec, n_tasks=2000, eval_seed=3)
+    np.testing.assert_allclose(err[:, 0], again, rtol=1e-6)
 
 
 def test_spectral_norm():

@@ -53,6 +53,54 @@ def icl_error_of_matrices(kind: str, M, rows: list[dict], spec: InputSpec, **kw)
     return icl_error(fn, rows, spec, device=dev, **kw)
 
 
+def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks: int = 10_000, eval_seed: int = 3,
+                device="cpu", chunk: int = 2048, max_elements: float = 1.5e7) -> tuple[np.ndarray, np.ndarray]:
+    """ICL error of U units on R test settings at every context length in ``ns``, in one pass over the tasks.
+
+    ``M`` (U, d, d); ``tests``: R dicts with ``function_class``, ``L``, ``sigma``. Every context is drawn at
+    n = max(ns) and the shorter contexts are its prefixes, as in :func:`icl_error` (same
+    evaluation stream, hence the same tasks for the same ``eval_seed`` and chunking). The scores of all units
+    are computed once per chunk and shared by all test settings and context lengths. Returns (mean, standard
+    error), each (U, R, len(ns)).
+    """
+    dev = resolve_device(device) if isinstance(device, str) else device
+    ns = [int(n) for n in ns]
+    n_draw = max(ns)
+    rows = [dict(function_class=t["function_class"], L=float(t["L"]), sigma=float(t["sigma"]), n=n_draw, seed=0)
+            for t in tests]
+    classes = sorted({r["function_class"] for r in rows})
+    stream = TaskStream(spec, rows, classes, n_draw, [derive_seed(eval_seed, 7919)], dev)
+    Mt = torch.as_tensor(np.asarray(M), dtype=torch.float32, device=dev)
+    U, R = Mt.shape[0], len(rows)
+    chunk = max(16, min(chunk, int(max_elements // (U * R * (n_draw + 1)))))
+    total = torch.zeros(U, R, len(ns), dtype=torch.float64, device=dev)
+    total_sq = torch.zeros_like(total)
+    done = 0
+    with torch.no_grad():
+        while done < n_tasks:
+            b = min(chunk, n_tasks - done)
+            batch = stream.sample(b)
+            x, xq = batch.x_ctx[0], batch.x_q[0]                      # inputs are shared by all test rows
+            q = torch.einsum("ude,be->ubd", Mt, xq)
+            s = torch.einsum("bnd,ubd->ubn", x, q).unsqueeze(1)        # (U, 1, b, n)
+            y = batch.y_ctx.unsqueeze(0)                               # (1, R, b, n)
+            preds = []
+            for n in ns:                                               # a handful of prefix lengths
+                if kind == "softmax":
+                    preds.append((torch.softmax(s[..., :n], dim=-1) * y[..., :n]).sum(-1))
+                elif kind == "linear":
+                    preds.append((s[..., :n] * y[..., :n]).sum(-1) / n)
+                else:
+                    raise ValueError(f"model={kind!r} is not one of ('softmax', 'linear')")
+            err = (torch.stack(preds, -1) - batch.f_q[None, :, :, None]).double() ** 2   # (U, R, b, N)
+            total += err.sum(2)
+            total_sq += (err**2).sum(2)
+            done += b
+    mean = total / n_tasks
+    var = (total_sq / n_tasks - mean**2).clamp_min(0)
+    return mean.cpu().numpy(), (var / n_tasks).sqrt().cpu().numpy()
+
+
 def spectral_norm(M) -> np.ndarray:
     """||M||_2 over the last two axes."""
     return np.linalg.norm(np.asarray(M, dtype=np.float64), ord=2, axis=(-2, -1))

@@ -133,7 +133,6 @@ def evaluate(run: Run, results: dict, found: dict) -> dict:
         dev = run.device
         out = {"settings": sets}
         batch = cl.fixed_batch(sets, _dims(cfg), cfg["eval_seed"], cfg["eval_contexts"], dev)
-        S = len(sets)
         # algorithms at their searched hyperparameters on every setting: per-context CE and correctness
         alg = {}
         for name in cl.ALGORITHMS:

@@ -6,7 +6,7 @@ and at every test context length. Panel (a): units pretrained at the test L, one
 per test class. Panel (b): units pretrained on the mismatch class at a too small and a too large L, next to the
 matched reference unit, tested on the mismatch class.
 
-The errors at all test context lengths come from one pass over the evaluation set (:func:`errors_by_n`): the
+The errors at all test context lengths come from one pass over the evaluation set (:func:`softmax_icl.metrics.icl_error_grid`): the
 context is drawn at the largest n, every shorter context is a prefix, and the scores of every unit are computed
 once and shared by all test classes and context lengths. These are the tasks :func:`softmax_icl.metrics.icl_error` draws with the same
 seed at n = max(n_test) (a test checks the two agree).
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
-from ..metrics import spectral_norm
+from ..baselines import nadaraya_watson_oracle
+from ..metrics import icl_error_grid, spectral_norm
 from ..plotting import MODEL_COLORS
 from ..records import Run, fmt
 from ..tasks import InputSpec
-from ..training import Sweep, SweepResult, TaskStream, derive_seed, resolve_device
+from ..training import Sweep, SweepResult
 
 MODELS = ("softmax", "linear")
 #: Nadaraya-Watson bandwidths M = w I scanned for the oracle (tuned per test class and n).
@@ -37,54 +37,6 @@ NOISE_SLOPE = -0.7            # ... below which it is noise-dominated (a fixed w
 
 
 # -- evaluation --------------------------------------------------------------------------------
-
-def errors_by_n(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks: int = 10_000, eval_seed: int = 3,
-                device="cpu", chunk: int = 2048, max_elements: float = 1.5e7) -> tuple[np.ndarray, np.ndarray]:
-    """ICL error of U units on R test settings at every context length in ``ns``, in one pass over the tasks.
-
-    ``M`` (U, d, d); ``tests``: R dicts with ``function_class``, ``L``, ``sigma``. Every context is drawn at
-    n = max(ns) and the shorter contexts are its prefixes, as in :func:`softmax_icl.metrics.icl_error` (same
-    evaluation stream, hence the same tasks for the same ``eval_seed`` and chunking). The scores of all units
-    are computed once per chunk and shared by all test settings and context lengths. Returns (mean, standard
-    error), each (U, R, len(ns)).
-    """
-    dev = resolve_device(device) if isinstance(device, str) else device
-    ns = [int(n) for n in ns]
-    n_draw = max(ns)
-    rows = [dict(function_class=t["function_class"], L=float(t["L"]), sigma=float(t["sigma"]), n=n_draw, seed=0)
-            for t in tests]
-    classes = sorted({r["function_class"] for r in rows})
-    stream = TaskStream(spec, rows, classes, n_draw, [derive_seed(eval_seed, 7919)], dev)
-    Mt = torch.as_tensor(np.asarray(M), dtype=torch.float32, device=dev)
-    U, R = Mt.shape[0], len(rows)
-    chunk = max(16, min(chunk, int(max_elements // (U * R * (n_draw + 1)))))
-    total = torch.zeros(U, R, len(ns), dtype=torch.float64, device=dev)
-    total_sq = torch.zeros_like(total)
-    done = 0
-    with torch.no_grad():
-        while done < n_tasks:
-            b = min(chunk, n_tasks - done)
-            batch = stream.sample(b)
-            x, xq = batch.x_ctx[0], batch.x_q[0]                      # inputs are shared by all test rows
-            q = torch.einsum("ude,be->ubd", Mt, xq)
-            s = torch.einsum("bnd,ubd->ubn", x, q).unsqueeze(1)        # (U, 1, b, n)
-            y = batch.y_ctx.unsqueeze(0)                               # (1, R, b, n)
-            preds = []
-            for n in ns:                                               # a handful of prefix lengths
-                if kind == "softmax":
-                    preds.append((torch.softmax(s[..., :n], dim=-1) * y[..., :n]).sum(-1))
-                elif kind == "linear":
-                    preds.append((s[..., :n] * y[..., :n]).sum(-1) / n)
-                else:
-                    raise ValueError(f"model={kind!r} is not one of {MODELS}")
-            err = (torch.stack(preds, -1) - batch.f_q[None, :, :, None]).double() ** 2   # (U, R, b, N)
-            total += err.sum(2)
-            total_sq += (err**2).sum(2)
-            done += b
-    mean = total / n_tasks
-    var = (total_sq / n_tasks - mean**2).clamp_min(0)
-    return mean.cpu().numpy(), (var / n_tasks).sqrt().cpu().numpy()
-
 
 def loglog_slope(ns, err) -> np.ndarray:
     """Least-squares slope of log(err) against log(n) along the last axis."""
@@ -124,18 +76,14 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> dict:
         kw = dict(spec=spec, device=run.device)
         out = {}
         for m in MODELS:
-            out[m], out[f"{m}_se"] = errors_by_n(m, results[m].M, tests, ns, n_tasks=cfg["eval_tasks"],
+            out[m], out[f"{m}_se"] = icl_error_grid(m, results[m].M, tests, ns, n_tasks=cfg["eval_tasks"],
                                                  eval_seed=cfg["eval_seed"], **kw)
-        Mw = w_grid[:, None, None] * np.eye(cfg["d"])
-        tune, _ = errors_by_n("softmax", Mw, tests, ns, n_tasks=min(4096, cfg["eval_tasks"]),
-                              eval_seed=cfg["eval_seed"] + 100, **kw)
-        best = tune.argmin(0)                                                     # (T, N)
-        ev, _ = errors_by_n("softmax", Mw, tests, ns, n_tasks=cfg["eval_tasks"], eval_seed=cfg["eval_seed"], **kw)
-        out["oracle"] = np.take_along_axis(ev, best[None], 0)[0]
-        out["oracle_w"] = w_grid[best]
+        out["oracle_w"], out["oracle"], _ = nadaraya_watson_oracle(
+            tests, ns, spec, w_grid, n_tune=min(4096, cfg["eval_tasks"]), n_eval=cfg["eval_tasks"],
+            tune_seed=cfg["eval_seed"] + 100, eval_seed=cfg["eval_seed"], device=run.device)
         # the pretraining objective of the mismatch class along M = w I (w of either sign), at every pretraining L
         pre = [dict(function_class=cfg["mismatch_class"], L=L, sigma=cfg["sigma"]) for L in Ls]
-        land, _ = errors_by_n("softmax", np.asarray(LANDSCAPE_W)[:, None, None] * np.eye(cfg["d"]), pre,
+        land, _ = icl_error_grid("softmax", np.asarray(LANDSCAPE_W)[:, None, None] * np.eye(cfg["d"]), pre,
                               [cfg["n_train"]], n_tasks=min(4096, cfg["eval_tasks"]), eval_seed=cfg["eval_seed"] + 200,
                               **kw)
         out["landscape"] = land[..., 0].T                                         # (nL, W)

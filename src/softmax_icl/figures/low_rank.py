@@ -83,7 +83,6 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> dict:
     """rho_1, rho_2, alignment and ICL error of every unit along pretraining, plus the reference predictors."""
     cfg = run.cfg
     B, spec, classes = basis(cfg), input_spec(cfg), cfg["classes"]
-    S = cfg["seeds"]
 
     def per_class(res: SweepResult, values: np.ndarray) -> np.ndarray:
         """(..., C) -> (..., class, seed) by selection."""

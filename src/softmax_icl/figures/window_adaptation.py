@@ -76,15 +76,13 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> dict:
             e, _ = icl_error_of_matrices(m, res.M, rows, spec, n_tasks=cfg["eval_tasks"], eval_seed=cfg["eval_seed"],
                                          device=run.device)
             err[m] = np.stack([np.stack([e[_idx(res, s, n)] for n in ns]) for s in sets])     # (setting, n, seed)
-        rows = [dict(function_class=cfg["function_class"], L=s.L, sigma=s.sigma, n=n) for s in sets for n in ns]
-        w_best, e_or, _ = nadaraya_watson_oracle(rows, spec, n_tune=min(4096, cfg["eval_tasks"]),
-                                                 n_eval=cfg["eval_tasks"], tune_seed=cfg["eval_seed"] + 100,
-                                                 eval_seed=cfg["eval_seed"], device=run.device)
-        err["oracle"] = e_or.reshape(len(sets), len(ns))
-        err["oracle_w"] = w_best.reshape(len(sets), len(ns))
+        tests = [dict(function_class=cfg["function_class"], L=s.L, sigma=s.sigma) for s in sets]
+        err["oracle_w"], err["oracle"], _ = nadaraya_watson_oracle(
+            tests, ns, spec, n_tune=min(4096, cfg["eval_tasks"]), n_eval=cfg["eval_tasks"],
+            tune_seed=cfg["eval_seed"] + 100, eval_seed=cfg["eval_seed"], device=run.device)
         return err
 
-    key = {"train": {m: results[m].sweep for m in MODELS}, "eval_tasks": cfg["eval_tasks"], "eval_seed": cfg["eval_seed"]}
+    key = {"layout": 2, "train": {m: results[m].sweep for m in MODELS}, "eval_tasks": cfg["eval_tasks"], "eval_seed": cfg["eval_seed"]}
     out["error"] = run.cached("evaluate", key, evaluate)
     return out
 
