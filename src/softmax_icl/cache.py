@@ -2,7 +2,7 @@
 
 Re-executing a notebook to change a plot does not retrain: results are stored under a hash of
 everything that determines them (what was computed, the resolved settings, the device, the package
-version). Writes go to a temporary file in the cache directory and are moved into place with
+version and a fingerprint of the computational modules' source). Writes go to a temporary file in the cache directory and are moved into place with
 ``os.replace``, so an interrupted run never leaves a half-written entry behind.
 
 Location: ``$SOFTMAX_ICL_CACHE_DIR``, else ``~/.cache/softmax_icl``.
@@ -25,9 +25,26 @@ def cache_dir() -> Path:
     return Path(os.environ.get("SOFTMAX_ICL_CACHE_DIR") or Path.home() / ".cache" / "softmax_icl")
 
 
+#: Modules whose code determines trained and evaluated numbers; plotting code is left out on purpose,
+#: so restyling a figure does not invalidate the cache. (Figure modules version their own evaluation
+#: layouts in the configuration they pass.)
+COMPUTE_MODULES = ("tasks.py", "models.py", "training.py", "metrics.py", "baselines.py", "theory.py",
+                   "classification.py")
+
+
+def code_fingerprint() -> str:
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in COMPUTE_MODULES:
+        path = here / name
+        if path.exists():
+            h.update(name.encode() + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def cache_key(tag: str, config: dict, device: str) -> str:
-    payload = json.dumps({"tag": tag, "config": config, "device": device, "version": __version__},
-                         sort_keys=True, default=str)
+    payload = json.dumps({"tag": tag, "config": config, "device": device, "version": __version__,
+                          "code": code_fingerprint()}, sort_keys=True, default=str)
     return f"{tag}-{hashlib.sha256(payload.encode()).hexdigest()[:20]}"
 
 

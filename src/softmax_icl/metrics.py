@@ -9,6 +9,23 @@ from .models import predict
 from .tasks import InputSpec, TaskBatch
 from .training import TaskStream, derive_seed, resolve_device
 
+#: Evaluation sets are drawn in blocks of this many tasks, whatever the compute chunk, so every
+#: evaluation with the same seed (and number of tasks) sees the same tasks.
+EVAL_BLOCK = 256
+
+
+def _eval_chunk(chunk: int) -> int:
+    return max(EVAL_BLOCK, chunk // EVAL_BLOCK * EVAL_BLOCK)
+
+
+def _sample_blocks(stream: TaskStream, b: int) -> TaskBatch:
+    """``b`` tasks drawn as consecutive blocks of EVAL_BLOCK (the last one possibly shorter)."""
+    parts = [stream.sample(min(EVAL_BLOCK, b - i)) for i in range(0, b, EVAL_BLOCK)]
+    if len(parts) == 1:
+        return parts[0]
+    cat = lambda name: torch.cat([getattr(p, name) for p in parts], dim=1)  # noqa: E731
+    return TaskBatch(cat("x_ctx"), cat("y_ctx"), cat("x_q"), cat("f_q"), parts[0].mask)
+
 
 def icl_error(predict_fn, rows: list[dict], spec: InputSpec, n_tasks: int = 10_000, eval_seed: int = 3,
               device="cpu", chunk: int = 2048) -> tuple[np.ndarray, np.ndarray]:
@@ -25,14 +42,14 @@ def icl_error(predict_fn, rows: list[dict], spec: InputSpec, n_tasks: int = 10_0
     n_draw = max(r["n"] for r in rows)
     stream = TaskStream(spec, rows, classes, n_draw, [derive_seed(eval_seed, 7919)], dev)
     # keep each chunk's (R, chunk, n, d) tensors to about 2e7 elements
-    chunk = max(16, min(chunk, int(2e7 // (len(rows) * (n_draw + 1) * (spec.d + 2)))))
+    chunk = _eval_chunk(min(chunk, int(2e7 // (len(rows) * (n_draw + 1) * (spec.d + 2)))))
     total = torch.zeros(len(rows), dtype=torch.float64, device=dev)
     total_sq = torch.zeros_like(total)
     done = 0
     with torch.no_grad():
         while done < n_tasks:
             b = min(chunk, n_tasks - done)
-            batch = stream.sample(b)
+            batch = _sample_blocks(stream, b)
             err = (predict_fn(batch) - batch.f_q).double() ** 2
             total += err.sum(-1)
             total_sq += (err**2).sum(-1)
@@ -59,7 +76,7 @@ def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks
 
     ``M`` (U, d, d); ``tests``: R dicts with ``function_class``, ``L``, ``sigma``. Every context is drawn at
     n = max(ns) and the shorter contexts are its prefixes, as in :func:`icl_error` (same
-    evaluation stream, hence the same tasks for the same ``eval_seed`` and chunking). The scores of all units
+    evaluation stream, drawn in blocks of EVAL_BLOCK tasks, hence the same tasks for the same ``eval_seed``). The scores of all units
     are computed once per chunk and shared by all test settings and context lengths. Returns (mean, standard
     error), each (U, R, len(ns)).
     """
@@ -72,14 +89,14 @@ def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks
     stream = TaskStream(spec, rows, classes, n_draw, [derive_seed(eval_seed, 7919)], dev)
     Mt = torch.as_tensor(np.asarray(M), dtype=torch.float32, device=dev)
     U, R = Mt.shape[0], len(rows)
-    chunk = max(16, min(chunk, int(max_elements // (U * R * (n_draw + 1)))))
+    chunk = _eval_chunk(min(chunk, int(max_elements // (U * R * (n_draw + 1)))))
     total = torch.zeros(U, R, len(ns), dtype=torch.float64, device=dev)
     total_sq = torch.zeros_like(total)
     done = 0
     with torch.no_grad():
         while done < n_tasks:
             b = min(chunk, n_tasks - done)
-            batch = stream.sample(b)
+            batch = _sample_blocks(stream, b)
             x, xq = batch.x_ctx[0], batch.x_q[0]                      # inputs are shared by all test rows
             q = torch.einsum("ude,be->ubd", Mt, xq)
             s = torch.einsum("bnd,ubd->ubn", x, q).unsqueeze(1)        # (U, 1, b, n)

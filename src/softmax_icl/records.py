@@ -30,12 +30,13 @@ from .training import Sweep, SweepResult, resolve_device, train_sweep
 
 
 def git_revision() -> str:
-    """Short git revision of the source tree (with ``-dirty`` when it has uncommitted changes)."""
+    """Short git revision (with ``-dirty`` when the package source or pyproject.toml has uncommitted changes;
+    notebooks and book pages are outputs of the build, so they do not count)."""
     here = Path(__file__).resolve().parent
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "../../src", "../../pyproject.toml"], cwd=here,
                                capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..baselines import nadaraya_watson_oracle
-from ..metrics import icl_error_of_matrices, spectral_norm, window_halfwidth
+from ..metrics import icl_error_grid, spectral_norm, window_halfwidth
 from ..models import attention_weights
 from ..plotting import MODEL_COLORS
 from ..records import Run
@@ -70,19 +70,20 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> dict:
 
     def evaluate():
         err = {}
-        for m in MODELS:
-            res = results[m]
-            rows = [dict(function_class=cfg["function_class"], L=c["L"], sigma=c["sigma"], n=c["n"]) for c in res.configs]
-            e, _ = icl_error_of_matrices(m, res.M, rows, spec, n_tasks=cfg["eval_tasks"], eval_seed=cfg["eval_seed"],
-                                         device=run.device)
-            err[m] = np.stack([np.stack([e[_idx(res, s, n)] for n in ns]) for s in sets])     # (setting, n, seed)
         tests = [dict(function_class=cfg["function_class"], L=s.L, sigma=s.sigma) for s in sets]
+        for m in MODELS:
+            # every unit on every setting and n in one pass (same tasks as the oracle); keep its own setting and n
+            res = results[m]
+            e, _ = icl_error_grid(m, res.M, tests, ns, spec, n_tasks=cfg["eval_tasks"], eval_seed=cfg["eval_seed"],
+                                  device=run.device)                                       # (unit, setting, n)
+            err[m] = np.stack([np.stack([e[_idx(res, s, n), i, j] for j, n in enumerate(ns)])
+                               for i, s in enumerate(sets)])                               # (setting, n, seed)
         err["oracle_w"], err["oracle"], _ = nadaraya_watson_oracle(
             tests, ns, spec, n_tune=min(4096, cfg["eval_tasks"]), n_eval=cfg["eval_tasks"],
             tune_seed=cfg["eval_seed"] + 100, eval_seed=cfg["eval_seed"], device=run.device)
         return err
 
-    key = {"layout": 2, "train": {m: results[m].sweep for m in MODELS}, "eval_tasks": cfg["eval_tasks"], "eval_seed": cfg["eval_seed"]}
+    key = {"layout": 3, "train": {m: results[m].sweep for m in MODELS}, "eval_tasks": cfg["eval_tasks"], "eval_seed": cfg["eval_seed"]}
     out["error"] = run.cached("evaluate", key, evaluate)
     return out
 
