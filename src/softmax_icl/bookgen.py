@@ -62,19 +62,29 @@ def results_markdown(results_dir: Path) -> str:
     out = ["# Results summary", "",
            "Generated from the machine-readable records that each notebook writes to `book/results/` when it "
            "runs; CI re-executes the notebooks and compares these verdicts with the committed ones.", ""]
-    records = sorted(Path(results_dir).glob("*.json"))
+    order = {name: i for i, name in enumerate(FIGURES)}
+    records = sorted(Path(results_dir).glob("*.json"), key=lambda p: (order.get(p.stem, len(order)), p.stem))
     if not records:
         return "\n".join(out + ["No notebook has been executed yet."]) + "\n"
-    out += ["| notebook | profile | claim | verdict | value | required |", "|---|---|---|---|---|---|"]
+    recs = [json.loads(p.read_text()) for p in records]
+    total = sum(len(r["claims"]) for r in recs)
+    passed = sum(c["passed"] for r in recs for c in r["claims"])
+    out += [f"**{passed} of {total} claims hold.** A FAIL is a finding of this reproduction (each chapter discusses "
+            "its own), not a hidden error.", ""]
     timing = []
-    for path in records:
-        rec = json.loads(path.read_text())
+    for rec in recs:
+        title = FIGURES[rec["notebook"]].title if rec["notebook"] in FIGURES else rec["notebook"]
+        n_ok = sum(c["passed"] for c in rec["claims"])
+        out += [f"## {title}", "",
+                f"{{doc}}`../notebooks/{rec['notebook']}`, {rec['profile']} profile: {n_ok}/{len(rec['claims'])} "
+                "claims hold.", "", "| claim | verdict | value | required |", "|---|---|---|---|"]
         for c in rec["claims"]:
-            out.append(f"| {rec['notebook']} | {rec['profile']} | {_md(c['statement'])} | "
-                       f"{'PASS' if c['passed'] else '**FAIL**'} | {_md(fmt(c['value']))} | {_md(c['threshold'])} |")
+            out.append(f"| {_md(c['statement'])} | {'PASS' if c['passed'] else '**FAIL**'} | {_md(fmt(c['value']))} | "
+                       f"{_md(c['threshold'])} |")
+        out.append("")
         timing.append(f"| {rec['notebook']} | {rec['profile']} | {rec['provenance']['device']} | "
                       f"{rec['timings'].get('total', float('nan')):.0f} s |")
-    out += ["", "Wall time of the last execution of each notebook (with the cache as it was then):", "",
+    out += ["## Wall time", "", "Of the last execution of each notebook (with the result cache as it was then):", "",
             "| notebook | profile | device | wall time |", "|---|---|---|---|"] + timing
     return "\n".join(out) + "\n"
 
