@@ -190,7 +190,7 @@ def make_batch(spec: InputSpec, raw: dict, classes: list[str], cls_idx: torch.Te
         if sel.numel() == C:
             f = evaluate_class(name, xt, raw, L, basis)
         else:
-            sub = {k: v[sel] for k, v in raw.items()}
+            sub = {k: v[sel] for k, v in raw.items() if k not in ("x", "x_task", "noise")}  # inputs: xt[sel]
             f[sel] = evaluate_class(name, xt[sel], sub, L[sel], basis)
     y_ctx = f[:, :, :n_draw] + sigma.view(-1, 1, 1) * raw["noise"]
     mask = None
