@@ -108,3 +108,7 @@ def test_committed_records_are_default_profile_and_match_their_notebook():
         rec = json.loads(path.read_text())
         assert rec["notebook"] == fig.name and rec["profile"] == "default"
         assert rec["claims"], "a record without claims"
+        ids = {c["id"] for c in rec["claims"]}
+        assert set(fig.findings) <= ids, f"findings declared but never checked: {set(fig.findings) - ids}"
+        for c in rec["claims"]:
+            assert c["kind"] == ("finding" if c["id"] in fig.findings else "claim")

@@ -55,6 +55,9 @@ def settings_markdown() -> str:
             out.append(f"| `{name}` | {_md(p.help)} | {vals} | {p.source} |")
         if fig.notes:
             out += [""] + [f"* {n}" for n in fig.notes]
+        if fig.findings:
+            out += ["", "Checks reported as *findings* (open tests, not the paper's claims): "
+                    + ", ".join(f"`{f}`" for f in fig.findings) + "."]
     return "\n".join(out) + "\n"
 
 
@@ -67,20 +70,27 @@ def results_markdown(results_dir: Path) -> str:
     if not records:
         return "\n".join(out + ["No notebook has been executed yet."]) + "\n"
     recs = [json.loads(p.read_text()) for p in records]
-    total = sum(len(r["claims"]) for r in recs)
-    passed = sum(c["passed"] for r in recs for c in r["claims"])
-    out += [f"**{passed} of {total} claims hold.** A FAIL is a finding of this reproduction (each chapter discusses "
-            "its own), not a hidden error.", ""]
+    kind = lambda c: c.get("kind", "claim")  # noqa: E731
+    claims = [c for r in recs for c in r["claims"] if kind(c) == "claim"]
+    finds = [c for r in recs for c in r["claims"] if kind(c) == "finding"]
+    out += [f"**{sum(c['passed'] for c in claims)} of {len(claims)} of the papers' claims hold.** Besides them, "
+            f"{len(finds)} *findings* test what the papers do not claim (an alternative version of a theory, a setting "
+            "that breaks a theorem's condition, a comparison the spec asks us to report either way); "
+            f"{sum(c['passed'] for c in finds)} of them hold. Which checks are findings is declared in the code "
+            "(`Figure.findings`), before the runs; each chapter discusses its failures.", ""]
     timing = []
     for rec in recs:
         title = FIGURES[rec["notebook"]].title if rec["notebook"] in FIGURES else rec["notebook"]
-        n_ok = sum(c["passed"] for c in rec["claims"])
-        out += [f"## {title}", "",
-                f"{{doc}}`../notebooks/{rec['notebook']}`, {rec['profile']} profile: {n_ok}/{len(rec['claims'])} "
-                "claims hold.", "", "| claim | verdict | value | required |", "|---|---|---|---|"]
+        cl = [c for c in rec["claims"] if kind(c) == "claim"]
+        fi = [c for c in rec["claims"] if kind(c) == "finding"]
+        line = f"{sum(c['passed'] for c in cl)}/{len(cl)} claims hold"
+        if fi:
+            line += f", {sum(c['passed'] for c in fi)}/{len(fi)} findings hold"
+        out += [f"## {title}", "", f"{{doc}}`../notebooks/{rec['notebook']}`, {rec['profile']} profile: {line}.", "",
+                "| check | kind | verdict | value | required |", "|---|---|---|---|---|"]
         for c in rec["claims"]:
-            out.append(f"| {_md(c['statement'])} | {'PASS' if c['passed'] else '**FAIL**'} | {_md(fmt(c['value']))} | "
-                       f"{_md(c['threshold'])} |")
+            out.append(f"| {_md(c['statement'])} | {kind(c)} | {'PASS' if c['passed'] else '**FAIL**'} | "
+                       f"{_md(fmt(c['value']))} | {_md(c['threshold'])} |")
         out.append("")
         timing.append(f"| {rec['notebook']} | {rec['profile']} | {rec['provenance']['device']} | "
                       f"{rec['timings'].get('total', float('nan')):.0f} s |")

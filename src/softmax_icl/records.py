@@ -25,7 +25,7 @@ import torch
 from . import __version__
 from .cache import atomic_write_bytes, cached
 from .plotting import save, use_style
-from .profiles import resolve, validate_device
+from .profiles import FIGURES, resolve, validate_device
 from .training import Sweep, SweepResult, resolve_device, train_sweep
 
 
@@ -86,9 +86,11 @@ class Claim:
     passed: bool
     value: Any
     threshold: str
+    kind: str = "claim"                # claim (the papers') | finding (an open test, see Figure.findings)
 
     def line(self) -> str:
-        return f"{'PASS' if self.passed else 'FAIL'}  {self.id}: {self.statement} -- value {fmt(self.value)}, " \
+        tag = " [finding]" if self.kind == "finding" else ""
+        return f"{'PASS' if self.passed else 'FAIL'}  {self.id}{tag}: {self.statement} -- value {fmt(self.value)}, " \
                f"required {self.threshold}"
 
 
@@ -153,7 +155,8 @@ class Run:
 
     # -- results -------------------------------------------------------------------------------
     def check(self, id: str, statement: str, value: Any, passed: bool, threshold: str) -> Claim:
-        claim = Claim(id, statement, bool(passed), _plain(value), threshold)
+        kind = "finding" if id in FIGURES[self.figure].findings else "claim"
+        claim = Claim(id, statement, bool(passed), _plain(value), threshold, kind)
         self.claims = [c for c in self.claims if c.id != id] + [claim]
         return claim
 
@@ -165,8 +168,13 @@ class Run:
         save(fig, self.output_dir / "figures", f"{self.figure}_{name}")
 
     def verdicts(self) -> str:
-        passed = sum(c.passed for c in self.claims)
-        return "\n".join([c.line() for c in self.claims] + [f"{passed}/{len(self.claims)} claims hold"])
+        claims = [c for c in self.claims if c.kind == "claim"]
+        findings = [c for c in self.claims if c.kind == "finding"]
+        total = f"{sum(c.passed for c in claims)}/{len(claims)} claims hold"
+        if findings:
+            total += f"; {sum(c.passed for c in findings)}/{len(findings)} findings hold (an open test: either verdict " \
+                     "is a result)"
+        return "\n".join([c.line() for c in self.claims] + [total])
 
     def finish(self) -> str:
         """Write the record (atomically) and return the verdict lines (stable: fit for nbval)."""

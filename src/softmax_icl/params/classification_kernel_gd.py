@@ -63,6 +63,10 @@ register(Figure(
                              check=non_negative, check_text="an integer >= 0"),
         **seed_params(),
     },
+    # SPEC 2.4: where softmax >= linear holds, and whether each ingredient matters, is reported whichever way it goes
+    findings=("softmax-ge-linear-paper-task", "softmax-ge-linear-local-task", "softmax-ge-linear-other-C-d",
+              "adaptive-rate-matters-paper-task", "adaptive-rate-matters-local-task", "kernel-shape-matters-paper-task",
+              "kernel-shape-matters-local-task"),
     notes=(
         "Task: per-context class vectors c_1..c_C ~ U^d, inputs x_i ~ U^d, one-hot labels y_i = argmax_k c_k^T x_i "
         "(no label noise); the query is drawn the same way. Local task (SPEC 2.4): P = local_prototypes prototypes "
