@@ -31,5 +31,6 @@ def save(fig: plt.Figure, directory: Path, name: str) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     paths = [directory / f"{name}.{ext}" for ext in ("png", "pdf")]
     for p in paths:
-        fig.savefig(p)
+        # no creation date in PDFs, so re-running a notebook does not change unchanged figures
+        fig.savefig(p, metadata={"CreationDate": None} if p.suffix == ".pdf" else None)
     return paths
