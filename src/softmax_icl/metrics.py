@@ -27,6 +27,25 @@ def _sample_blocks(stream: TaskStream, b: int) -> TaskBatch:
     return TaskBatch(cat("x_ctx"), cat("y_ctx"), cat("x_q"), cat("f_q"), parts[0].mask)
 
 
+def _mean_and_stderr(stream: TaskStream, n_tasks: int, chunk: int, squared_errors, shape) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard error over ``n_tasks`` tasks of ``squared_errors(batch)``, a (shape + (b,)) tensor
+    with the batch's tasks on the last axis; tasks are drawn from ``stream`` in chunks of ``chunk``."""
+    dev = stream.device
+    total = torch.zeros(shape, dtype=torch.float64, device=dev)
+    total_sq = torch.zeros_like(total)
+    done = 0
+    with torch.no_grad():
+        while done < n_tasks:
+            b = min(chunk, n_tasks - done)
+            err = squared_errors(_sample_blocks(stream, b)).double()
+            total += err.sum(-1)
+            total_sq += (err**2).sum(-1)
+            done += b
+    mean = total / n_tasks
+    var = (total_sq / n_tasks - mean**2).clamp_min(0)
+    return mean.cpu().numpy(), (var / n_tasks).sqrt().cpu().numpy()
+
+
 def icl_error(predict_fn, rows: list[dict], spec: InputSpec, n_tasks: int = 10_000, eval_seed: int = 3,
               device="cpu", chunk: int = 2048) -> tuple[np.ndarray, np.ndarray]:
     """ICL error E[(f_hat(x_q) - f(x_q))^2] of R predictors on one fixed evaluation set.
@@ -43,20 +62,8 @@ def icl_error(predict_fn, rows: list[dict], spec: InputSpec, n_tasks: int = 10_0
     stream = TaskStream(spec, rows, classes, n_draw, [derive_seed(eval_seed, 7919)], dev)
     # keep each chunk's (R, chunk, n, d) tensors to about 2e7 elements
     chunk = _eval_chunk(min(chunk, int(2e7 // (len(rows) * (n_draw + 1) * (spec.d + 2)))))
-    total = torch.zeros(len(rows), dtype=torch.float64, device=dev)
-    total_sq = torch.zeros_like(total)
-    done = 0
-    with torch.no_grad():
-        while done < n_tasks:
-            b = min(chunk, n_tasks - done)
-            batch = _sample_blocks(stream, b)
-            err = (predict_fn(batch) - batch.f_q).double() ** 2
-            total += err.sum(-1)
-            total_sq += (err**2).sum(-1)
-            done += b
-    mean = total / n_tasks
-    var = (total_sq / n_tasks - mean**2).clamp_min(0)
-    return mean.cpu().numpy(), (var / n_tasks).sqrt().cpu().numpy()
+    return _mean_and_stderr(stream, n_tasks, chunk, lambda batch: (predict_fn(batch) - batch.f_q).double() ** 2,
+                            (len(rows),))
 
 
 def icl_error_of_matrices(kind: str, M, rows: list[dict], spec: InputSpec, **kw) -> tuple[np.ndarray, np.ndarray]:
@@ -76,8 +83,8 @@ def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks
 
     ``M`` (U, d, d); ``tests``: R dicts with ``function_class``, ``L``, ``sigma``. Every context is drawn at
     n = max(ns) and the shorter contexts are its prefixes, as in :func:`icl_error` (same
-    evaluation stream, drawn in blocks of EVAL_BLOCK tasks, hence the same tasks for the same ``eval_seed``). The scores of all units
-    are computed once per chunk and shared by all test settings and context lengths. Returns (mean, standard
+    evaluation stream, drawn in blocks of EVAL_BLOCK tasks, hence the same tasks for the same ``eval_seed``).
+    The scores of all units are computed once per chunk and shared by all test settings and context lengths. Returns (mean, standard
     error), each (U, R, len(ns)).
     """
     dev = resolve_device(device) if isinstance(device, str) else device
@@ -90,32 +97,24 @@ def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks
     Mt = torch.as_tensor(np.asarray(M), dtype=torch.float32, device=dev)
     U, R = Mt.shape[0], len(rows)
     chunk = _eval_chunk(min(chunk, int(max_elements // (U * R * (n_draw + 1)))))
-    total = torch.zeros(U, R, len(ns), dtype=torch.float64, device=dev)
-    total_sq = torch.zeros_like(total)
-    done = 0
-    with torch.no_grad():
-        while done < n_tasks:
-            b = min(chunk, n_tasks - done)
-            batch = _sample_blocks(stream, b)
-            x, xq = batch.x_ctx[0], batch.x_q[0]                      # inputs are shared by all test rows
-            q = torch.einsum("ude,be->ubd", Mt, xq)
-            s = torch.einsum("bnd,ubd->ubn", x, q).unsqueeze(1)        # (U, 1, b, n)
-            y = batch.y_ctx.unsqueeze(0)                               # (1, R, b, n)
-            preds = []
-            for n in ns:                                               # a handful of prefix lengths
-                if kind == "softmax":
-                    preds.append((torch.softmax(s[..., :n], dim=-1) * y[..., :n]).sum(-1))
-                elif kind == "linear":
-                    preds.append((s[..., :n] * y[..., :n]).sum(-1) / n)
-                else:
-                    raise ValueError(f"model={kind!r} is not one of ('softmax', 'linear')")
-            err = (torch.stack(preds, -1) - batch.f_q[None, :, :, None]).double() ** 2   # (U, R, b, N)
-            total += err.sum(2)
-            total_sq += (err**2).sum(2)
-            done += b
-    mean = total / n_tasks
-    var = (total_sq / n_tasks - mean**2).clamp_min(0)
-    return mean.cpu().numpy(), (var / n_tasks).sqrt().cpu().numpy()
+
+    def squared_errors(batch):
+        x, xq = batch.x_ctx[0], batch.x_q[0]                      # inputs are shared by all test rows
+        q = torch.einsum("ude,be->ubd", Mt, xq)
+        s = torch.einsum("bnd,ubd->ubn", x, q).unsqueeze(1)        # (U, 1, b, n)
+        y = batch.y_ctx.unsqueeze(0)                               # (1, R, b, n)
+        preds = []
+        for n in ns:                                               # a handful of prefix lengths
+            if kind == "softmax":
+                preds.append((torch.softmax(s[..., :n], dim=-1) * y[..., :n]).sum(-1))
+            elif kind == "linear":
+                preds.append((s[..., :n] * y[..., :n]).sum(-1) / n)
+            else:
+                raise ValueError(f"model={kind!r} is not one of ('softmax', 'linear')")
+        err = (torch.stack(preds, -1) - batch.f_q[None, :, :, None]).double() ** 2   # (U, R, b, N)
+        return err.movedim(2, -1)                                                    # (U, R, N, b)
+
+    return _mean_and_stderr(stream, n_tasks, chunk, squared_errors, (U, R, len(ns)))
 
 
 def spectral_norm(M) -> np.ndarray:
