@@ -1,84 +1,93 @@
-"""Attention predictors: the Nadaraya-Watson identity, the fused backward, masking."""
+"""Attention predictors: the Nadaraya-Watson identity, the fused backward, the shared-input layout."""
 
 import math
 
 import pytest
 import torch
 
-from softmax_icl.models import AttentionUnit, attention_weights, predict, predict_full, predict_reference
+from softmax_icl.models import (AttentionUnit, attention_weights, pair_features, predict, predict_full,
+                                predict_reference, scores)
 from softmax_icl.tasks import sphere
 
 
-def _context(C=3, B=5, n=9, d=4, seed=0, dtype=torch.float64):
+def _context(R=2, G=3, B=5, n=9, d=4, seed=0, dtype=torch.float64):
+    """R rows of inputs shared by G configurations each, with their own labels."""
     g = torch.Generator().manual_seed(seed)
-    x = sphere((C, B, n), d, g, "cpu").to(dtype)
-    xq = sphere((C, B), d, g, "cpu").to(dtype)
+    x = sphere((R, B, n), d, g, "cpu").to(dtype)
+    xq = sphere((R, B), d, g, "cpu").to(dtype)
     x, xq = x / x.norm(dim=-1, keepdim=True), xq / xq.norm(dim=-1, keepdim=True)   # exactly unit in float64
-    y = torch.randn(C, B, n, generator=g, dtype=dtype)
+    y = torch.randn(R, G, B, n, generator=g, dtype=dtype)
     return x, y, xq
 
 
 def test_softmax_attention_with_M_wI_is_the_gaussian_kernel_nadaraya_watson_estimator():
-    x, y, xq = _context()
-    for w in (0.1, 1.0, 7.5, 60.0):
-        M = w * torch.eye(4, dtype=torch.float64).expand(3, 4, 4)
-        attn = predict("softmax", x, y, xq, M)
-        dist2 = ((x - xq.unsqueeze(2)) ** 2).sum(-1)
-        kernel = torch.exp(-(w / 2) * dist2)                       # Gaussian kernel, bandwidth 1/sqrt(w)
-        nw = (kernel * y).sum(-1) / kernel.sum(-1)
-        torch.testing.assert_close(attn, nw, rtol=1e-12, atol=1e-12)
+    x, y, xq = _context(G=4)
+    ws = torch.tensor([0.1, 1.0, 7.5, 60.0], dtype=torch.float64)
+    M = ws.view(1, 4, 1, 1) * torch.eye(4, dtype=torch.float64).expand(2, 4, 4, 4)
+    attn = predict("softmax", x, y, xq, M)
+    dist2 = ((x - xq.unsqueeze(2)) ** 2).sum(-1).unsqueeze(1)        # (R, 1, B, n)
+    kernel = torch.exp(-(ws.view(1, 4, 1, 1) / 2) * dist2)            # Gaussian kernel, bandwidth 1/sqrt(w)
+    nw = (kernel * y).sum(-1) / kernel.sum(-1)
+    torch.testing.assert_close(attn, nw, rtol=1e-12, atol=1e-12)
 
 
-def test_linear_attention_is_the_normalised_bilinear_form():
+def test_scores_are_the_bilinear_form_and_linear_attention_normalises_by_n():
     x, y, xq = _context()
-    M = torch.randn(3, 4, 4, dtype=torch.float64)
-    expected = torch.einsum("cbn,cbnd,cde,cbe->cb", y, x, M, xq) / x.shape[2]
-    torch.testing.assert_close(predict("linear", x, y, xq, M), expected)
+    M = torch.randn(2, 3, 4, 4, dtype=torch.float64)
+    s = torch.einsum("rbnd,rgde,rbe->rgbn", x, M, xq)
+    torch.testing.assert_close(scores(x, xq, M), s)
+    assert pair_features(x, xq).shape == (2, 5 * 9, 16)
+    torch.testing.assert_close(predict("linear", x, y, xq, M), (s * y).sum(-1) / x.shape[2])
 
 
 @pytest.mark.parametrize("kind", ["softmax", "linear"])
-@pytest.mark.parametrize("masked", [False, True])
-def test_fused_readout_matches_autograd(kind, masked):
+def test_fused_readout_matches_autograd(kind):
     x, y, xq = _context(n=7, d=3)
-    mask = (torch.arange(7).view(1, 1, -1) < torch.tensor([7, 4, 2]).view(-1, 1, 1)) if masked else None
-    M = torch.randn(3, 3, 3, dtype=torch.float64, requires_grad=True)
-    p1 = predict(kind, x, y, xq, M, mask)
+    M = torch.randn(2, 3, 3, 3, dtype=torch.float64, requires_grad=True)
+    p1 = predict(kind, x, y, xq, M)
     (g1,) = torch.autograd.grad((p1**2).sum(), M)
-    p2 = predict_reference(kind, x, y, xq, M, mask)
+    p2 = predict_reference(kind, x, y, xq, M)
     (g2,) = torch.autograd.grad((p2**2).sum(), M)
     torch.testing.assert_close(p1, p2, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(g1, g2, rtol=1e-10, atol=1e-12)
-    assert torch.autograd.gradcheck(lambda m: predict(kind, x, y, xq, m, mask), (M,))
+    assert torch.autograd.gradcheck(lambda m: predict(kind, x, y, xq, m), (M,))
 
 
 @pytest.mark.parametrize("kind", ["softmax", "linear"])
-def test_mask_equals_truncated_context(kind):
-    x, y, xq = _context(C=1, n=10)
-    M = torch.randn(1, 4, 4, dtype=torch.float64)
-    mask = torch.arange(10).view(1, 1, -1) < 6
-    torch.testing.assert_close(predict(kind, x, y, xq, M, mask), predict(kind, x[:, :, :6], y[:, :, :6], xq, M))
+def test_a_slot_depends_only_on_its_own_weights_and_labels(kind):
+    """Sharing a row's inputs across G configurations changes nothing: each slot equals a layout of one."""
+    x, y, xq = _context(G=3)
+    M = torch.randn(2, 3, 4, 4, dtype=torch.float64, requires_grad=True)
+    shared = predict(kind, x, y, xq, M)
+    (g_shared,) = torch.autograd.grad(shared.sum(), M)
+    for r in range(2):
+        for g in range(3):
+            Mi = M[r:r + 1, g:g + 1].detach().requires_grad_()
+            alone = predict(kind, x[r:r + 1], y[r:r + 1, g:g + 1], xq[r:r + 1], Mi)
+            (g_alone,) = torch.autograd.grad(alone.sum(), Mi)
+            torch.testing.assert_close(alone[0, 0], shared[r, g], rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(g_alone[0, 0], g_shared[r, g], rtol=1e-10, atol=1e-12)
 
 
-def test_softmax_weights_sum_to_one_and_masked_slots_get_none():
+def test_softmax_weights_sum_to_one():
     x, _, xq = _context()
-    mask = torch.arange(9).view(1, 1, -1) < torch.tensor([9, 5, 1]).view(-1, 1, 1)
-    a = attention_weights("softmax", x, xq, torch.randn(3, 4, 4, dtype=torch.float64), mask)
-    torch.testing.assert_close(a.sum(-1), torch.ones(3, 5, dtype=torch.float64))
-    assert (a[~mask.expand_as(a)] == 0).all()
+    a = attention_weights("softmax", x, xq, torch.randn(2, 3, 4, 4, dtype=torch.float64))
+    assert a.shape == (2, 3, 5, 9)
+    torch.testing.assert_close(a.sum(-1), torch.ones(2, 3, 5, dtype=torch.float64))
 
 
 def test_full_qkv_with_slide_block_form_equals_M_parameterisation():
     """W_V reads the label, W_K and W_Q read x: the full unit reduces to the M form with M = M_K^T M_Q."""
     x, y, xq = _context(d=3)
-    C, d = 3, 3
-    MK, MQ = torch.randn(C, d, d, dtype=torch.float64), torch.randn(C, d, d, dtype=torch.float64)
-    WK = torch.zeros(C, d + 1, d + 1, dtype=torch.float64)
+    R, G, d = 2, 3, 3
+    MK, MQ = torch.randn(R, G, d, d, dtype=torch.float64), torch.randn(R, G, d, d, dtype=torch.float64)
+    WK = torch.zeros(R, G, d + 1, d + 1, dtype=torch.float64)
     WQ = torch.zeros_like(WK)
     WV = torch.zeros_like(WK)
-    WK[:, :d, :d], WQ[:, :d, :d], WV[:, d, d] = MK, MQ, 1.0
+    WK[..., :d, :d], WQ[..., :d, :d], WV[..., d, d] = MK, MQ, 1.0
     for kind in ("softmax", "linear"):
         full = predict_full(kind, x, y, xq, WK, WQ, WV)
-        torch.testing.assert_close(full, predict(kind, x, y, xq, MK.transpose(1, 2) @ MQ))
+        torch.testing.assert_close(full, predict(kind, x, y, xq, MK.transpose(-1, -2) @ MQ))
 
 
 def test_unit_parameterisations_give_their_matrix():

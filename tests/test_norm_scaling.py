@@ -8,7 +8,7 @@ import torch
 
 from softmax_icl.figures import norm_scaling as ns
 from softmax_icl.profiles import ParameterError, resolve
-from softmax_icl.tasks import InputSpec, draw_raw, evaluate_class, make_batch, nonisotropic_covariance
+from softmax_icl.tasks import ClassBlock, InputSpec, draw_raw, evaluate_class, make_batch, nonisotropic_covariance
 from softmax_icl.training import SweepResult
 
 
@@ -53,10 +53,10 @@ def test_whitened_inputs_scale_x_and_evaluate_the_task_at_the_whitened_input():
     torch.testing.assert_close(draw_raw(InputSpec(d=d), 8, 6, g2, "cpu")["x"], raw["x_task"])
     r1 = {k: v.unsqueeze(0) for k, v in raw.items()}
     L, sig = torch.tensor([2.0]), torch.tensor([0.0])
-    batch = make_batch(spec, r1, ["relu"], torch.tensor([0]), L, sig, torch.tensor([6]), 6)
+    batch = make_batch(spec, r1, [ClassBlock("relu")], L.view(1, 1), sig.view(1, 1), 6)
     f = evaluate_class("relu", r1["x_task"], r1, L)
-    torch.testing.assert_close(batch.y_ctx, f[:, :, :6])
-    torch.testing.assert_close(batch.f_q, f[:, :, 6])
+    torch.testing.assert_close(batch.y_ctx[:, 0], f[:, :, :6])
+    torch.testing.assert_close(batch.f_q[:, 0], f[:, :, 6])
     torch.testing.assert_close(batch.x_ctx, r1["x"][:, :, :6])       # attention sees the non-isotropic x
 
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl.tasks import (FUNCTION_CLASSES, InputSpec, draw_raw, evaluate_class, lipschitz_constant,
-                               low_rank_basis, make_batch, nonisotropic_covariance)
+from softmax_icl.tasks import (FUNCTION_CLASSES, InputSpec, class_blocks, draw_raw, evaluate_class,
+                               lipschitz_constant, low_rank_basis, make_batch, nonisotropic_covariance)
 
 
 def _difference_quotients(function_class, L, d=3, tasks=64, seed=0):
@@ -59,17 +59,36 @@ def test_low_rank_basis_is_orthonormal_and_seeded():
         low_rank_basis(3, 4, 0)
 
 
-def test_make_batch_shapes_noise_and_masks():
+def test_make_batch_shares_a_rows_draws_across_its_configurations():
     spec = InputSpec(d=3)
-    raw = draw_raw(spec, 8, 20, torch.Generator().manual_seed(0), "cpu")
-    raw = {k: v.unsqueeze(0).expand(3, *v.shape) for k, v in raw.items()}
-    b = make_batch(spec, raw, ["cosine", "relu"], torch.tensor([0, 1, 0]), torch.tensor([1.0, 2.0, 1.0]),
-                   torch.tensor([0.0, 0.5, 1.0]), torch.tensor([20, 10, 5]), 20)
-    assert b.x_ctx.shape == (3, 8, 20, 3) and b.y_ctx.shape == (3, 8, 20) and b.f_q.shape == (3, 8)
-    assert b.mask.shape == (3, 1, 20) and b.mask.sum(-1).flatten().tolist() == [20, 10, 5]
-    f_ctx = evaluate_class("cosine", b.x_ctx[:1], {k: v[:1] for k, v in raw.items()}, torch.tensor([1.0]))
-    torch.testing.assert_close(b.y_ctx[0], f_ctx[0])                       # sigma = 0: labels are noiseless
-    torch.testing.assert_close(b.y_ctx[2] - f_ctx[0], raw["noise"][0])     # sigma = 1: common noise draws
+    g = torch.Generator().manual_seed(0)
+    raw = {k: torch.stack([v, w]) for (k, v), w in zip(draw_raw(spec, 8, 20, g, "cpu").items(),
+                                                        draw_raw(spec, 8, 20, g, "cpu").values())}   # R = 2 rows
+    blocks = class_blocks(["cosine", "relu"], torch.tensor([[0, 1, 0], [0, 1, 0]]))
+    assert [b.name for b in blocks] == ["cosine", "relu"] and blocks[0].cols.tolist() == [0, 2]
+    assert blocks[1].cols == slice(1, 2)                                                   # contiguous: a view
+    L = torch.tensor([[1.0, 2.0, 1.0], [3.0, 2.0, 1.0]])
+    sigma = torch.tensor([[0.0, 0.5, 1.0], [0.0, 0.5, 1.0]])
+    b = make_batch(spec, raw, blocks, L, sigma, 20)
+    assert b.x_ctx.shape == (2, 8, 20, 3) and b.x_q.shape == (2, 8, 3)
+    assert b.y_ctx.shape == (2, 3, 8, 20) and b.f_q.shape == (2, 3, 8)
+    for r in range(2):
+        one = {k: v[r:r + 1] for k, v in raw.items()}
+        for gi, (name, s) in enumerate(zip(["cosine", "relu", "cosine"], sigma[r].tolist())):
+            f = evaluate_class(name, raw["x"][r:r + 1], one, L[r, gi:gi + 1])[0]
+            torch.testing.assert_close(b.f_q[r, gi], f[:, 20])
+            torch.testing.assert_close(b.y_ctx[r, gi], f[:, :20] + s * raw["noise"][r])   # common noise draws
+    short = b.prefix(5)
+    assert short.x_ctx.shape == (2, 8, 5, 3) and short.y_ctx.shape == (2, 3, 8, 5)
+    torch.testing.assert_close(short.f_q, b.f_q)
+
+
+def test_class_blocks_by_rows_and_mixed_columns():
+    blocks = class_blocks(["affine", "relu"], torch.tensor([[1], [0], [1]]))
+    assert [(b.name, b.rows.tolist()) for b in blocks] == [("affine", [1]), ("relu", [0, 2])]
+    assert class_blocks(["relu"], torch.zeros(2, 4, dtype=torch.long))[0].cols is None
+    with pytest.raises(ValueError, match="column"):
+        class_blocks(["affine", "relu"], torch.tensor([[0, 1], [1, 0]]))
 
 
 def test_inputs_lie_on_the_sphere_or_its_ellipsoid():

@@ -174,8 +174,8 @@ def _direct_terms(spec, rows, Ms, n_tasks, seed, n_draw):
         f = evaluate_class(r["function_class"], xt.unsqueeze(0), one, torch.tensor([float(r["L"])]))[0]
         n = r["n"]
         for k, M in enumerate(Ms):
-            Mt = torch.as_tensor(M, dtype=torch.float32).unsqueeze(0)
-            a = attention_weights("softmax", x[None, :, :n], x[None, :, n_draw], Mt)[0]
+            Mt = torch.as_tensor(M, dtype=torch.float32)[None, None]
+            a = attention_weights("softmax", x[None, :, :n], x[None, :, n_draw], Mt)[0, 0]
             pred = (a * f[:, :n]).sum(-1)
             bias[i, k] = ((pred - f[:, n_draw]).double() ** 2).mean().item()
             noise[i, k] = (a.double() ** 2).sum(-1).mean().item()
@@ -245,7 +245,7 @@ def test_noise_term_matches_explicit_label_noise():
     one = {k: v.unsqueeze(0) for k, v in raw.items()}
     f = evaluate_class("relu", raw["x"].unsqueeze(0), one, torch.tensor([1.0]))[0]
     a = attention_weights("softmax", raw["x"][None, :, :10], raw["x"][None, :, 10],
-                          torch.as_tensor(M, dtype=torch.float32))[0]
+                          torch.as_tensor(M, dtype=torch.float32)[None])[0, 0]
     gn = torch.Generator().manual_seed(1)
     errs = []
     for _ in range(200):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl.training import Sweep, derive_seed, resolve_device, train_sweep
+from softmax_icl.training import Sweep, derive_seed, resolve_device, task_streams, train_sweep
 
 SWEEP = Sweep(model="softmax", classes=("relu", "cosine"), L=(0.5, 3.0), sigma=(0.0, 0.3), n=(6, 12), seeds=2, d=3,
               steps=25, batch_size=16, lr=0.05, log_every=5)
@@ -61,3 +61,26 @@ def test_device_resolution():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="device"):
             resolve_device("cuda")
+
+
+def test_a_subset_that_is_not_a_full_grid_trains_as_inside_the_full_sweep():
+    """Uneven seeds or class patterns give every configuration a row of its own: same data, same numbers."""
+    full = train_sweep(SWEEP, "cpu", progress=False)
+    subset = full.configs[::3]
+    streams = task_streams(SWEEP.input_spec, subset, list(SWEEP.classes), [1, 2], "cpu")
+    assert any(st.row_seed is not None for st in streams)          # the one-row-per-configuration layout
+    part = train_sweep(SWEEP, "cpu", configs=subset, progress=False)
+    idx = [full.configs.index(c) for c in subset]
+    np.testing.assert_allclose(part.M_history, full.M_history[:, idx], rtol=2e-4, atol=2e-6)
+    np.testing.assert_allclose(part.loss_history, full.loss_history[:, idx], rtol=2e-4, atol=1e-7)
+
+
+def test_streams_share_a_seeds_inputs_across_its_configurations():
+    configs = SWEEP.configs()
+    streams = task_streams(SWEEP.input_spec, configs, list(SWEEP.classes), [11, 12], "cpu")
+    assert [st.n for st in streams] == [6, 12]
+    for st in streams:
+        assert st.row_seed is None and st.index.shape == (2, 8)   # rows = seeds, 8 configurations each
+        assert {configs[i]["seed"] for i in st.index[0].tolist()} == {0}
+        b = st.sample(4)
+        assert b.x_ctx.shape == (2, 4, st.n, 3) and b.y_ctx.shape == (2, 8, 4, st.n)

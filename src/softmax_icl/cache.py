@@ -2,7 +2,7 @@
 
 Re-executing a notebook to change a plot does not retrain: results are stored under a hash of
 everything that determines them (what was computed, the resolved settings, the device, the package
-version and a fingerprint of the computational modules' source). Writes go to a temporary file in the cache directory and are moved into place with
+version, a fingerprint of the computational modules' source and which CPU kernel ran). Writes go to a temporary file in the cache directory and are moved into place with
 ``os.replace``, so an interrupted run never leaves a half-written entry behind.
 
 Location: ``$SOFTMAX_ICL_CACHE_DIR``, else ``~/.cache/softmax_icl``.
@@ -29,7 +29,7 @@ def cache_dir() -> Path:
 #: so restyling a figure does not invalidate the cache. (Figure modules version their own evaluation
 #: layouts in the configuration they pass.)
 COMPUTE_MODULES = ("tasks.py", "models.py", "training.py", "metrics.py", "baselines.py", "theory.py",
-                   "classification.py")
+                   "classification.py", "kernels/__init__.py", "kernels/readout.c")
 
 
 def code_fingerprint() -> str:
@@ -43,8 +43,12 @@ def code_fingerprint() -> str:
 
 
 def cache_key(tag: str, config: dict, device: str) -> str:
+    from .kernels import backend
+
+    # the fused kernel and the PyTorch code round differently: results of one are not the other's
+    kernel = backend().split(" (")[0] if device.startswith("cpu") else "torch"
     payload = json.dumps({"tag": tag, "config": config, "device": device, "version": __version__,
-                          "code": code_fingerprint()}, sort_keys=True, default=str)
+                          "code": code_fingerprint(), "kernel": kernel}, sort_keys=True, default=str)
     return f"{tag}-{hashlib.sha256(payload.encode()).hexdigest()[:20]}"
 
 

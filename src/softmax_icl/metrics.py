@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .models import predict
+from .models import check_kind, predict, scores
 from .tasks import InputSpec, TaskBatch
 from .training import TaskStream, derive_seed, resolve_device
 
@@ -23,8 +23,8 @@ def _sample_blocks(stream: TaskStream, b: int) -> TaskBatch:
     parts = [stream.sample(min(EVAL_BLOCK, b - i)) for i in range(0, b, EVAL_BLOCK)]
     if len(parts) == 1:
         return parts[0]
-    cat = lambda name: torch.cat([getattr(p, name) for p in parts], dim=1)  # noqa: E731
-    return TaskBatch(cat("x_ctx"), cat("y_ctx"), cat("x_q"), cat("f_q"), parts[0].mask)
+    cat = lambda name, dim: torch.cat([getattr(p, name) for p in parts], dim=dim)  # noqa: E731
+    return TaskBatch(cat("x_ctx", 1), cat("y_ctx", 2), cat("x_q", 1), cat("f_q", 2))
 
 
 def _mean_and_stderr(stream: TaskStream, n_tasks: int, chunk: int, squared_errors, shape) -> tuple[np.ndarray, np.ndarray]:
@@ -46,33 +46,54 @@ def _mean_and_stderr(stream: TaskStream, n_tasks: int, chunk: int, squared_error
     return mean.cpu().numpy(), (var / n_tasks).sqrt().cpu().numpy()
 
 
+def eval_stream(rows: list[dict], spec: InputSpec, n: int, eval_seed: int, device) -> TaskStream:
+    """The fixed evaluation stream of ``eval_seed``: one row of inputs shared by every test setting in ``rows``
+    (dicts with ``function_class``, ``L``, ``sigma``), contexts of length ``n``."""
+    rows = [dict(function_class=r["function_class"], L=float(r["L"]), sigma=float(r["sigma"]), n=int(n), seed=0)
+            for r in rows]
+    classes = sorted({r["function_class"] for r in rows})
+    return TaskStream(spec, rows, classes, n, [derive_seed(eval_seed, 7919)], device)
+
+
 def icl_error(predict_fn, rows: list[dict], spec: InputSpec, n_tasks: int = 10_000, eval_seed: int = 3,
-              device="cpu", chunk: int = 2048) -> tuple[np.ndarray, np.ndarray]:
+              device="cpu", chunk: int = 2048, n_draw: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """ICL error E[(f_hat(x_q) - f(x_q))^2] of R predictors on one fixed evaluation set.
 
     ``rows``: R dicts with ``function_class``, ``L``, ``sigma``, ``n`` (the test setting of each
-    row). ``predict_fn(batch)`` maps a :class:`TaskBatch` with leading axis R to predictions (R, B).
-    All rows see the same raw draws (inputs, task coefficients, noise) from ``eval_seed``, so
-    differences between rows are not sampling noise. Returns (mean, standard error), each (R,).
+    row; one ``n`` for all). ``predict_fn(batch)`` maps a :class:`TaskBatch` with one row of inputs and
+    the R settings as slots to predictions shaped like ``batch.f_q`` (1, R, B). All rows see the same raw
+    draws (inputs, task coefficients, noise) from ``eval_seed``, so differences between rows are not
+    sampling noise. Contexts are drawn at ``n_draw`` (default ``n``) and cut to their first ``n`` points,
+    which are the tasks :func:`icl_error_grid` evaluates at ``n`` when its largest length is ``n_draw``.
+    Returns (mean, standard error), each (R,).
     """
     dev = resolve_device(device) if isinstance(device, str) else device
-    rows = [dict(r, seed=0) for r in rows]
-    classes = sorted({r["function_class"] for r in rows})
-    n_draw = max(r["n"] for r in rows)
-    stream = TaskStream(spec, rows, classes, n_draw, [derive_seed(eval_seed, 7919)], dev)
-    # keep each chunk's (R, chunk, n, d) tensors to about 2e7 elements
+    ns = sorted({int(r["n"]) for r in rows})
+    if len(ns) != 1:
+        raise ValueError(f"icl_error evaluates one context length at a time, got n = {ns}; "
+                         "use icl_error_grid for several")
+    n = ns[0]
+    n_draw = n if n_draw is None else int(n_draw)
+    if n_draw < n:
+        raise ValueError(f"n_draw = {n_draw} is smaller than the rows' n = {n}")
+    stream = eval_stream(rows, spec, n_draw, eval_seed, dev)
+    # keep each chunk's (R, chunk, n) tensors to about 2e7 elements
     chunk = _eval_chunk(min(chunk, int(2e7 // (len(rows) * (n_draw + 1) * (spec.d + 2)))))
-    return _mean_and_stderr(stream, n_tasks, chunk, lambda batch: (predict_fn(batch) - batch.f_q).double() ** 2,
-                            (len(rows),))
+
+    def squared_errors(batch):
+        batch = batch.prefix(n)
+        return (predict_fn(batch) - batch.f_q)[0].double() ** 2
+
+    return _mean_and_stderr(stream, n_tasks, chunk, squared_errors, (len(rows),))
 
 
 def icl_error_of_matrices(kind: str, M, rows: list[dict], spec: InputSpec, **kw) -> tuple[np.ndarray, np.ndarray]:
     """:func:`icl_error` of units with key-query matrices ``M`` (R, d, d), one per row."""
     dev = resolve_device(kw.pop("device", "cpu"))
-    Mt = torch.as_tensor(np.asarray(M), dtype=torch.float32, device=dev)
+    Mt = torch.as_tensor(np.asarray(M), dtype=torch.float32, device=dev).unsqueeze(0)
 
     def fn(batch: TaskBatch):
-        return predict(kind, batch.x_ctx, batch.y_ctx, batch.x_q, Mt, batch.mask)
+        return predict(kind, batch.x_ctx, batch.y_ctx, batch.x_q, Mt)
 
     return icl_error(fn, rows, spec, device=dev, **kw)
 
@@ -84,34 +105,28 @@ def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks
     ``M`` (U, d, d); ``tests``: R dicts with ``function_class``, ``L``, ``sigma``. Every context is drawn at
     n = max(ns) and the shorter contexts are its prefixes, as in :func:`icl_error` (same
     evaluation stream, drawn in blocks of EVAL_BLOCK tasks, hence the same tasks for the same ``eval_seed``).
-    The scores of all units are computed once per chunk and shared by all test settings and context lengths. Returns (mean, standard
-    error), each (U, R, len(ns)).
+    The scores of all units are computed once per chunk (one matrix product) and shared by all test settings
+    and context lengths. Returns (mean, standard error), each (U, R, len(ns)).
     """
+    check_kind(kind)
     dev = resolve_device(device) if isinstance(device, str) else device
     ns = [int(n) for n in ns]
     n_draw = max(ns)
-    rows = [dict(function_class=t["function_class"], L=float(t["L"]), sigma=float(t["sigma"]), n=n_draw, seed=0)
-            for t in tests]
-    classes = sorted({r["function_class"] for r in rows})
-    stream = TaskStream(spec, rows, classes, n_draw, [derive_seed(eval_seed, 7919)], dev)
-    Mt = torch.as_tensor(np.asarray(M), dtype=torch.float32, device=dev)
-    U, R = Mt.shape[0], len(rows)
+    stream = eval_stream(tests, spec, n_draw, eval_seed, dev)
+    Mt = torch.as_tensor(np.asarray(M), dtype=torch.float32, device=dev).unsqueeze(0)
+    U, R = Mt.shape[1], len(tests)
     chunk = _eval_chunk(min(chunk, int(max_elements // (U * R * (n_draw + 1)))))
 
     def squared_errors(batch):
-        x, xq = batch.x_ctx[0], batch.x_q[0]                      # inputs are shared by all test rows
-        q = torch.einsum("ude,be->ubd", Mt, xq)
-        s = torch.einsum("bnd,ubd->ubn", x, q).unsqueeze(1)        # (U, 1, b, n)
-        y = batch.y_ctx.unsqueeze(0)                               # (1, R, b, n)
+        s = scores(batch.x_ctx, batch.x_q, Mt)[0].unsqueeze(1)       # (U, 1, b, n): inputs shared by the tests
+        y = batch.y_ctx                                              # (1, R, b, n)
         preds = []
-        for n in ns:                                               # a handful of prefix lengths
+        for n in ns:                                                 # a handful of prefix lengths
             if kind == "softmax":
                 preds.append((torch.softmax(s[..., :n], dim=-1) * y[..., :n]).sum(-1))
-            elif kind == "linear":
-                preds.append((s[..., :n] * y[..., :n]).sum(-1) / n)
             else:
-                raise ValueError(f"model={kind!r} is not one of ('softmax', 'linear')")
-        err = (torch.stack(preds, -1) - batch.f_q[None, :, :, None]).double() ** 2   # (U, R, b, N)
+                preds.append((s[..., :n] * y[..., :n]).sum(-1) / n)
+        err = (torch.stack(preds, -1) - batch.f_q[..., None]).double() ** 2         # (U, R, b, N)
         return err.movedim(2, -1)                                                    # (U, R, N, b)
 
     return _mean_and_stderr(stream, n_tasks, chunk, squared_errors, (U, R, len(ns)))

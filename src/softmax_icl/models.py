@@ -1,11 +1,18 @@
-"""One-layer attention predictors for in-context regression (SPEC 1.1), stacked over configurations.
+"""One-layer attention predictors for in-context regression (SPEC 1.1), for a whole layout of configurations.
 
-Every function takes a leading configuration axis C: inputs (C, B, n, d), weights (C, d, d).
+Inputs come in the layout of :class:`softmax_icl.tasks.TaskBatch`: R rows of shared inputs ``x_ctx`` (R, B, n, d)
+and queries ``x_q`` (R, B, d), G configurations per row with their own labels ``y_ctx`` (R, G, B, n) and their
+own key-query matrices ``M`` (R, G, d, d). Predictions are (R, G, B).
 
 * softmax attention:  f_hat(x_q) = sum_i y_i softmax_i(x_i^T M x_q)   (a Nadaraya-Watson estimator)
 * linear attention:   f_hat(x_q) = (1/n) sum_i y_i x_i^T M x_q
 * full attention:     W_K, W_Q, W_V in R^{(d+1)x(d+1)} on raw tokens z = [x; y], query [x_q; 0];
   the prediction is the label coordinate of the attention output.
+
+The scores of all G configurations of a row are one matrix product: ``x_i^T M x_q = <vec M, vec(x_i x_q^T)>``,
+so with the pair features ``phi = vec(x_i x_q^T)`` (B n, d^2), shared by the row, the scores are
+``(G, d^2) @ (d^2, B n)`` -- one large GEMM per row instead of B n tiny ones. The gradient in M is the
+transposed product.
 """
 
 from __future__ import annotations
@@ -18,99 +25,109 @@ MODEL_KINDS = ("softmax", "linear")
 PARAMETERISATIONS = ("M", "KQ", "full")
 
 
+def check_kind(kind: str) -> None:
+    if kind not in MODEL_KINDS:
+        raise ValueError(f"model={kind!r} is not one of {MODEL_KINDS}")
+
+
+def pair_features(x_ctx: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:
+    """``vec(x_i x_q^T)`` for every context point: (R, B n, d^2) from ``x_ctx`` (R, B, n, d), ``x_q`` (R, B, d)."""
+    R, B, n, d = x_ctx.shape
+    return (x_ctx.unsqueeze(-1) * x_q[:, :, None, None, :]).reshape(R, B * n, d * d)
+
+
+def _scores_from_features(phi: torch.Tensor, M: torch.Tensor, B: int, n: int) -> torch.Tensor:
+    R, G, d, _ = M.shape
+    return torch.matmul(M.reshape(R, G, d * d), phi.transpose(1, 2)).view(R, G, B, n)
+
+
 def scores(x_ctx: torch.Tensor, x_q: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
-    """Attention scores x_i^T M x_q, shape (C, B, n)."""
-    q = torch.einsum("cde,cbe->cbd", M, x_q)
-    return torch.matmul(x_ctx, q.unsqueeze(-1)).squeeze(-1)
+    """Attention scores ``x_i^T M x_q``, (R, G, B, n), for ``M`` (R, G, d, d)."""
+    B, n = x_ctx.shape[1:3]
+    return _scores_from_features(pair_features(x_ctx, x_q), M, B, n)
 
 
-def _mask_bias(kind: str, mask, dtype):
-    return None if mask is None else torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
-
-
-def attention_weights(kind: str, x_ctx, x_q, M, mask=None) -> torch.Tensor:
-    """Weights the query puts on each context token, shape (C, B, n).
-
-    ``mask`` (C, 1 or B, n) marks the context slots in use; masked slots get weight 0.
-    """
+def attention_weights(kind: str, x_ctx, x_q, M) -> torch.Tensor:
+    """Weights the query puts on each context token, (R, G, B, n)."""
+    check_kind(kind)
     s = scores(x_ctx, x_q, M)
-    if kind == "softmax":
-        if mask is not None:
-            s = s + _mask_bias(kind, mask, s.dtype)
-        return torch.softmax(s, dim=-1)
-    if kind == "linear":
-        if mask is None:
-            return s / s.shape[-1]
-        n = mask.sum(-1, keepdim=True).to(s.dtype)
-        return s.masked_fill(~mask, 0.0) / n
-    raise ValueError(f"model={kind!r} is not one of {MODEL_KINDS}")
+    return torch.softmax(s, dim=-1) if kind == "softmax" else s / s.shape[-1]
 
 
 class _Readout(torch.autograd.Function):
     """f_hat = sum_i y_i a_i(x_i^T M x_q), differentiable in M only, with an analytic backward.
 
-    Fusing the readout keeps a training step to two passes over the context (one forward, one
-    backward) instead of autograd's chain of small kernels. Tested against autograd.
+    Forward: one GEMM for the scores, the weights, one weighted sum. Backward: dL/ds_i in two elementwise
+    passes, then one GEMM with the saved pair features. Tested against autograd.
     """
 
     @staticmethod
-    def forward(ctx, M, x_ctx, y_ctx, x_q, mask, kind):
-        s = scores(x_ctx, x_q, M)
+    def forward(ctx, M, x_ctx, y_ctx, x_q, kind):
+        B, n = x_ctx.shape[1:3]
+        phi = pair_features(x_ctx, x_q)
+        s = _scores_from_features(phi, M, B, n)
         if kind == "softmax":
-            if mask is not None:
-                s += _mask_bias(kind, mask, s.dtype)
             a = torch.softmax(s, dim=-1)
-            pred = (a * y_ctx).sum(-1)
-            ctx.save_for_backward(x_ctx, y_ctx, x_q, a, pred)
+            ay = a * y_ctx
+            pred = ay.sum(-1)
+            ctx.save_for_backward(phi, a, ay, pred)
         else:
-            n = s.shape[-1] if mask is None else mask.sum(-1).to(s.dtype)
-            yw = y_ctx if mask is None else y_ctx.masked_fill(~mask, 0.0)
-            pred = (s * yw).sum(-1) / n
-            ctx.save_for_backward(x_ctx, yw, x_q, torch.as_tensor(n, dtype=s.dtype), pred)
-        ctx.kind = kind
+            pred = torch.linalg.vecdot(s, y_ctx) / n
+            ctx.save_for_backward(phi, y_ctx)
+        ctx.kind, ctx.shape = kind, M.shape
         return pred
 
     @staticmethod
     def backward(ctx, g):
-        x_ctx, y, x_q, aux, pred = ctx.saved_tensors
+        R, G, d, _ = ctx.shape
         if ctx.kind == "softmax":
-            gs = g.unsqueeze(-1) * aux * (y - pred.unsqueeze(-1))            # dL/ds, (C, B, n)
+            phi, a, ay, pred = ctx.saved_tensors
+            gs = torch.addcmul(ay, a, pred.unsqueeze(-1), value=-1).mul_(g.unsqueeze(-1))   # g a_i (y_i - f_hat)
         else:
-            n = aux if aux.dim() == 0 else aux.unsqueeze(-1)
-            gs = g.unsqueeze(-1) * y / n
-        r = torch.matmul(gs.unsqueeze(-2), x_ctx).squeeze(-2)              # sum_i dL/ds_i x_i, (C, B, d)
-        return torch.einsum("cbd,cbe->cde", r, x_q), None, None, None, None, None
+            phi, y = ctx.saved_tensors
+            gs = y * (g.unsqueeze(-1) / y.shape[-1])
+        gM = torch.matmul(gs.reshape(R, G, -1), phi).view(R, G, d, d)
+        return gM, None, None, None, None
 
 
-def predict(kind: str, x_ctx, y_ctx, x_q, M, mask=None) -> torch.Tensor:
-    """Prediction of the label at the query, shape (C, B) (differentiable in M)."""
-    if kind not in MODEL_KINDS:
-        raise ValueError(f"model={kind!r} is not one of {MODEL_KINDS}")
-    return _Readout.apply(M, x_ctx, y_ctx, x_q, mask, kind)
+def predict(kind: str, x_ctx, y_ctx, x_q, M) -> torch.Tensor:
+    """Prediction of the label at the query, (R, G, B) (differentiable in M)."""
+    check_kind(kind)
+    return _Readout.apply(M, x_ctx, y_ctx, x_q, kind)
 
 
-def predict_reference(kind: str, x_ctx, y_ctx, x_q, M, mask=None) -> torch.Tensor:
+def predict_reference(kind: str, x_ctx, y_ctx, x_q, M) -> torch.Tensor:
     """Same as :func:`predict`, written plainly with autograd (the tests compare the two)."""
-    return (attention_weights(kind, x_ctx, x_q, M, mask) * y_ctx).sum(-1)
+    check_kind(kind)
+    s = torch.einsum("rbnd,rgde,rbe->rgbn", x_ctx, M, x_q)
+    a = torch.softmax(s, dim=-1) if kind == "softmax" else s / s.shape[-1]
+    return (a * y_ctx).sum(-1)
 
 
-def predict_full(kind: str, x_ctx, y_ctx, x_q, WK, WQ, WV, mask=None) -> torch.Tensor:
-    """Prediction of a unit with full key/query/value matrices on raw tokens [x; y]."""
-    z = torch.cat([x_ctx, y_ctx.unsqueeze(-1)], dim=-1)                         # (C, B, n, d+1)
-    zq = torch.cat([x_q, torch.zeros_like(x_q[..., :1])], dim=-1)                # (C, B, d+1)
-    keys = torch.einsum("cef,cbnf->cbne", WK, z)
-    query = torch.einsum("cef,cbf->cbe", WQ, zq)
-    s = torch.einsum("cbne,cbe->cbn", keys, query)
-    if kind == "softmax":
-        if mask is not None:
-            s = s.masked_fill(~mask, float("-inf"))
-        a = torch.softmax(s, dim=-1)
-    elif kind == "linear":
-        n = s.shape[-1] if mask is None else mask.sum(-1, keepdim=True).to(s.dtype)
-        a = (s if mask is None else s.masked_fill(~mask, 0.0)) / n
-    else:
-        raise ValueError(f"model={kind!r} is not one of {MODEL_KINDS}")
-    value_label = torch.einsum("cf,cbnf->cbn", WV[:, -1, :], z)                 # label row of W_V z_i
+def mse_loss(kind: str, batch, M) -> torch.Tensor:
+    """Per-configuration training loss (R, G): the mean over tasks of ``(f_hat(x_q) - f(x_q))^2``, for units with
+    key-query matrices ``M`` (R, G, d, d) on ``batch``; differentiable in ``M``.
+
+    On the CPU this is one fused kernel (:mod:`softmax_icl.kernels`) where it builds, else :func:`predict`.
+    """
+    from . import kernels
+
+    if kernels.usable(kind, M, batch.y_ctx):
+        return kernels.readout_mse(kind, batch.x_ctx, batch.x_q, batch.y_ctx, batch.f_q, M)
+    return ((predict(kind, batch.x_ctx, batch.y_ctx, batch.x_q, M) - batch.f_q) ** 2).mean(dim=-1)
+
+
+def predict_full(kind: str, x_ctx, y_ctx, x_q, WK, WQ, WV) -> torch.Tensor:
+    """Prediction of units with full key/query/value matrices (R, G, d+1, d+1) on raw tokens [x; y]."""
+    check_kind(kind)
+    R, G = y_ctx.shape[:2]
+    z = torch.cat([x_ctx.unsqueeze(1).expand(R, G, *x_ctx.shape[1:]), y_ctx.unsqueeze(-1)], dim=-1)  # (R,G,B,n,d+1)
+    zq = torch.cat([x_q, torch.zeros_like(x_q[..., :1])], dim=-1)                                   # (R, B, d+1)
+    keys = torch.einsum("rgef,rgbnf->rgbne", WK, z)
+    query = torch.einsum("rgef,rbf->rgbe", WQ, zq)
+    s = torch.einsum("rgbne,rgbe->rgbn", keys, query)
+    a = torch.softmax(s, dim=-1) if kind == "softmax" else s / s.shape[-1]
+    value_label = torch.einsum("rgf,rgbnf->rgbn", WV[..., -1, :], z)                              # label row of W_V z_i
     return (a * value_label).sum(-1)
 
 
@@ -147,8 +164,21 @@ class AttentionUnit(torch.nn.Module):
             return self.MK.transpose(1, 2) @ self.MQ
         return (self.WK.transpose(1, 2) @ self.WQ)[:, : self.d, : self.d]
 
-    def forward(self, batch) -> torch.Tensor:
+    def _block(self, tensor: torch.Tensor, start: int, R: int, G: int) -> torch.Tensor:
+        return tensor[start:start + R * G].view(R, G, *tensor.shape[1:])
+
+    def forward(self, batch, start: int = 0) -> torch.Tensor:
+        """Predictions (R, G, B) on ``batch`` of the R x G units held from position ``start`` on."""
+        R, G = batch.y_ctx.shape[:2]
         if self.param == "full":
-            return predict_full(self.kind, batch.x_ctx, batch.y_ctx, batch.x_q, self.WK, self.WQ, self.WV,
-                                batch.mask)
-        return predict(self.kind, batch.x_ctx, batch.y_ctx, batch.x_q, self.matrix(), batch.mask)
+            WK, WQ, WV = (self._block(w, start, R, G) for w in (self.WK, self.WQ, self.WV))
+            return predict_full(self.kind, batch.x_ctx, batch.y_ctx, batch.x_q, WK, WQ, WV)
+        return predict(self.kind, batch.x_ctx, batch.y_ctx, batch.x_q, self._block(self.matrix(), start, R, G))
+
+    def loss(self, batch, start: int = 0) -> torch.Tensor:
+        """Training loss (R, G) of the R x G units held from position ``start`` on: mean squared error of their
+        query predictions against ``f(x_q)``."""
+        if self.param == "full":
+            return ((self(batch, start) - batch.f_q) ** 2).mean(dim=-1)
+        R, G = batch.y_ctx.shape[:2]
+        return mse_loss(self.kind, batch, self._block(self.matrix(), start, R, G))

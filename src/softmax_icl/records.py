@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from . import __version__
+from . import __version__, kernels
 from .cache import atomic_write_bytes, cached
 from .plotting import save, use_style
 from .profiles import FIGURES, resolve, validate_device
@@ -122,6 +122,7 @@ class Run:
             "figure": self.figure, "profile": self.profile, "device": str(self.device),
             "package_version": __version__, "git_revision": git_revision(), "torch": torch.__version__,
             "python": platform.python_version(), "threads": torch.get_num_threads(),
+            "kernel": kernels.backend() if self.device.type == "cpu" else "torch",
             "seeds": {k: self.cfg[k] for k in ("data_seed", "init_seed", "eval_seed", "seeds") if k in self.cfg},
             "use_cache": self.use_cache,
         }

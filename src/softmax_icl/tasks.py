@@ -124,26 +124,28 @@ def draw_raw(spec: InputSpec, batch: int, n: int, generator: torch.Generator, de
     }
 
 
-def evaluate_class(function_class: str, x: torch.Tensor, raw: dict, L: torch.Tensor, basis=None):
-    """Noiseless ``f(x)`` for a stack of configurations of one class.
+def task_values(function_class: str, x: torch.Tensor, raw: dict, L: torch.Tensor, basis=None) -> torch.Tensor:
+    """Noiseless ``f(x)`` of each row's tasks at several Lipschitz constants: (R, G, B, m).
 
-    ``x``: (C, B, m, d); ``raw``: dict of tensors with leading dims (C, B); ``L``: (C,).
-    Returns (C, B, m).
+    ``x``: (R, B, m, d) inputs, ``raw``: the tasks' draws with leading dims (R, B), ``L``: (R, G) the
+    Lipschitz constants of the G configurations that share row r's tasks. The projection of the inputs on
+    the task direction is computed once per row and shared by the G configurations.
     """
-    Lc = L.view(-1, 1, 1)
-    coef = raw["coef"]
+    Lc = L[:, :, None, None]
+    coef = raw["coef"][:, None, :, None, :]                        # (R, 1, B, 1, 3)
     if function_class in ("affine", "relu", "cosine"):
-        proj = torch.einsum("cbmd,cbd->cbm", x, raw["u"])
+        proj = torch.matmul(x, raw["u"].unsqueeze(-1)).squeeze(-1).unsqueeze(1)     # (R, 1, B, m)
         if function_class == "affine":
-            return Lc * (coef[..., 0:1] * proj + coef[..., 1:2])
+            return Lc * torch.addcmul(coef[..., 1], coef[..., 0], proj)
         if function_class == "relu":
-            return Lc * (coef[..., 0:1] * proj.clamp_min(0) + coef[..., 1:2] * (-proj).clamp_min(0) + coef[..., 2:3])
-        return torch.cos(Lc * proj + raw["phase"].unsqueeze(-1))
+            pos, neg = proj.clamp_min(0), (-proj).clamp_min(0)
+            return Lc * (coef[..., 0] * pos + coef[..., 1] * neg + coef[..., 2])
+        return torch.cos(torch.addcmul(raw["phase"][:, None, :, None], Lc, proj))
     if function_class in LOW_RANK_CLASSES:
         if basis is None:
             raise ValueError("low-rank classes need the basis B")
-        w = torch.einsum("dk,cbk->cbd", basis, raw["a"])
-        proj = Lc * torch.einsum("cbmd,cbd->cbm", x, w)
+        w = torch.matmul(raw["a"], basis.T)                                         # (R, B, d)
+        proj = Lc * torch.matmul(x, w.unsqueeze(-1)).squeeze(-1).unsqueeze(1)       # (R, G, B, m)
         if function_class == "lowrank_linear":
             return proj
         if function_class == "lowrank_affine":
@@ -154,46 +156,82 @@ def evaluate_class(function_class: str, x: torch.Tensor, raw: dict, L: torch.Ten
     raise ValueError(f"function_class={function_class!r} is not one of {sorted(FUNCTION_CLASSES)}")
 
 
+def evaluate_class(function_class: str, x: torch.Tensor, raw: dict, L: torch.Tensor, basis=None) -> torch.Tensor:
+    """Noiseless ``f(x)`` with one Lipschitz constant per row: ``x`` (C, B, m, d), ``raw`` leading dims (C, B),
+    ``L`` (C,); returns (C, B, m)."""
+    return task_values(function_class, x, raw, L.view(-1, 1), basis)[:, 0]
+
+
 @dataclass
 class TaskBatch:
-    """A batch of in-context regression prompts for a stack of C configurations.
+    """A batch of in-context regression prompts for R rows x G slots of configurations.
 
-    ``x_ctx`` (C, B, n, d), ``y_ctx`` (C, B, n) noisy labels, ``x_q`` (C, B, d), ``f_q`` (C, B)
-    noiseless query target, ``mask`` (C, 1, n) bool or None: which context slots each
-    configuration uses (configurations with a shorter context use a prefix).
+    The G configurations of a row share its inputs (and task draws): ``x_ctx`` (R, B, n, d) context inputs,
+    ``x_q`` (R, B, d) queries; each configuration has its own labels ``y_ctx`` (R, G, B, n) (noisy) and
+    noiseless query targets ``f_q`` (R, G, B).
     """
 
     x_ctx: torch.Tensor
     y_ctx: torch.Tensor
     x_q: torch.Tensor
     f_q: torch.Tensor
-    mask: torch.Tensor | None
+
+    def prefix(self, n: int) -> "TaskBatch":
+        """The same tasks with only the first ``n`` context points."""
+        return TaskBatch(self.x_ctx[:, :, :n], self.y_ctx[..., :n], self.x_q, self.f_q)
 
 
-def make_batch(spec: InputSpec, raw: dict, classes: list[str], cls_idx: torch.Tensor, L: torch.Tensor,
-               sigma: torch.Tensor, n: torch.Tensor, n_draw: int) -> TaskBatch:
-    """Labels for C configurations from raw draws already gathered per configuration.
+@dataclass(frozen=True)
+class ClassBlock:
+    """The slots of one function class in an (R, G) layout: whole columns (``cols``, the same in every row; a
+    slice when they are contiguous) or, when G = 1, a set of rows (``rows``); ``None`` for both means every slot."""
 
-    ``raw`` tensors have leading dims (C, B). ``cls_idx`` (C,) indexes ``classes``; ``L``,
-    ``sigma`` (C,) floats; ``n`` (C,) context lengths <= ``n_draw``. One batched call per distinct
-    class present (at most a handful), never a loop over configurations.
+    name: str
+    rows: torch.Tensor | None = None
+    cols: torch.Tensor | slice | None = None
+
+
+def class_blocks(classes: list[str], slot_class: torch.Tensor) -> list[ClassBlock]:
+    """Group the slots of an (R, G) layout by class; ``slot_class`` (R, G) indexes ``classes``.
+
+    Raises ValueError unless every column holds one class or G = 1 (the two layouts the trainer builds).
+    """
+    R, G = slot_class.shape
+    present = sorted(set(slot_class.flatten().tolist()))
+    if len(present) == 1:
+        return [ClassBlock(classes[present[0]])]
+    if G == 1:
+        return [ClassBlock(classes[j], rows=(slot_class[:, 0] == j).nonzero().flatten()) for j in present]
+    if not bool((slot_class == slot_class[:1]).all()):
+        raise ValueError("every column of the layout must hold one function class (or G must be 1)")
+    blocks = []
+    for j in present:
+        cols = (slot_class[0] == j).nonzero().flatten()
+        contiguous = bool((cols == torch.arange(int(cols[0]), int(cols[0]) + len(cols))).all())
+        blocks.append(ClassBlock(classes[j], cols=slice(int(cols[0]), int(cols[0]) + len(cols)) if contiguous else cols))
+    return blocks
+
+
+def make_batch(spec: InputSpec, raw: dict, blocks: list[ClassBlock], L: torch.Tensor, sigma: torch.Tensor,
+               n: int) -> TaskBatch:
+    """Labels for an (R, G) layout of configurations from raw draws of R rows at context length ``n``.
+
+    ``raw`` tensors have leading dims (R, B); ``L``, ``sigma`` (R, G). One batched call per class block
+    (at most a handful), never a loop over configurations. The noise draws are shared by a row's slots.
     """
     x = raw["x"]
     xt = raw.get("x_task", x)       # where the task is evaluated (the whitened input, if any)
-    C = x.shape[0]
-    f = torch.empty(x.shape[:3], device=x.device, dtype=x.dtype)
-    basis = spec.basis(x.device) if any(c in LOW_RANK_CLASSES for c in classes) else None
-    for j, name in enumerate(classes):
-        sel = (cls_idx == j).nonzero().flatten()
-        if sel.numel() == 0:
-            continue
-        if sel.numel() == C:
-            f = evaluate_class(name, xt, raw, L, basis)
-        else:
-            sub = {k: v[sel] for k, v in raw.items() if k not in ("x", "x_task", "noise")}  # inputs: xt[sel]
-            f[sel] = evaluate_class(name, xt[sel], sub, L[sel], basis)
-    y_ctx = f[:, :, :n_draw] + sigma.view(-1, 1, 1) * raw["noise"]
-    mask = None
-    if bool((n < n_draw).any()):
-        mask = (torch.arange(n_draw, device=x.device).view(1, 1, -1) < n.view(-1, 1, 1))
-    return TaskBatch(x[:, :, :n_draw], y_ctx, x[:, :, n_draw], f[:, :, n_draw], mask)
+    basis = spec.basis(x.device) if any(b.name in LOW_RANK_CLASSES for b in blocks) else None
+    if len(blocks) == 1:
+        f = task_values(blocks[0].name, xt, raw, L, basis)
+    else:
+        R, G = L.shape
+        f = torch.empty(R, G, *x.shape[1:3], device=x.device, dtype=x.dtype)
+        for blk in blocks:
+            if blk.cols is not None:
+                f[:, blk.cols] = task_values(blk.name, xt, raw, L[:, blk.cols], basis)
+            else:
+                r = blk.rows
+                f[r] = task_values(blk.name, xt[r], {k: v[r] for k, v in raw.items()}, L[r], basis)
+    y_ctx = torch.addcmul(f[..., :n], sigma[:, :, None, None], raw["noise"].unsqueeze(1))
+    return TaskBatch(x[:, :, :n], y_ctx, x[:, :, n], f[..., n])

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .tasks import InputSpec, draw_raw, evaluate_class, nonisotropic_covariance
+from .models import scores
+from .tasks import InputSpec, draw_raw, nonisotropic_covariance, task_values
 from .training import derive_seed, resolve_device
 
 THEOREM_34_VERSIONS = {
@@ -327,16 +328,14 @@ def loss_terms(spec: InputSpec, rows: list[dict], matrices, n_tasks: int = 4096,
             x = raw["x"]
             xt = raw.get("x_task", x)          # where the task is evaluated (whitened inputs, if any)
             xq = x[:, n_max]
-            # f at every input for every row: one call per class, (R, b, n_max + 1)
+            # f at every input for every row: one call per class on the shared draws, (R, b, n_max + 1)
             f = torch.empty(R, b, n_max + 1, device=dev)
+            raw1 = {k: v.unsqueeze(0) for k, v in raw.items()}
             for j, name in enumerate(classes):
-                sel = np.nonzero(row_cls == j)[0]
-                st = torch.as_tensor(sel, device=dev)
-                sub = {k: v.unsqueeze(0).expand(len(sel), *v.shape) for k, v in raw.items()}
+                st = torch.as_tensor(np.nonzero(row_cls == j)[0], device=dev)
                 basis = spec.basis(dev) if name.startswith("lowrank_") else None
-                f[st] = evaluate_class(name, xt.unsqueeze(0).expand(len(sel), *xt.shape), sub, L[st], basis)
-            q = torch.einsum("kde,be->kbd", Ms, xq)                                    # (K, b, d)
-            s_all = torch.einsum("bnd,kbd->kbn", x[:, :n_max], q)                       # (K, b, n_max)
+                f[st] = task_values(name, xt.unsqueeze(0), raw1, L[st].unsqueeze(0), basis)[0]
+            s_all = scores(x[None, :, :n_max], xq[None], Ms[None])[0]                  # (K, b, n_max)
             for n in ns:
                 rsel = np.nonzero(row_n == n)[0]
                 rs = torch.as_tensor(rsel, device=dev)

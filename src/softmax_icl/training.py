@@ -5,8 +5,11 @@ its configurations are stacked along a leading axis C and trained together:
 
 * each seed index ``s`` has its own data stream (a ``torch.Generator`` seeded from
   ``(data_seed, s)``) and its own initial weights (from ``(init_seed, s)``); configurations that
-  share a seed use the same raw draws (common random numbers), so a configuration trained alone
-  sees exactly the data it sees inside the sweep;
+  share a seed and a context length use the same raw draws (common random numbers), so a configuration
+  trained alone sees exactly the data it sees inside the sweep;
+* configurations are grouped by context length (one :class:`TaskStream` each) and, inside a group, laid
+  out as seeds x configurations, so the inputs of a seed are drawn once and shared by its configurations
+  (see :mod:`softmax_icl.models` for how their scores become one matrix product);
 * the loss is the *sum* over configurations of each one's mean squared error, so no configuration's
   gradient is scaled by how many others share the batch; Adam is elementwise, so each keeps its
   own optimiser state.
@@ -25,7 +28,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .tasks import InputSpec, TaskBatch, draw_raw, make_batch
+from .tasks import ClassBlock, InputSpec, TaskBatch, class_blocks, draw_raw, make_batch
 from .models import AttentionUnit
 
 
@@ -105,28 +108,68 @@ class SweepResult:
 
 
 class TaskStream:
-    """Per-seed online task streams for a stack of configurations (common random numbers)."""
+    """Online tasks for configurations that share a context length ``n``, laid out as R rows x G slots.
 
-    def __init__(self, spec: InputSpec, configs: list[dict], classes: list[str], n_draw: int, seeds: list[int],
-                 device):
-        self.spec, self.n_draw, self.device = spec, n_draw, torch.device(device)
-        self.classes = list(classes)
-        self.gens = [torch.Generator(device=self.device).manual_seed(s) for s in seeds]
-        self.seed_idx = torch.tensor([c["seed"] for c in configs], device=self.device)
-        self.cls_idx = torch.tensor([self.classes.index(c["function_class"]) for c in configs], device=self.device)
-        self.L = torch.tensor([c["L"] for c in configs], device=self.device)
-        self.sigma = torch.tensor([c["sigma"] for c in configs], device=self.device)
-        self.n = torch.tensor([c["n"] for c in configs], device=self.device)
-        self.shared = len(seeds) == 1
+    Each seed has its own generator, and configurations with the same seed share its draws (common random
+    numbers): inputs, task coefficients and noise. When every seed present holds the same number of
+    configurations with the same class pattern (any full grid), the rows are the seeds and a row's inputs
+    are shared by its G configurations -- nothing is copied per configuration. Otherwise every configuration
+    gets a row of its own (G = 1) holding a copy of its seed's draws. Either way a configuration sees
+    exactly the draws it would see trained alone.
+
+    ``index`` (R, G) gives the position in ``configs`` of the configuration at each slot.
+    """
+
+    def __init__(self, spec: InputSpec, configs: list[dict], classes: list[str], n: int, seeds: list[int], device):
+        self.spec, self.n, self.device = spec, int(n), torch.device(device)
+        if any(int(c["n"]) != self.n for c in configs):
+            raise ValueError(f"a TaskStream serves one context length; got n = {sorted({c['n'] for c in configs})}")
+        by_seed: dict[int, list[int]] = {}
+        for i, c in enumerate(configs):
+            by_seed.setdefault(int(c["seed"]), []).append(i)
+        used = sorted(by_seed)
+        cls = [[classes.index(configs[i]["function_class"]) for i in by_seed[s]] for s in used]
+        if all(c == cls[0] for c in cls):                          # rows = seeds, inputs shared by the row
+            rows = [by_seed[s] for s in used]
+            self.row_seed = None
+        else:                                                      # one row per configuration
+            rows = [[i] for i in range(len(configs))]
+            self.row_seed = torch.tensor([used.index(int(c["seed"])) for c in configs], device=self.device)
+        self.gens = [torch.Generator(device=self.device).manual_seed(seeds[s]) for s in used]
+        self.index = torch.tensor(rows, device=self.device)
+        take = lambda key: torch.tensor([[float(configs[i][key]) for i in r] for r in rows], device=self.device)  # noqa: E731
+        self.L, self.sigma = take("L"), take("sigma")
+        slot_class = torch.tensor([[classes.index(configs[i]["function_class"]) for i in r] for r in rows])
+        self.blocks = class_blocks(list(classes), slot_class)
+        if self.device.type != "cpu":
+            self.blocks = [ClassBlock(b.name, *(t.to(self.device) if isinstance(t, torch.Tensor) else t
+                                                for t in (b.rows, b.cols))) for b in self.blocks]
 
     def sample(self, batch_size: int) -> TaskBatch:
-        raws = [draw_raw(self.spec, batch_size, self.n_draw, g, self.device) for g in self.gens]
-        if self.shared:
-            C = self.seed_idx.numel()
-            raw = {k: v.unsqueeze(0).expand(C, *v.shape) for k, v in raws[0].items()}
-        else:
-            raw = {k: torch.stack([r[k] for r in raws])[self.seed_idx] for k in raws[0]}
-        return make_batch(self.spec, raw, self.classes, self.cls_idx, self.L, self.sigma, self.n, self.n_draw)
+        raws = [draw_raw(self.spec, batch_size, self.n, g, self.device) for g in self.gens]
+        raw = {k: torch.stack([r[k] for r in raws]) if len(raws) > 1 else raws[0][k].unsqueeze(0) for k in raws[0]}
+        if self.row_seed is not None:
+            raw = {k: v[self.row_seed] for k, v in raw.items()}
+        return make_batch(self.spec, raw, self.blocks, self.L, self.sigma, self.n)
+
+
+def task_streams(spec: InputSpec, configs: list[dict], classes: list[str], seeds: list[int], device) -> list:
+    """One :class:`TaskStream` per distinct context length (shorter contexts cost only their own length).
+
+    Each stream's ``index`` holds positions in ``configs``; its ``start`` is where its block of R x G slots
+    begins when the slots of all streams are concatenated in order (the order :func:`train_sweep` keeps its
+    parameters in, so that every stream's weights are a view).
+    """
+    ns = sorted({int(c["n"]) for c in configs})
+    out, start = [], 0
+    for n in ns:
+        pos = [i for i, c in enumerate(configs) if int(c["n"]) == n]
+        st = TaskStream(spec, [configs[i] for i in pos], classes, n, seeds, device)
+        st.index = torch.tensor(pos, device=st.device)[st.index]        # positions in ``configs``
+        st.start = start
+        start += st.index.numel()
+        out.append(st)
+    return out
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -146,6 +189,11 @@ def progress_enabled(progress) -> bool:
     return os.environ.get("SOFTMAX_ICL_PROGRESS", "1") not in ("0", "false", "no", "")
 
 
+def adam(params: list[torch.Tensor], lr: float) -> torch.optim.Adam:
+    """Adam over stacked parameters, as one fused kernel where PyTorch has one (CPU and CUDA)."""
+    return torch.optim.Adam(params, lr=lr, fused=all(p.device.type in ("cpu", "cuda") for p in params))
+
+
 def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], steps: int, lr: float,
              log_every: int, snapshot: Callable[[], dict], lr_factor: Callable[[int], float] | None = None,
              progress=None, desc: str = "training") -> tuple[dict, float]:
@@ -158,7 +206,7 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
     the learning rate of step ``step`` (1-based). Returns the history (``steps``, ``loss``, and the
     snapshot keys, each stacked over log points) and the wall time in seconds.
     """
-    opt = torch.optim.Adam(params, lr=lr)
+    opt = adam(params, lr)
     hist: dict[str, list] = {"steps": [], "loss": []}
     running, since = None, 0
 
@@ -200,24 +248,50 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
     return {k: np.stack(v) if k != "steps" else np.array(v) for k, v in hist.items()}, seconds
 
 
+class SweepProgram:
+    """The tensors of one batched sweep: its task streams (one per context length) and its stacked units.
+
+    The units' parameters are held in slot order (see :func:`task_streams`); ``back`` maps configurations to
+    slots. :meth:`loss` samples one batch per stream and returns every configuration's loss in slot order.
+    """
+
+    def __init__(self, sweep: Sweep, device, configs: list[dict] | None = None):
+        self.sweep, self.device = sweep, device
+        self.configs = sweep.configs() if configs is None else configs
+        data_seeds = [derive_seed(sweep.data_seed, s) for s in range(sweep.seeds)]
+        init_seeds = [derive_seed(sweep.init_seed, s) for s in range(sweep.seeds)]
+        self.streams = task_streams(sweep.input_spec, self.configs, list(sweep.classes), data_seeds, device)
+        slots = torch.cat([st.index.flatten() for st in self.streams]).cpu()     # slot -> configuration
+        self.back = torch.argsort(slots)                                          # configuration -> slot
+        seed_idx = torch.tensor([self.configs[i]["seed"] for i in slots.tolist()])
+        self.unit = AttentionUnit(sweep.model, sweep.param, sweep.d, seed_idx, init_seeds, sweep.init_scale, device)
+
+    def sample(self) -> list[TaskBatch]:
+        return [st.sample(self.sweep.batch_size) for st in self.streams]
+
+    def loss(self, batches: list[TaskBatch] | None = None) -> torch.Tensor:
+        """Per-configuration loss (C,) in slot order, on fresh batches (or the given ones)."""
+        batches = self.sample() if batches is None else batches
+        losses = [self.unit.loss(b, st.start).flatten() for st, b in zip(self.streams, batches)]
+        return torch.cat(losses) if len(losses) > 1 else losses[0]
+
+    def matrices(self) -> np.ndarray:
+        """Every configuration's key-query matrix M, in the order of ``configs``."""
+        return self.unit.matrix().detach()[self.back.to(self.device)].cpu().numpy()
+
+
 def train_sweep(sweep: Sweep, device="auto", configs: list[dict] | None = None, progress=None,
                 desc: str = "training") -> SweepResult:
-    """Train every configuration of ``sweep`` (or the given subset ``configs``) in one program."""
+    """Train every configuration of ``sweep`` (or the given subset ``configs``) in one program.
+
+    Configurations are grouped by context length; every step draws one batch per group (a handful of
+    groups, never a loop over configurations) and sums the per-configuration losses.
+    """
     dev = resolve_device(device) if isinstance(device, str) else device
-    configs = sweep.configs() if configs is None else configs
-    n_draw = max(sweep.n)
-    data_seeds = [derive_seed(sweep.data_seed, s) for s in range(sweep.seeds)]
-    init_seeds = [derive_seed(sweep.init_seed, s) for s in range(sweep.seeds)]
-    stream = TaskStream(sweep.input_spec, configs, list(sweep.classes), n_draw, data_seeds, dev)
-    unit = AttentionUnit(sweep.model, sweep.param, sweep.d, stream.seed_idx.cpu(), init_seeds, sweep.init_scale, dev)
-
-    def step_loss():
-        batch = stream.sample(sweep.batch_size)
-        return ((unit(batch) - batch.f_q) ** 2).mean(dim=-1)
-
-    hist, seconds = optimise(list(unit.parameters()), step_loss, sweep.steps, sweep.lr, sweep.log_every,
-                             lambda: {"M": unit.matrix().detach().cpu().numpy().copy()}, progress=progress, desc=desc)
-    state = {k: v.detach().cpu().numpy() for k, v in unit.state_dict().items()}
-    return SweepResult(sweep=sweep.to_dict(), configs=configs, log_steps=hist["steps"], M_history=hist["M"],
-                       loss_history=hist["loss"], final_state=state,
-                       timings={"train_seconds": seconds, "configs": len(configs), "device": str(dev)})
+    prog = SweepProgram(sweep, dev, configs)
+    hist, seconds = optimise(list(prog.unit.parameters()), prog.loss, sweep.steps, sweep.lr, sweep.log_every,
+                             lambda: {"M": prog.matrices()}, progress=progress, desc=desc)
+    state = {k: v.detach().cpu()[prog.back].numpy() for k, v in prog.unit.state_dict().items()}
+    return SweepResult(sweep=sweep.to_dict(), configs=prog.configs, log_steps=hist["steps"], M_history=hist["M"],
+                       loss_history=hist["loss"][:, prog.back.numpy()], final_state=state,
+                       timings={"train_seconds": seconds, "configs": len(prog.configs), "device": str(dev)})

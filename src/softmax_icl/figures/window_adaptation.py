@@ -190,7 +190,7 @@ def plot_figure(run: Run, a: dict, results: dict[str, SweepResult]):
             res = results[m]
             i = _idx(res, s, n_w)[0]
             M = torch.tensor(res.M[i : i + 1], dtype=torch.float32)
-            wts = attention_weights(m, ex["x"][None, None], ex["xq"][None, None], M)[0, 0].numpy()
+            wts = attention_weights(m, ex["x"][None, None], ex["xq"][None, None], M[None])[0, 0, 0].numpy()
             order = np.argsort(ex["angle"])
             ax.plot(np.degrees(ex["angle"][order]), wts[order] / np.abs(wts).max(), "o-", ms=2.5, lw=0.8,
                     color=MODEL_COLORS[m], label=f"{m} (half-width {a['halfwidth'][m][j].mean():.0f}°)")
