@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl.tasks import (FUNCTION_CLASSES, InputSpec, class_blocks, draw_raw, evaluate_class,
+from softmax_icl.tasks import (FUNCTION_CLASSES, InputSpec, class_blocks, draw_raw, draw_rows, evaluate_class,
                                lipschitz_constant, low_rank_basis, make_batch, nonisotropic_covariance)
 
 
@@ -98,3 +98,16 @@ def test_inputs_lie_on_the_sphere_or_its_ellipsoid():
     xn = draw_raw(InputSpec(d=4, input_dist="nonisotropic"), 16, 30, g, "cpu")["x"]
     inv = 1 / nonisotropic_covariance(4).float()
     torch.testing.assert_close((xn**2 * inv).sum(-1), torch.ones(16, 31), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("input_dist", ["isotropic", "nonisotropic_whitened"])
+def test_draw_rows_gives_each_generator_its_own_draws(input_dist):
+    """Drawing several seeds together equals drawing each alone: a row does not depend on its neighbours."""
+    spec = InputSpec(d=3, k=2, input_dist=input_dist)
+    gens = lambda: [torch.Generator().manual_seed(s) for s in (5, 9)]  # noqa: E731
+    rows = draw_rows(spec, 6, 11, gens(), "cpu")
+    alone = [draw_raw(spec, 6, 11, g, "cpu") for g in gens()]
+    assert set(rows) == set(alone[0])
+    for key in rows:
+        torch.testing.assert_close(rows[key], torch.stack([a[key] for a in alone]), rtol=0, atol=0)
+    assert not torch.equal(rows["x"][0], rows["x"][1])

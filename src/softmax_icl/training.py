@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .tasks import ClassBlock, InputSpec, TaskBatch, class_blocks, draw_raw, make_batch
+from .tasks import ClassBlock, InputSpec, TaskBatch, class_blocks, draw_rows, make_batch
 from .models import AttentionUnit
 
 
@@ -146,8 +146,7 @@ class TaskStream:
                                                 for t in (b.rows, b.cols))) for b in self.blocks]
 
     def sample(self, batch_size: int) -> TaskBatch:
-        raws = [draw_raw(self.spec, batch_size, self.n, g, self.device) for g in self.gens]
-        raw = {k: torch.stack([r[k] for r in raws]) if len(raws) > 1 else raws[0][k].unsqueeze(0) for k in raws[0]}
+        raw = draw_rows(self.spec, batch_size, self.n, self.gens, self.device)
         if self.row_seed is not None:
             raw = {k: v[self.row_seed] for k, v in raw.items()}
         return make_batch(self.spec, raw, self.blocks, self.L, self.sigma, self.n)
