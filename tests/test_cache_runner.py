@@ -94,3 +94,30 @@ def test_runner_leaves_previous_notebook_intact_when_execution_fails(tmp_path):
     failed = tmp_path / "fig.failed.ipynb"
     assert failed.exists()                                            # the partial run is kept for inspection
     assert not list(tmp_path.glob(".*.running.ipynb"))
+
+
+def test_training_progress_goes_to_the_status_file_not_to_stdout(tmp_path, monkeypatch, capsys):
+    import torch
+
+    from softmax_icl.training import PROGRESS_FILE_ENV, optimise
+
+    status = tmp_path / "status"
+    monkeypatch.setenv(PROGRESS_FILE_ENV, str(status))
+    w = torch.zeros(2, requires_grad=True)
+    optimise([w], lambda: (w - 1) ** 2, steps=7, lr=0.1, log_every=3, snapshot=lambda: {}, progress=False,
+             desc="unit test")
+    assert status.read_text() == "unit test\t7\t7\n"
+    assert capsys.readouterr().err == ""
+
+
+def test_cli_runs_show_training_progress_without_storing_it(tmp_path):
+    """With progress_bar=True the kernel gets a status file (for the terminal's bar); stored outputs stay clean."""
+    src = tmp_path / "fig.ipynb"
+    _notebook(src, "import os\nfrom softmax_icl.training import Progress\np = Progress(3, 'unit')\n"
+                   "for i in (1, 2, 3):\n    p.update(i)\np.close()\n"
+                   "print(os.environ.get('SOFTMAX_ICL_PROGRESS_FILE') is not None, os.environ['SOFTMAX_ICL_PROGRESS'])")
+    execute_notebook(src, src, {"x": 1}, progress_bar=True)
+    outputs = nbformat.read(src, as_version=4).cells[-1].outputs
+    assert [o.get("name") for o in outputs] == ["stdout"] and outputs[0]["text"] == "True 0\n"
+    execute_notebook(src, src, {"x": 1}, progress_bar=False)
+    assert nbformat.read(src, as_version=4).cells[-1].outputs[0]["text"] == "False 0\n"

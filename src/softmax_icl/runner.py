@@ -4,15 +4,23 @@ The notebook is executed into a temporary file next to its destination; only whe
 does ``os.replace`` move it into place. A failed run leaves the previous notebook untouched and
 keeps the partial execution as ``<name>.failed.ipynb`` for inspection. The cell papermill injects
 with the parameters is tagged ``remove-cell`` so the book does not show it.
+
+Progress: the kernel runs with training bars off, so no bar lands in the stored outputs; with
+``progress_bar=True`` (the CLI) the training loops report through a status file instead
+(:class:`softmax_icl.training.Progress`) and a second bar under papermill's cell bar shows them here.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
 import nbformat
+
+from .training import PROGRESS_FILE_ENV
 
 HIDE_TAG = "remove-cell"
 
@@ -35,6 +43,51 @@ def _env(**values: str):
                 os.environ[k] = v
 
 
+class _TrainingBar(threading.Thread):
+    """Follows the status file the kernel's training loops write and draws their progress in this terminal."""
+
+    def __init__(self, path: Path):
+        super().__init__(daemon=True)
+        self.path, self.done = path, threading.Event()
+        self.bar, self.current = None, None
+
+    def _show(self) -> None:
+        try:
+            desc, step, total = self.path.read_text().split("\t")
+            step, total = int(step), int(total)
+        except (OSError, ValueError):
+            return
+        if self.current != (desc, total):
+            from tqdm import tqdm
+
+            if self.bar is not None:
+                self.bar.close()
+            self.bar, self.current = tqdm(total=total, desc=f"  {desc}", position=1, leave=False), (desc, total)
+        self.bar.update(step - self.bar.n)      # increments, so tqdm estimates the rate and the time left
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            self._show()
+        if self.bar is not None:
+            self.bar.close()
+
+
+@contextmanager
+def _training_progress(enabled: bool):
+    """Environment for the kernel: where to write training progress (only when it is shown here)."""
+    if not enabled:
+        yield {}
+        return
+    with tempfile.TemporaryDirectory(prefix="softmax-icl-progress-") as tmp:
+        follower = _TrainingBar(Path(tmp) / "status")
+        follower.start()
+        try:
+            yield {PROGRESS_FILE_ENV: str(follower.path)}
+        finally:
+            follower.done.set()
+            follower.join(timeout=5)
+
+
 def hide_injected_parameters(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
@@ -53,8 +106,10 @@ def execute_notebook(source: Path, destination: Path, parameters: dict, cwd: Pat
     destination.parent.mkdir(parents=True, exist_ok=True)
     tmp = destination.with_name(f".{destination.stem}.running.ipynb")
     failed = destination.with_name(f"{destination.stem}.failed.ipynb")
-    # the kernel inherits this environment: no progress bars inside stored outputs
-    with _env(SOFTMAX_ICL_PROGRESS="0", **(env or {})):
+    # the kernel inherits this environment: no progress bars inside stored outputs (training progress, if shown,
+    # goes through a status file to a bar in this process)
+    with _training_progress(progress_bar) as progress_env, _env(SOFTMAX_ICL_PROGRESS="0", **progress_env,
+                                                                 **(env or {})):
         try:
             papermill.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name=kernel_name,
                                        cwd=str(cwd or source.parent), progress_bar=progress_bar)

@@ -23,6 +23,7 @@ import itertools
 import os
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -188,6 +189,49 @@ def progress_enabled(progress) -> bool:
     return os.environ.get("SOFTMAX_ICL_PROGRESS", "1") not in ("0", "false", "no", "")
 
 
+#: Environment variable naming a file where training loops write their progress (see :class:`Progress`).
+PROGRESS_FILE_ENV = "SOFTMAX_ICL_PROGRESS_FILE"
+
+
+class Progress:
+    """Progress of a training loop, where someone can see it but never inside a notebook's stored outputs.
+
+    A tqdm bar when bars are on (:func:`progress_enabled`: interactive use), and a one-line status
+    ``desc<TAB>step<TAB>total`` in the file named by ``$SOFTMAX_ICL_PROGRESS_FILE`` when that is set: the notebook
+    runner sets it and draws the bar in the terminal that executes the notebook (:mod:`softmax_icl.runner`).
+    """
+
+    def __init__(self, total: int, desc: str, progress=None):
+        self.total, self.desc, self.bar, self._last = int(total), desc, None, 0.0
+        if progress_enabled(progress):
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, desc=desc, leave=False)
+        self.path = os.environ.get(PROGRESS_FILE_ENV) or None
+        self._write(0)
+
+    def _write(self, step: int) -> None:
+        if self.path is None:
+            return
+        from .cache import atomic_write_bytes
+
+        try:
+            atomic_write_bytes(Path(self.path), f"{self.desc}\t{step}\t{self.total}\n".encode())
+        except OSError:          # progress must never stop training
+            self.path = None
+        self._last = time.monotonic()
+
+    def update(self, step: int) -> None:
+        """Step ``step`` (1-based) is done."""
+        if self.bar is not None:
+            self.bar.update(1)
+        if self.path is not None and (step == self.total or time.monotonic() - self._last >= 0.5):
+            self._write(step)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def adam(params: list[torch.Tensor], lr: float) -> torch.optim.Adam:
     """Adam over stacked parameters, as one fused kernel where PyTorch has one (CPU and CUDA)."""
     return torch.optim.Adam(params, lr=lr, fused=all(p.device.type in ("cpu", "cuda") for p in params))
@@ -220,10 +264,7 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
             running.zero_()
         since = 0
 
-    bar = None
-    if progress_enabled(progress):
-        from tqdm import tqdm
-        bar = tqdm(total=steps, desc=desc, leave=False)
+    bar = Progress(steps, desc, progress)
     t0 = time.perf_counter()
     log(0)
     for step in range(1, steps + 1):
@@ -238,10 +279,8 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
         since += 1
         if step % log_every == 0 or step == steps:
             log(step)
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+        bar.update(step)
+    bar.close()
     seconds = time.perf_counter() - t0
     hist["loss"][0] = np.zeros_like(hist["loss"][-1])      # nothing was trained before step 0
     return {k: np.stack(v) if k != "steps" else np.array(v) for k, v in hist.items()}, seconds
