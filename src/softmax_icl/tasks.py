@@ -1,16 +1,16 @@
 """Input distributions and function classes (SPEC 1.2-1.3), sampled as batched tensors.
 
 A *task* is a function ``f`` drawn from a function class; a *context* is ``n`` noisy
-evaluations ``y_i = f(x_i) + eps_i`` plus a query ``x_q``. Everything here works on a
-leading stack of configurations so that one call samples a whole sweep.
+evaluations ``y_i = f(x_i) + eps_i`` plus a query ``x_q``. Everything here works on a layout of
+R rows of shared draws x G configurations per row, so that one call samples a whole sweep.
 
 Randomness is split in two steps so that sweeps use common random numbers:
 
-* :func:`draw_raw` draws the *raw* randomness of a batch of tasks (inputs on the sphere,
-  task directions, uniform coefficients, phases, standard-normal noise) from one
-  ``torch.Generator``;
-* :func:`labels` turns raw draws into labels for any function class, Lipschitz constant ``L``
-  and noise level ``sigma``.
+* :func:`draw_rows` (:func:`draw_raw` for one generator) draws the *raw* randomness of a batch of
+  tasks (inputs on the sphere, task directions, uniform coefficients, phases, standard-normal noise),
+  one row per ``torch.Generator``;
+* :func:`task_values` and :func:`make_batch` turn a row's raw draws into labels for any function
+  class, Lipschitz constant ``L`` and noise level ``sigma`` of the configurations that share it.
 
 Configurations that share a seed therefore see the same inputs and the same task
 coefficients, and differ only in what their class, ``L`` and ``sigma`` make of them. A

@@ -3,7 +3,7 @@
 Five batched pretraining programs (one per input distribution / parameterisation / context grid):
 
 * ``iso``: classes x [(L, sigma) for L in L_values] + [(L_sigma, s) for s in sigma_values] x seeds, n fixed;
-* ``n``: ReLU x [(L, sigma) for L in n_sweep_L] x n_values x seeds (shorter contexts are prefixes);
+* ``n``: ReLU x [(L, sigma) for L in n_sweep_L] x n_values x seeds (one task stream per context length);
 * ``noniso``: classes x L_values x seeds with the SPEC's non-isotropic inputs;
 * ``whitened``: the same with tasks that are functions of the whitened input (the covariance lemma's symmetry);
 * ``full``: classes x full_L x seeds with full W_K, W_Q, W_V on raw tokens.
