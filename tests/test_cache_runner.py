@@ -1,5 +1,6 @@
 """The result cache and the notebook runner never leave a half-written file in place of a good one."""
 
+import json
 import os
 import pickle
 
@@ -121,3 +122,15 @@ def test_cli_runs_show_training_progress_without_storing_it(tmp_path):
     assert [o.get("name") for o in outputs] == ["stdout"] and outputs[0]["text"] == "True 0\n"
     execute_notebook(src, src, {"x": 1}, progress_bar=False)
     assert nbformat.read(src, as_version=4).cells[-1].outputs[0]["text"] == "False 0\n"
+
+
+def test_a_runs_provenance_names_the_revision_it_started_with(tmp_path, monkeypatch):
+    """The code is loaded when the run starts: a commit made while it runs must not appear in its record."""
+    from softmax_icl import records
+
+    monkeypatch.setattr(records, "git_revision", lambda: "aaaaaaa")
+    run = records.Run("window_adaptation", "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    monkeypatch.setattr(records, "git_revision", lambda: "bbbbbbb")
+    run.finish()
+    rec = json.loads((tmp_path / "results" / "window_adaptation.json").read_text())
+    assert rec["provenance"]["git_revision"] == "aaaaaaa"

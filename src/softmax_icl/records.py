@@ -110,6 +110,7 @@ class Run:
         self.timings: dict[str, float] = {}
         self.cache_hits: dict[str, bool] = {}
         self._t0 = time.perf_counter()
+        self.revision = git_revision()     # the code this run loaded: read now, not when the record is written
         torch.manual_seed(0)  # nothing should use the global generator; make it deterministic if something does
         use_style()
 
@@ -120,7 +121,7 @@ class Run:
     def provenance(self) -> dict:
         return {
             "figure": self.figure, "profile": self.profile, "device": str(self.device),
-            "package_version": __version__, "git_revision": git_revision(), "torch": torch.__version__,
+            "package_version": __version__, "git_revision": self.revision, "torch": torch.__version__,
             "python": platform.python_version(), "threads": torch.get_num_threads(),
             "kernel": kernels.backend() if self.device.type == "cpu" else "torch",
             "seeds": {k: self.cfg[k] for k in ("data_seed", "init_seed", "eval_seed", "seeds") if k in self.cfg},
