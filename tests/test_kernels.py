@@ -92,3 +92,19 @@ def test_kernel_choice_is_validated_and_can_be_turned_off(monkeypatch):
     with pytest.raises(RuntimeError, match="not available"):
         kernels.readout_mse("softmax", torch.zeros(1, 3, 4, 2), torch.zeros(1, 3, 2), torch.zeros(1, 1, 3, 4),
                             torch.zeros(1, 1, 3), M)
+
+
+@needs_kernel
+def test_fused_kernel_reads_the_samplers_views_in_place_and_copies_anything_else():
+    """Inputs as the sampler lays them out (views of one tensor) and as separate tensors give the same loss."""
+    batch = _batch(2, 3, 11, 7, 4)                                  # x_ctx, x_q views of one (R, B, n + 1, d) tensor
+    assert kernels._inputs(batch.x_ctx, batch.x_q).data_ptr() == batch.x_ctx.data_ptr()
+    f_full = torch.randn(2, 3, 11, 8)
+    strided = f_full[..., 7]                                        # the sampler's targets: a column of the labels
+    assert kernels._targets(strided)[1] == 8
+    M = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(3))
+    a = kernels.readout_mse("softmax", batch.x_ctx, batch.x_q, batch.y_ctx, strided, M)
+    b = kernels.readout_mse("softmax", batch.x_ctx.clone(), batch.x_q.clone(), batch.y_ctx, strided.clone(), M)
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    torch.testing.assert_close(a, _torch_loss("softmax", TaskBatch(batch.x_ctx, batch.y_ctx, batch.x_q, strided), M),
+                               rtol=2e-5, atol=1e-6)

@@ -112,7 +112,8 @@ def _load() -> ctypes.CDLL | None:
         return None
     fn = lib.readout_mse
     fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_int64] * 5 + [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 6
+    fn.argtypes = ([ctypes.c_int64] * 5 + [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_int64]
+                   + [ctypes.c_void_p] * 2)
     _lib, _status = lib, f"fused C kernel ({how})"
     return _lib
 
@@ -129,17 +130,40 @@ def usable(kind: str, M: torch.Tensor, y: torch.Tensor) -> bool:
             and M.dtype == torch.float32 and y.dtype == torch.float32 and _load() is not None)
 
 
+def _inputs(x_ctx: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:
+    """The (R, B, n + 1, d) inputs with the query last: the tensor ``x_ctx`` and ``x_q`` are views of, as the
+    sampler makes them (no copy), else a contiguous copy."""
+    R, B, n, d = x_ctx.shape
+    full = (R, B, n + 1, d)
+    strides = (B * (n + 1) * d, (n + 1) * d, d, 1)
+    if (x_ctx.stride() == strides and x_q.stride() == strides[:2] + (1,) and x_ctx.dtype == x_q.dtype
+            and x_q.data_ptr() == x_ctx.data_ptr() + n * d * x_ctx.element_size()):
+        return x_ctx.as_strided(full, strides)
+    return torch.cat([x_ctx, x_q.unsqueeze(2)], dim=2).contiguous()
+
+
+def _targets(f: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``f`` (R, G, B) and the step between consecutive targets: as it is if its elements sit at a fixed step
+    (the sampler's targets are one column of the labels), else a contiguous copy."""
+    R, G, B = f.shape
+    s = f.stride(2)
+    if f.stride() == (G * B * s, B * s, s):
+        return f, s
+    return f.contiguous(), 1
+
+
 class _FusedMSE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, M, x_ctx, x_q, y, f, softmax):
         R, G, B, n = y.shape
         d = x_ctx.shape[-1]
-        xT = torch.cat([x_ctx, x_q.unsqueeze(2)], dim=2).transpose(-1, -2).contiguous()    # (R, B, d, n + 1)
-        M, y, f = M.detach().contiguous(), y.contiguous(), f.contiguous()
+        x = _inputs(x_ctx, x_q)
+        f, fs = _targets(f)
+        M, y = M.detach().contiguous(), y.contiguous()
         loss = torch.empty(R, G, dtype=torch.float32)
         grad = torch.empty(R, G, d, d, dtype=torch.float32)
-        ok = _lib.readout_mse(R, G, B, n, d, int(softmax), torch.get_num_threads(), M.data_ptr(), xT.data_ptr(),
-                              y.data_ptr(), f.data_ptr(), loss.data_ptr(), grad.data_ptr())
+        ok = _lib.readout_mse(R, G, B, n, d, int(softmax), torch.get_num_threads(), M.data_ptr(), x.data_ptr(),
+                              y.data_ptr(), f.data_ptr(), fs, loss.data_ptr(), grad.data_ptr())
         if not ok:
             raise MemoryError("the fused readout kernel could not allocate its buffers")
         ctx.save_for_backward(grad)

@@ -34,7 +34,7 @@ static inline float exp_nonpositive(float x) {
 }
 
 typedef struct {
-    int64_t R, G, B, n, d;
+    int64_t R, G, B, n, d, fs;
     int softmax;
     const float *M, *xT, *y, *f;
     float *loss, *grad;
@@ -80,7 +80,7 @@ static inline __attribute__((always_inline)) int run(const job_t *J, const int64
                     num += e * Y[i];
                 }
                 pred = num / Z;
-                const float err = pred - J->f[rg * B + b];
+                const float err = pred - J->f[(rg * B + b) * J->fs];
                 acc_loss += (double)err * err;
                 c = 2.f * err / ((float)B * Z);
                 /* pass 3: dloss/ds_i = c e_i (y_i - pred), contracted with x_i */
@@ -93,7 +93,7 @@ static inline __attribute__((always_inline)) int run(const job_t *J, const int64
                 float num = 0.f;
                 for (int64_t i = 0; i < n; i++) num += s[i] * Y[i];
                 pred = num / (float)n;
-                const float err = pred - J->f[rg * B + b];
+                const float err = pred - J->f[(rg * B + b) * J->fs];
                 acc_loss += (double)err * err;
                 c = 2.f * err / ((float)B * (float)n);
                 /* pass 3: dloss/ds_i = c y_i, contracted with x_i */
@@ -125,10 +125,24 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-/* M (R,G,d,d), xT (R,B,d,n+1), y (R,G,B,n), f (R,G,B) -> loss (R,G), grad (R,G,d,d). Returns 1 on success. */
+/* x (R,B,n+1,d) -> xT (R,B,d,n+1): every context held as d rows of n + 1 values. */
+static void transpose(int64_t RB, int64_t n1, int64_t d, const float *x, float *xT) {
+    for (int64_t rb = 0; rb < RB; rb++) {
+        const float *src = x + rb * n1 * d;
+        float *dst = xT + rb * d * n1;
+        for (int64_t i = 0; i < n1; i++)
+            for (int64_t k = 0; k < d; k++) dst[k * n1 + i] = src[i * d + k];
+    }
+}
+
+/* M (R,G,d,d), x (R,B,n+1,d) with the query at position n, y (R,G,B,n), f: the target of configuration rg and
+ * task b at f[(rg * B + b) * fs] -> loss (R,G), grad (R,G,d,d). Returns 1 on success, 0 if out of memory. */
 int readout_mse(int64_t R, int64_t G, int64_t B, int64_t n, int64_t d, int softmax, int nthreads,
-                const float *M, const float *xT, const float *y, const float *f, float *loss, float *grad) {
+                const float *M, const float *x, const float *y, const float *f, int64_t fs, float *loss, float *grad) {
     const int64_t C = R * G;
+    float *xT = (float *)malloc(sizeof(float) * (size_t)(R * B * d * (n + 1)));
+    if (!xT) return 0;
+    transpose(R * B, n + 1, d, x, xT);
     /* a thread costs tens of microseconds to start: give each at least ~2^17 scores */
     const int64_t work = C * B * (n > 0 ? n : 1) / (1 << 17);
     if (nthreads > work) nthreads = (int)work;
@@ -139,7 +153,7 @@ int readout_mse(int64_t R, int64_t G, int64_t B, int64_t n, int64_t d, int softm
     pthread_t threads[64];
     int started[64] = {0};
     for (int t = 0; t < nthreads; t++) {
-        job_t J = {R, G, B, n, d, softmax, M, xT, y, f, loss, grad, C * t / nthreads, C * (t + 1) / nthreads, 0};
+        job_t J = {R, G, B, n, d, fs, softmax, M, xT, y, f, loss, grad, C * t / nthreads, C * (t + 1) / nthreads, 0};
         jobs[t] = J;
     }
     for (int t = 1; t < nthreads; t++) started[t] = pthread_create(&threads[t], NULL, worker, &jobs[t]) == 0;
@@ -149,5 +163,6 @@ int readout_mse(int64_t R, int64_t G, int64_t B, int64_t n, int64_t d, int softm
     ok &= dispatch(&jobs[0]);
     for (int t = 1; t < nthreads; t++)
         if (started[t]) { pthread_join(threads[t], NULL); ok &= jobs[t].ok; }
+    free(xT);
     return ok;
 }
