@@ -57,7 +57,7 @@ class _TrainingBar(threading.Thread):
             step, total = int(step), int(total)
         except (OSError, ValueError):
             return
-        if self.current != (desc, total):
+        if self.current != (desc, total) or (self.bar is not None and step < self.bar.n):   # a new loop began
             from tqdm import tqdm
 
             if self.bar is not None:
