@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from softmax_icl.bookgen import results_markdown, settings_markdown
-from softmax_icl.profiles import FIGURES
+from softmax_icl.registry import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from softmax_icl import cache
+from softmax_icl import base, cache
 from softmax_icl.runner import HIDE_TAG, NotebookFailed, execute_notebook
 
 
@@ -43,14 +43,14 @@ def test_failed_computation_writes_no_cache_entry(tmp_path, monkeypatch):
 
 def test_atomic_write_keeps_old_file_when_writing_fails(tmp_path, monkeypatch):
     target = tmp_path / "entry.pkl"
-    cache.atomic_write_bytes(target, pickle.dumps("good"))
+    base.atomic_write_bytes(target, pickle.dumps("good"))
 
     def broken_replace(src, dst):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(KeyboardInterrupt):
-        cache.atomic_write_bytes(target, pickle.dumps("new"))
+        base.atomic_write_bytes(target, pickle.dumps("new"))
     monkeypatch.undo()
     assert pickle.loads(target.read_bytes()) == "good"
     assert [p.name for p in tmp_path.iterdir()] == ["entry.pkl"]        # no temporary file left behind
@@ -100,7 +100,7 @@ def test_runner_leaves_previous_notebook_intact_when_execution_fails(tmp_path):
 def test_training_progress_goes_to_the_status_file_not_to_stdout(tmp_path, monkeypatch, capsys):
     import torch
 
-    from softmax_icl.training import PROGRESS_FILE_ENV, optimise
+    from softmax_icl.base import PROGRESS_FILE_ENV, optimise
 
     status = tmp_path / "status"
     monkeypatch.setenv(PROGRESS_FILE_ENV, str(status))
@@ -114,7 +114,7 @@ def test_training_progress_goes_to_the_status_file_not_to_stdout(tmp_path, monke
 def test_cli_runs_show_training_progress_without_storing_it(tmp_path):
     """With progress_bar=True the kernel gets a status file (for the terminal's bar); stored outputs stay clean."""
     src = tmp_path / "fig.ipynb"
-    _notebook(src, "import os\nfrom softmax_icl.training import Progress\np = Progress(3, 'unit')\n"
+    _notebook(src, "import os\nfrom softmax_icl.base import Progress\np = Progress(3, 'unit')\n"
                    "for i in (1, 2, 3):\n    p.update(i)\np.close()\n"
                    "print(os.environ.get('SOFTMAX_ICL_PROGRESS_FILE') is not None, os.environ['SOFTMAX_ICL_PROGRESS'])")
     execute_notebook(src, src, {"x": 1}, progress_bar=True)

@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from softmax_icl.figures.generalization import loglog_slope, sweep_for
+from softmax_icl.figures.generalization.stages import loglog_slope, sweep_for
 from softmax_icl.metrics import icl_error_grid, icl_error_of_matrices
-from softmax_icl.profiles import ParameterError, resolve
+from softmax_icl.profiles import ParameterError
+from softmax_icl.registry import resolve
 from softmax_icl.tasks import InputSpec
 
 TESTS = [dict(function_class="relu", L=1.5, sigma=0.3), dict(function_class="cosine", L=4.0, sigma=0.0),

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl.figures import norm_scaling as ns
-from softmax_icl.profiles import ParameterError, resolve
+from softmax_icl.figures.norm_scaling import stages as ns
+from softmax_icl.profiles import ParameterError
+from softmax_icl.registry import resolve
 from softmax_icl.tasks import ClassBlock, InputSpec, draw_raw, evaluate_class, make_batch, nonisotropic_covariance
 from softmax_icl.training import SweepResult
 

@@ -9,7 +9,7 @@ import torch
 from softmax_icl import theory as th
 from softmax_icl.models import attention_weights
 from softmax_icl.tasks import InputSpec, draw_raw, evaluate_class, nonisotropic_covariance
-from softmax_icl.training import derive_seed
+from softmax_icl.base import derive_seed
 
 # -- Theorem 3.4 ------------------------------------------------------------------------------------
 

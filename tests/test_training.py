@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl.training import Sweep, derive_seed, resolve_device, task_streams, train_sweep
+from softmax_icl.base import derive_seed, resolve_device
+from softmax_icl.training import Sweep, task_streams, train_sweep
 
 SWEEP = Sweep(model="softmax", classes=("relu", "cosine"), L=(0.5, 3.0), sigma=(0.0, 0.3), n=(6, 12), seeds=2, d=3,
               steps=25, batch_size=16, lr=0.05, log_every=5)

@@ -2,7 +2,7 @@
 
 * ``book/results_summary.md``: one row per claim, read from ``book/results/*.json``.
 * ``book/settings.md``: the settings-and-deviations table, read from the figure registry
-  (:mod:`softmax_icl.profiles`) plus the project-wide choices listed here.
+  (:mod:`softmax_icl.registry`) plus the project-wide choices listed here.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .profiles import FIGURES, PROFILES
+from .profiles import PROFILES
+from .registry import FIGURES
 from .records import fmt
 
 #: Choices that hold for every figure (SPEC marks each as *chosen* or leaves it open).
@@ -40,7 +41,7 @@ def _md(x) -> str:
 def settings_markdown() -> str:
     out = ["# Settings and deviations", "",
            "Neither paper's appendix (with its exact hyperparameters) was available, so many settings are ours. "
-           "This page is generated from the code (`softmax_icl.profiles` and `softmax_icl.bookgen`), so it always "
+           "This page is generated from the code (`softmax_icl.registry` and `softmax_icl.bookgen`), so it always "
            "shows what the notebooks actually use. *Source* says where a value comes from: **paper**/**slides** "
            "(stated by the authors), **spec** (fixed by our reproduction spec), **chosen** (our decision where "
            "the sources are silent). Every figure parameter can be overridden, see {doc}`intro`.", "",

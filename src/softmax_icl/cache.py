@@ -12,33 +12,45 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
+from .base import atomic_write_bytes, cache_dir
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("SOFTMAX_ICL_CACHE_DIR") or Path.home() / ".cache" / "softmax_icl")
+#: Modules whose code determines trained and evaluated numbers (a missing one is an error, never a skip). Plotting
+#: code is left out on purpose, so restyling a figure does not invalidate the cache.
+COMPUTE_MODULES = ("base.py", "tasks.py", "models.py", "training.py", "metrics.py", "baselines.py", "theory.py",
+                   "kernels/__init__.py", "kernels/readout.c")
+#: Folders whose every module is compute code too (each figure's sweeps and analyses, paper 2's subpackage), except
+#: the modules named here, which only draw or print.
+COMPUTE_TREES = ("figures", "classification")
+NOT_COMPUTE = ("plots.py", "params.py")
 
 
-#: Modules whose code determines trained and evaluated numbers; plotting code is left out on purpose,
-#: so restyling a figure does not invalidate the cache. (Figure modules version their own evaluation
-#: layouts in the configuration they pass.)
-COMPUTE_MODULES = ("tasks.py", "models.py", "training.py", "metrics.py", "baselines.py", "theory.py",
-                   "classification.py", "kernels/__init__.py", "kernels/readout.c")
+def compute_files() -> list[Path]:
+    """Every source file whose code determines a cached number, in a fixed order."""
+    here = Path(__file__).resolve().parent
+    missing = [name for name in COMPUTE_MODULES if not (here / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"cache fingerprint: compute module(s) {', '.join(missing)} not found in {here}; "
+                                "update softmax_icl.cache.COMPUTE_MODULES when a module moves")
+    files = [here / name for name in COMPUTE_MODULES]
+    for tree in COMPUTE_TREES:
+        if (here / tree).is_dir():
+            files += sorted(p for p in (here / tree).rglob("*.py") if p.name not in NOT_COMPUTE)
+        elif (here / f"{tree}.py").is_file():
+            files.append(here / f"{tree}.py")
+    return files
 
 
 def code_fingerprint() -> str:
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for name in COMPUTE_MODULES:
-        path = here / name
-        if path.exists():
-            h.update(name.encode() + path.read_bytes())
+    for path in compute_files():
+        h.update(path.relative_to(here).as_posix().encode() + path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -50,20 +62,6 @@ def cache_key(tag: str, config: dict, device: str) -> str:
     payload = json.dumps({"tag": tag, "config": config, "device": device, "version": __version__,
                           "code": code_fingerprint(), "kernel": kernel}, sort_keys=True, default=str)
     return f"{tag}-{hashlib.sha256(payload.encode()).hexdigest()[:20]}"
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def cached(tag: str, config: dict, device: str, compute: Callable[[], Any], use_cache: bool = True) -> tuple[Any, bool]:

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from .training import derive_seed, optimise, resolve_device
+from .base import derive_seed, optimise, resolve_device
 
 MODELS = ("softmax", "linear")
 ALGORITHMS = ("gd", "kernel_gd", "exp_fixed", "linear_norm")

@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from .profiles import FIGURES, PROFILES, ParameterError, resolve, validate_device
+from .profiles import PROFILES, ParameterError, validate_device
+from .registry import FIGURES, resolve
 from .records import fmt
 
 

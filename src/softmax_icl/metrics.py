@@ -7,7 +7,8 @@ import torch
 
 from .models import check_kind, predict, scores
 from .tasks import InputSpec, TaskBatch
-from .training import TaskStream, derive_seed, resolve_device
+from .base import derive_seed, resolve_device
+from .training import TaskStream
 
 #: Evaluation sets are drawn in blocks of this many tasks, whatever the compute chunk, so every
 #: evaluation with the same seed (and number of tasks) sees the same tasks.

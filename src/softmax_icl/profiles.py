@@ -1,12 +1,11 @@
-"""Figures, their parameters and the profiles smoke / default / paper (SPEC Part 3).
+"""What a figure's parameters are: their kinds, profiles (smoke / default / paper, SPEC Part 3) and checks.
 
-Every figure (one notebook) declares its parameters here: a type, a check, one value per profile,
-where the value comes from (``paper``, ``slides`` or ``chosen``) and why. A notebook resolves its
-configuration with :func:`resolve`; the CLI validates with the same function before any compute, so
-a bad value fails the same way everywhere, naming the parameter and the allowed values.
+Every figure (one notebook) declares its parameters in ``figures/<name>/params.py`` with these types: a kind, a
+check, one value per profile, where the value comes from (``paper``, ``slides`` or ``chosen``) and why. A notebook
+resolves its configuration with :func:`softmax_icl.registry.resolve`; the CLI validates with the same function before
+any compute, so a bad value fails the same way everywhere, naming the parameter and the allowed values.
 
-The settings-and-deviations page of the book is generated from this registry, so it always matches
-the code.
+The settings-and-deviations page of the book is generated from the registry, so it always matches the code.
 """
 
 from __future__ import annotations
@@ -69,15 +68,7 @@ class Figure:
         return f"{self.name}.ipynb"
 
 
-FIGURES: dict[str, Figure] = {}
-
-
-def register(fig: Figure) -> Figure:
-    FIGURES[fig.name] = fig
-    return fig
-
-
-def _coerce(name: str, p: Param, value):
+def coerce(name: str, p: Param, value):
     """Convert ``value`` to the parameter's kind or raise ParameterError."""
     base = p.kind[5:-1] if p.kind.startswith("list[") else p.kind
     conv = {"int": int, "float": float, "str": str, "bool": bool}[base]
@@ -109,33 +100,6 @@ def _coerce(name: str, p: Param, value):
     return one(value)
 
 
-def resolve(figure: str, profile: str = "default", overrides: dict | None = None) -> dict:
-    """The figure's full configuration: the profile's values with ``overrides`` on top.
-
-    ``None`` in ``overrides`` means "take the profile's value" (the notebooks' parameters cell
-    defaults every figure parameter to None). Raises :class:`ParameterError` on an unknown figure,
-    profile or parameter name, or on a value outside the allowed set.
-    """
-    if figure not in FIGURES:
-        raise ParameterError(f"unknown figure {figure!r}; allowed values: {', '.join(sorted(FIGURES))}")
-    if profile not in PROFILES:
-        raise ParameterError(f"parameter 'profile' = {profile!r} is not allowed; allowed values: "
-                             f"{', '.join(PROFILES)}")
-    fig = FIGURES[figure]
-    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-    unknown = sorted(set(overrides) - set(fig.params))
-    if unknown:
-        raise ParameterError(f"unknown parameter(s) {', '.join(map(repr, unknown))} for figure {figure!r}; "
-                             f"allowed: {', '.join(sorted(fig.params))}")
-    cfg = {}
-    for name, p in fig.params.items():
-        cfg[name] = _coerce(name, p, overrides.get(name, p.value(profile)))
-    if fig.validate is not None:
-        fig.validate(cfg)
-    cfg["profile"] = profile
-    return cfg
-
-
 def validate_device(device: str) -> str:
     ok = device in ("auto", "cpu", "cuda", "mps") or (device.startswith("cuda:") and device[5:].isdigit())
     if not ok:
@@ -158,7 +122,3 @@ def seed_params() -> dict:
         "eval_seed": Param("int", {"default": 3}, "seed of the fixed evaluation set", check=non_negative,
                            check_text="an integer >= 0"),
     }
-
-
-# Each figure registers its parameters in its own module of softmax_icl.params (imported here, last).
-from . import params as _params  # noqa: E402,F401

@@ -23,10 +23,13 @@ import numpy as np
 import torch
 
 from . import __version__, kernels
-from .cache import atomic_write_bytes, cached
+from .cache import cached
 from .plotting import save, use_style
-from .profiles import FIGURES, resolve, validate_device
-from .training import Sweep, SweepResult, resolve_device, train_sweep
+from .base import OUTPUT_DIR_ENV, atomic_write_bytes, resolve_device
+from .profiles import validate_device
+from .registry import FIGURES, resolve
+from .registry import figure as figure_of
+from .training import Sweep, SweepResult, train_sweep
 
 
 def git_revision() -> str:
@@ -45,7 +48,7 @@ def git_revision() -> str:
 
 def default_output_dir() -> Path:
     """``$SOFTMAX_ICL_OUTPUT_DIR``, else the book directory next to ``notebooks/``."""
-    env = os.environ.get("SOFTMAX_ICL_OUTPUT_DIR")
+    env = os.environ.get(OUTPUT_DIR_ENV)
     if env:
         return Path(env)
     cwd = Path.cwd()
@@ -79,19 +82,43 @@ def _plain(x: Any) -> Any:
     return x
 
 
+#: What a check is (SPEC Part 4): the papers say it; a question the papers do not answer; the same check against the
+#: wrong counterpart, which must fail for the check it controls to mean anything.
+KINDS = ("claim", "finding", "control")
+
+
 @dataclass
 class Claim:
+    """One check of a run: computed from the run, compared with a threshold fixed before the run.
+
+    ``source`` names what is tested (the paper's figure, theorem, caption or slide, quoted briefly, or
+    "beyond the papers"). A *control* (``kind="control"``) repeats the check ``control_of`` against the wrong
+    counterpart; ``passed`` is then whether the criterion held there, and the control does its job when it does not.
+    """
+
     id: str
     statement: str
     passed: bool
     value: Any
     threshold: str
-    kind: str = "claim"                # claim (the papers') | finding (an open test, see Figure.findings)
+    kind: str = "claim"
+    source: str = ""
+    control_of: str | None = None
+
+    @property
+    def as_expected(self) -> bool:
+        """A claim or finding that holds; a control that fails."""
+        return (not self.passed) if self.kind == "control" else self.passed
 
     def line(self) -> str:
-        tag = " [finding]" if self.kind == "finding" else ""
-        return f"{'PASS' if self.passed else 'FAIL'}  {self.id}{tag}: {self.statement} -- value {fmt(self.value)}, " \
-               f"required {self.threshold}"
+        if self.kind == "control":
+            verdict = "FAIL" if not self.passed else "PASS"
+            tag = f" [control of {self.control_of}: " + ("fails, as it must]" if not self.passed else
+                                                         "passes too: the check does not discriminate]")
+        else:
+            verdict = "PASS" if self.passed else "FAIL"
+            tag = " [finding]" if self.kind == "finding" else ""
+        return f"{verdict}  {self.id}{tag}: {self.statement} -- value {fmt(self.value)}, required {self.threshold}"
 
 
 class Run:
@@ -113,6 +140,22 @@ class Run:
         self.revision = git_revision()     # the code this run loaded: read now, not when the record is written
         torch.manual_seed(0)  # nothing should use the global generator; make it deterministic if something does
         use_style()
+
+    @classmethod
+    def from_notebook(cls, figure: str, namespace: dict) -> "Run":
+        """The run a notebook's parameters cell describes: ``Run.from_notebook("norm_scaling", globals())``.
+
+        Reads ``profile``, ``device``, ``use_cache``, ``output_dir`` and every parameter of the figure from
+        ``namespace`` (a figure parameter left at ``None`` takes the profile's value), so the notebook does not
+        repeat every name; a parameter the cell does not declare is an error naming it.
+        """
+        params = figure_of(figure).params
+        missing = [p for p in ("profile", *params) if p not in namespace]
+        if missing:
+            raise NameError(f"the parameters cell of {figure!r} does not declare {', '.join(missing)}")
+        overrides = {p: namespace[p] for p in params}
+        return cls(figure, namespace.get("profile", "default"), namespace.get("device", "auto"),
+                   namespace.get("use_cache", True), namespace.get("output_dir"), overrides=overrides)
 
     # -- configuration and provenance ---------------------------------------------------------
     def __getitem__(self, name: str):
@@ -156,9 +199,16 @@ class Run:
         return self.cached(tag, sweep.to_dict(), lambda: train_sweep(sweep, self.device, desc=tag))
 
     # -- results -------------------------------------------------------------------------------
-    def check(self, id: str, statement: str, value: Any, passed: bool, threshold: str) -> Claim:
-        kind = "finding" if id in FIGURES[self.figure].findings else "claim"
-        claim = Claim(id, statement, bool(passed), _plain(value), threshold, kind)
+    def check(self, id: str, statement: str, value: Any, passed: bool, threshold: str, *, kind: str | None = None,
+              source: str = "", control_of: str | None = None) -> Claim:
+        """Record one check. ``kind`` is "claim", "finding" or "control" (see :class:`Claim`)."""
+        if kind is None:
+            kind = "finding" if id in FIGURES[self.figure].findings else "claim"
+        if kind not in KINDS:
+            raise ValueError(f"kind={kind!r} is not allowed; allowed values: {', '.join(KINDS)}")
+        if (kind == "control") != (control_of is not None):
+            raise ValueError("a control names the check it controls (control_of), and only a control does")
+        claim = Claim(id, statement, bool(passed), _plain(value), threshold, kind, source, control_of)
         self.claims = [c for c in self.claims if c.id != id] + [claim]
         return claim
 
@@ -167,16 +217,42 @@ class Run:
         self.numbers.update({k: _plain(v) for k, v in numbers.items()})
 
     def savefig(self, fig, name: str) -> None:
-        save(fig, self.output_dir / "figures", f"{self.figure}_{name}")
+        """Save ``fig`` (PNG and PDF) under ``<output_dir>/figures/`` and, in a notebook, show it with a line
+        under it that links its numbers: the run's JSON record (parameters, key numbers, claims) and the PDF.
+
+        The links are MyST ``{download}`` roles relative to the notebook's directory, so the book copies both
+        files next to the page (``nb_render_markdown_format: myst`` in ``_config.yml``).
+        """
+        paths = save(fig, self.output_dir / "figures", f"{self.figure}_{name}")
+        try:
+            from IPython import get_ipython
+            from IPython.display import Markdown, display
+        except ImportError:
+            return
+        if get_ipython() is None:
+            return
+        import matplotlib.pyplot as plt
+
+        display(fig)
+        plt.close(fig)  # shown once, here, above its links (the inline backend would show it after them)
+
+        def rel(path: Path) -> str:
+            return Path(os.path.relpath(Path(path).resolve(), Path.cwd().resolve())).as_posix()
+
+        record = self.output_dir / "results" / f"{self.figure}.json"
+        pdf = next(p for p in paths if p.suffix == ".pdf")
+        display(Markdown(f"Numbers behind this figure: {{download}}`the run's record <{rel(record)}>` "
+                         f"(parameters, key numbers, claim checks; JSON) · {{download}}`the figure as PDF <{rel(pdf)}>`"))
 
     def verdicts(self) -> str:
-        claims = [c for c in self.claims if c.kind == "claim"]
-        findings = [c for c in self.claims if c.kind == "finding"]
-        total = f"{sum(c.passed for c in claims)}/{len(claims)} claims hold"
-        if findings:
-            total += f"; {sum(c.passed for c in findings)}/{len(findings)} findings hold (an open test: either verdict " \
-                     "is a result)"
-        return "\n".join([c.line() for c in self.claims] + [total])
+        counts = []
+        for kind, word in (("claim", "claims hold"), ("finding", "findings hold (an open test: either verdict is a "
+                                                                 "result)"),
+                           ("control", "controls fail, as they must")):
+            group = [c for c in self.claims if c.kind == kind]
+            if group:
+                counts.append(f"{sum(c.as_expected for c in group)}/{len(group)} {word}")
+        return "\n".join([c.line() for c in self.claims] + ["; ".join(counts)])
 
     def finish(self) -> str:
         """Write the record (atomically) and return the verdict lines (stable: fit for nbval)."""

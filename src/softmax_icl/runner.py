@@ -7,7 +7,7 @@ with the parameters is tagged ``remove-cell`` so the book does not show it.
 
 Progress: the kernel runs with training bars off, so no bar lands in the stored outputs; with
 ``progress_bar=True`` (the CLI) the training loops report through a status file instead
-(:class:`softmax_icl.training.Progress`) and a second bar under papermill's cell bar shows them here.
+(:class:`softmax_icl.base.Progress`) and a second bar under papermill's cell bar shows them here.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from .training import PROGRESS_FILE_ENV
+from .base import PROGRESS_ENV, PROGRESS_FILE_ENV
 
 HIDE_TAG = "remove-cell"
 
@@ -108,7 +108,7 @@ def execute_notebook(source: Path, destination: Path, parameters: dict, cwd: Pat
     failed = destination.with_name(f"{destination.stem}.failed.ipynb")
     # the kernel inherits this environment: no progress bars inside stored outputs (training progress, if shown,
     # goes through a status file to a bar in this process)
-    with _training_progress(progress_bar) as progress_env, _env(SOFTMAX_ICL_PROGRESS="0", **progress_env,
+    with _training_progress(progress_bar) as progress_env, _env(**{PROGRESS_ENV: "0"}, **progress_env,
                                                                  **(env or {})):
         try:
             papermill.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name=kernel_name,

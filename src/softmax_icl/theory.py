@@ -35,7 +35,7 @@ import torch
 
 from .models import scores
 from .tasks import InputSpec, draw_raw, nonisotropic_covariance, task_values
-from .training import derive_seed, resolve_device
+from .base import derive_seed, resolve_device
 
 THEOREM_34_VERSIONS = {
     "slides": "exponents 1/d and 2/d on n L^2 / sigma^2 (as stated on the slides)",

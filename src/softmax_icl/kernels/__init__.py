@@ -28,11 +28,13 @@ from pathlib import Path
 
 import torch
 
+from ..base import KERNEL_ENV, cache_dir
+
 SOURCE = Path(__file__).with_name("readout.c")
 #: Flag sets tried in order: tuned for this CPU first, then portable.
 FLAG_SETS = (["-O3", "-march=native", "-ffast-math"], ["-O3", "-ffast-math"])
 #: ``SOFTMAX_ICL_KERNEL``: ``auto`` (default: the fused kernel where it builds) or ``torch``.
-ENV = "SOFTMAX_ICL_KERNEL"
+ENV = KERNEL_ENV
 
 _lib: ctypes.CDLL | None = None
 _status: str | None = None
@@ -56,8 +58,6 @@ def _cpu_id() -> str:
 
 
 def _build_dir() -> Path:
-    from ..cache import cache_dir
-
     return cache_dir() / "kernels"
 
 

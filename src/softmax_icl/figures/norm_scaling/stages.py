@@ -20,11 +20,11 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .. import theory as th
-from ..metrics import spectral_norm
-from ..records import Run
-from ..tasks import InputSpec, nonisotropic_covariance
-from ..training import Sweep, SweepResult
+from ... import theory as th
+from ...metrics import spectral_norm
+from ...records import Run
+from ...tasks import InputSpec, nonisotropic_covariance
+from ...training import Sweep, SweepResult
 
 # Thresholds of the claim checks (stated in each claim's text)
 W_RATIO_TOL = 1.25          # trained w within this factor of the population optimum

@@ -18,10 +18,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from .. import classification as cl
-from ..plotting import MODEL_COLORS
-from ..records import Run
-from ..training import derive_seed
+from ... import classification as cl
+from ...plotting import MODEL_COLORS
+from ...records import Run
+from ...base import derive_seed
 
 MODELS = cl.MODELS
 ALG = cl.MODEL_ALGORITHM                                    # model -> the algorithm it is compared with

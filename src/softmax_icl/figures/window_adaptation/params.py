@@ -1,7 +1,7 @@
 """Parameters and profiles of the window-adaptation figure (Collins et al. 2024, Fig. 1)."""
 
-from ..profiles import Figure, Param, ParameterError, at_least, non_negative, positive, register, seed_params
-from ..tasks import FUNCTION_CLASSES
+from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
+from ...tasks import FUNCTION_CLASSES
 
 
 def _window_validate(cfg: dict) -> None:
@@ -18,7 +18,7 @@ def _window_validate(cfg: dict) -> None:
         raise ParameterError(f"parameter 'L_values' must be increasing, got {cfg['L_values']!r}")
 
 
-register(Figure(
+FIGURE = Figure(
     name="window_adaptation",
     title="Softmax attention adapts its window to Lipschitzness and noise",
     paper="Collins et al. (2024), Figure 1",
@@ -54,4 +54,4 @@ register(Figure(
                             source="spec"),
         **seed_params(),
     },
-))
+)

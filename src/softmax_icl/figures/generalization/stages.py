@@ -17,12 +17,12 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..baselines import nadaraya_watson_oracle
-from ..metrics import icl_error_grid, spectral_norm
-from ..plotting import MODEL_COLORS
-from ..records import Run, fmt
-from ..tasks import InputSpec
-from ..training import Sweep, SweepResult
+from ...baselines import nadaraya_watson_oracle
+from ...metrics import icl_error_grid, spectral_norm
+from ...plotting import MODEL_COLORS
+from ...records import Run, fmt
+from ...tasks import InputSpec
+from ...training import Sweep, SweepResult
 
 MODELS = ("softmax", "linear")
 #: Nadaraya-Watson bandwidths M = w I scanned for the oracle (tuned per test class and n).

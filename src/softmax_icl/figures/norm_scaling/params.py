@@ -1,6 +1,6 @@
 """Parameters and profiles of the norm-scaling figure (Collins et al. 2024, Fig. 3, Theorem 3.4, covariance lemma)."""
 
-from ..profiles import Figure, Param, ParameterError, at_least, non_negative, positive, register, seed_params
+from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
 
 CLASSES = ("relu", "cosine")
 
@@ -32,7 +32,7 @@ def _norm_validate(cfg: dict) -> None:
                              "0 < w_min < w_max")
 
 
-register(Figure(
+FIGURE = Figure(
     name="norm_scaling",
     title="The window scale ||M|| grows with L and n and shrinks with sigma (Theorem 3.4)",
     paper="Collins et al. (2024), Figure 3, Theorem 3.4 and the covariance lemma",
@@ -133,4 +133,4 @@ register(Figure(
         "0.1 the block form is as clear but noisier); the query's label slot is 0, so the label column of "
         "W_K^T W_Q cannot affect the prediction and stays near its initial value.",
     ),
-))
+)

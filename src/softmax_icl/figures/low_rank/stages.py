@@ -13,11 +13,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..metrics import icl_error_of_matrices, rho1, rho2, spectral_norm
-from ..plotting import MODEL_COLORS
-from ..records import Run, fmt
-from ..tasks import InputSpec, low_rank_basis
-from ..training import Sweep, SweepResult
+from ...metrics import icl_error_of_matrices, rho1, rho2, spectral_norm
+from ...plotting import MODEL_COLORS
+from ...records import Run, fmt
+from ...tasks import InputSpec, low_rank_basis
+from ...training import Sweep, SweepResult
 
 MODELS = ("softmax", "linear")
 EVEN_LINKS = ("lowrank_quadratic", "lowrank_cosine")          # E[f(x) x] = 0: no first-order signal

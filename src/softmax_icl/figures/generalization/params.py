@@ -1,7 +1,7 @@
 """Parameters and profiles of the generalisation figure (Collins et al. 2024, Fig. 5 and Theorem 3.5)."""
 
-from ..profiles import Figure, Param, ParameterError, at_least, non_negative, positive, register, seed_params
-from ..tasks import LOW_RANK_CLASSES, FUNCTION_CLASSES
+from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
+from ...tasks import LOW_RANK_CLASSES, FUNCTION_CLASSES
 
 GENERAL_CLASSES = tuple(c for c in FUNCTION_CLASSES if c not in LOW_RANK_CLASSES)
 
@@ -31,7 +31,7 @@ def _generalization_validate(cfg: dict) -> None:
         raise ParameterError(f"parameter 'n_test' must be strictly increasing, got {cfg['n_test']!r}")
 
 
-register(Figure(
+FIGURE = Figure(
     name="generalization",
     title="Generalisation: shared Lipschitzness is necessary and sufficient",
     paper="Collins et al. (2024), Figure 5 and Theorem 3.5",
@@ -89,4 +89,4 @@ register(Figure(
         "Generalisation: errors at all test n come from one pass over the evaluation set (prefix sums over the "
         "context), drawing exactly the tasks metrics.icl_error draws at n = max(n_test).",
     ),
-))
+)

@@ -1,6 +1,6 @@
 """Parameters and profiles of the classification chapter (Dragutinovic, Saxe, Singh 2025, Figs 1-5 + ablations)."""
 
-from ..profiles import Figure, Param, ParameterError, at_least, non_negative, positive, register, seed_params
+from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
 
 
 def _cls_validate(cfg: dict) -> None:
@@ -14,7 +14,7 @@ def _cls_validate(cfg: dict) -> None:
 
 _int = dict(check=positive, check_text="an integer >= 1")
 
-register(Figure(
+FIGURE = Figure(
     name="classification_kernel_gd",
     title="In-context classification: linear attention takes a GD step, softmax attention a kernel GD step",
     paper="Dragutinovic, Saxe, Singh (2025), Figures 1-5 and ablations",
@@ -99,4 +99,4 @@ register(Figure(
         "sweep_seeds runs): it holds at a setting when the softmax unit's test CE is not above the linear unit's "
         "by more than twice the paired standard error over evaluation contexts.",
     ),
-))
+)

@@ -1,7 +1,7 @@
 """Parameters and profiles of the low-rank figure (Collins et al. 2024, Fig. 4 / Appendix Fig. 10, Theorem 4.4)."""
 
-from ..profiles import Figure, Param, ParameterError, at_least, non_negative, positive, register, seed_params
-from ..tasks import LOW_RANK_CLASSES
+from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
+from ...tasks import LOW_RANK_CLASSES
 
 
 def _low_rank_validate(cfg: dict) -> None:
@@ -14,7 +14,7 @@ def _low_rank_validate(cfg: dict) -> None:
         raise ParameterError(f"parameter 'snapshots' = {cfg['snapshots']} must not exceed steps = {cfg['steps']}")
 
 
-register(Figure(
+FIGURE = Figure(
     name="low_rank",
     title="Softmax attention learns the low-rank structure of the tasks",
     paper="Collins et al. (2024), Figure 4 / Appendix Figure 10 and Theorem 4.4",
@@ -66,4 +66,4 @@ register(Figure(
         "labels (softmax with M = 0), and the best M = c B B^T and M = w I, c and w tuned per class on a separate "
         "tuning set.",
     ),
-))
+)

@@ -13,13 +13,14 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
-from ..baselines import nadaraya_watson_oracle
-from ..metrics import icl_error_grid, spectral_norm, window_halfwidth
-from ..models import attention_weights
-from ..plotting import MODEL_COLORS
-from ..records import Run
-from ..tasks import InputSpec, draw_raw, evaluate_class
-from ..training import Sweep, SweepResult, derive_seed
+from ...baselines import nadaraya_watson_oracle
+from ...metrics import icl_error_grid, spectral_norm, window_halfwidth
+from ...models import attention_weights
+from ...plotting import MODEL_COLORS
+from ...records import Run
+from ...tasks import InputSpec, draw_raw, evaluate_class
+from ...base import derive_seed
+from ...training import Sweep, SweepResult
 
 MODELS = ("softmax", "linear")
 

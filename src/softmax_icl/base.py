@@ -1,0 +1,162 @@
+"""The bottom layer: what every other module may use, importing nothing from the package.
+
+* environment variable names (one place, so the CLI, the runner and the kernel agree on them);
+* where results go: the cache directory, and writes that never leave half a file (:func:`atomic_write_bytes`);
+* seeds (:func:`derive_seed`) and devices (:func:`resolve_device`);
+* the optimisation loop every batched trainer shares (:func:`optimise`, with :class:`Progress` for its bar).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+#: Where trained results are cached (default ``~/.cache/softmax_icl``).
+CACHE_DIR_ENV = "SOFTMAX_ICL_CACHE_DIR"
+#: Where a notebook run writes its record and figures when no ``output_dir`` is given.
+OUTPUT_DIR_ENV = "SOFTMAX_ICL_OUTPUT_DIR"
+#: ``0`` turns training progress bars off (the runner sets it for every kernel it starts).
+PROGRESS_ENV = "SOFTMAX_ICL_PROGRESS"
+#: A file where training loops write their progress (see :class:`Progress`).
+PROGRESS_FILE_ENV = "SOFTMAX_ICL_PROGRESS_FILE"
+#: ``auto`` (default: the fused CPU kernel where it builds) or ``torch``.
+KERNEL_ENV = "SOFTMAX_ICL_KERNEL"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get(CACHE_DIR_ENV) or Path.home() / ".cache" / "softmax_icl")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def derive_seed(*parts: int) -> int:
+    """A 63-bit seed derived from integers (numpy SeedSequence), stable across platforms."""
+    return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(2, dtype=np.uint32).astype(
+        np.uint64).dot(np.array([1, 2**31], dtype=np.uint64)))
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """``auto`` picks CUDA when present, else CPU; anything else is passed to torch."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available; use 'auto' or 'cpu'")
+    return dev
+
+
+def progress_enabled(progress) -> bool:
+    """Progress bars: on when asked, off when asked; ``None`` follows SOFTMAX_ICL_PROGRESS (default on)."""
+    if progress is not None:
+        return bool(progress)
+    return os.environ.get(PROGRESS_ENV, "1") not in ("0", "false", "no", "")
+
+
+class Progress:
+    """Progress of a training loop, where someone can see it but never inside a notebook's stored outputs.
+
+    A tqdm bar when bars are on (:func:`progress_enabled`: interactive use), and a one-line status
+    ``desc<TAB>step<TAB>total`` in the file named by ``$SOFTMAX_ICL_PROGRESS_FILE`` when that is set: the notebook
+    runner sets it and draws the bar in the terminal that executes the notebook (:mod:`softmax_icl.runner`).
+    """
+
+    def __init__(self, total: int, desc: str, progress=None):
+        self.total, self.desc, self.bar, self._last = int(total), desc, None, 0.0
+        if progress_enabled(progress):
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, desc=desc, leave=False)
+        self.path = os.environ.get(PROGRESS_FILE_ENV) or None
+        self._write(0)
+
+    def _write(self, step: int) -> None:
+        if self.path is None:
+            return
+        try:
+            atomic_write_bytes(Path(self.path), f"{self.desc}\t{step}\t{self.total}\n".encode())
+        except OSError:          # progress must never stop training
+            self.path = None
+        self._last = time.monotonic()
+
+    def update(self, step: int) -> None:
+        """Step ``step`` (1-based) is done."""
+        if self.bar is not None:
+            self.bar.update(1)
+        if self.path is not None and (step == self.total or time.monotonic() - self._last >= 0.5):
+            self._write(step)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def adam(params: list[torch.Tensor], lr: float) -> torch.optim.Adam:
+    """Adam over stacked parameters (PyTorch's default implementation: for a handful of small stacked tensors
+    on the CPU its per-step cost is less than half the fused one's)."""
+    return torch.optim.Adam(params, lr=lr)
+
+
+def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], steps: int, lr: float,
+             log_every: int, snapshot: Callable[[], dict], lr_factor: Callable[[int], float] | None = None,
+             progress=None, desc: str = "training") -> tuple[dict, float]:
+    """The optimisation loop every batched trainer shares: Adam over stacked parameters.
+
+    ``step_loss()`` samples a fresh batch and returns the per-configuration loss (C,); their *sum* is
+    minimised, so no configuration's gradient depends on how many others share the program.
+    ``snapshot()`` returns numpy arrays logged at step 0, every ``log_every`` steps and at the end,
+    together with each configuration's mean loss since the previous log. ``lr_factor(step)`` scales
+    the learning rate of step ``step`` (1-based). Returns the history (``steps``, ``loss``, and the
+    snapshot keys, each stacked over log points) and the wall time in seconds.
+    """
+    opt = adam(params, lr)
+    hist: dict[str, list] = {"steps": [], "loss": []}
+    running, since = None, 0
+
+    def log(step):
+        nonlocal running, since
+        with torch.no_grad():
+            for k, v in snapshot().items():
+                hist.setdefault(k, []).append(v)
+        hist["loss"].append(np.zeros(0) if running is None else (running / max(since, 1)).cpu().numpy().copy())
+        hist["steps"].append(step)
+        if running is not None:
+            running.zero_()
+        since = 0
+
+    bar = Progress(steps, desc, progress)
+    t0 = time.perf_counter()
+    log(0)
+    for step in range(1, steps + 1):
+        per_config = step_loss()
+        opt.zero_grad(set_to_none=True)
+        per_config.sum().backward()
+        if lr_factor is not None:
+            for group in opt.param_groups:
+                group["lr"] = lr * lr_factor(step)
+        opt.step()
+        running = per_config.detach().clone() if running is None else running + per_config.detach()
+        since += 1
+        if step % log_every == 0 or step == steps:
+            log(step)
+        bar.update(step)
+    bar.close()
+    seconds = time.perf_counter() - t0
+    hist["loss"][0] = np.zeros_like(hist["loss"][-1])      # nothing was trained before step 0
+    return {k: np.stack(v) if k != "steps" else np.array(v) for k, v in hist.items()}, seconds

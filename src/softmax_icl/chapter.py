@@ -1,0 +1,125 @@
+"""Reader-first chapters: what a figure notebook shows *before* its code, computed by its code.
+
+A chapter opens with its question, the paper's figure it reproduces, and a **verdict box**: the run's
+claims with their status. The box is computed at the end of the notebook (after the claim checks) and
+*glued* into a markdown cell near the top with myst-nb's ``{glue:md}`` directive, so the reader meets the
+result first while the code that computes it still runs in order (``notebooks/LAYOUT.md``)::
+
+    # last cells of a figure notebook
+    print(run.finish())            # nbval-checked verdict lines (unchanged)
+    chapter.glue_verdicts(run)     # a separate cell: stores the box under the key "verdicts"
+
+    <!-- markdown cell right after the title -->
+    ```{glue:md} verdicts
+    :format: myst
+    ```
+
+The claim checks are read with attribute defaults, so records written before a field existed (``kind``,
+``source``) still render.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+#: The glue key under which :func:`glue_verdicts` stores the verdict box; the markdown cell pastes it.
+VERDICT_KEY = "verdicts"
+
+#: How each kind of check is introduced in the box (kinds not listed are shown under their own name).
+KIND_HEADINGS = {
+    "claim": "The papers' claims",
+    "finding": "Findings: open tests, where either verdict is a result",
+    "control": "Controls: checks that the experiment measures what it should",
+}
+
+
+def _get(claim: Any, name: str, default: Any = None) -> Any:
+    """A claim's field, from a :class:`~softmax_icl.records.Claim` or from its dict in a JSON record."""
+    if isinstance(claim, dict):
+        return claim.get(name, default)
+    return getattr(claim, name, default)
+
+
+def _cell(text: Any) -> str:
+    """Text for one cell of a markdown table: no line breaks, pipes escaped."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _fmt(value: Any) -> str:
+    from .records import fmt
+
+    return fmt(value)
+
+
+def verdict_markdown(claims: Iterable[Any], title: str = "Verdict") -> str:
+    """The verdict box as MyST markdown: an admonition with one table per kind of check.
+
+    ``claims`` are :class:`~softmax_icl.records.Claim` objects or their dicts (``record["claims"]``); the
+    fields used are ``id, statement, passed, value, threshold`` and, where present, ``kind`` (``claim``,
+    ``finding``, ``control``; default ``claim``) and ``source``. The admonition is green (``tip``) when every
+    claim of the papers holds, orange (``warning``) when one fails; findings and controls do not colour it.
+    """
+    claims = list(claims)
+    by_kind: dict[str, list[Any]] = {}
+    for c in claims:
+        by_kind.setdefault(str(_get(c, "kind", "claim") or "claim"), []).append(c)
+    order = [k for k in KIND_HEADINGS if k in by_kind] + [k for k in by_kind if k not in KIND_HEADINGS]
+
+    def count(kind: str) -> str:
+        items = by_kind[kind]
+        noun = {"claim": "claims", "finding": "findings", "control": "controls"}.get(kind, kind)
+        return f"{sum(bool(_get(c, 'passed')) for c in items)}/{len(items)} {noun} hold"
+
+    summary = "; ".join(count(k) for k in order) if claims else "no checks were recorded"
+    failed_claim = any(not _get(c, "passed") for c in by_kind.get("claim", []))
+    with_source = any(_get(c, "source") for c in claims)
+
+    lines = [f"````{{admonition}} {title}: {summary}",
+             f":class: {'warning' if failed_claim else 'tip'} verdict-box", ""]
+    for kind in order:
+        lines += [f"**{KIND_HEADINGS.get(kind, kind.capitalize())}**", ""]
+        header = ["", "check", "what is tested", "value", "required"] + (["source"] if with_source else [])
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for c in by_kind[kind]:
+            row = ["✅ PASS" if _get(c, "passed") else "❌ FAIL", f"`{_cell(_get(c, 'id', ''))}`",
+                   _cell(_get(c, "statement", "")), _cell(_fmt(_get(c, "value"))),
+                   _cell(_get(c, "threshold", ""))]
+            if with_source:
+                row.append(_cell(_get(c, "source", "") or ""))
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    lines += ["Each value is computed by this chapter's code from the run shown below; the same lines are "
+              "printed by its claim-check cell and written to its JSON record.", "````"]
+    return "\n".join(lines)
+
+
+def glue_verdicts(run: Any, key: str = VERDICT_KEY) -> str:
+    """Store the verdict box of ``run`` (a :class:`~softmax_icl.records.Run` after its claim checks) in the
+    notebook under ``key``, without displaying it here; returns the markdown.
+
+    Call it in its own cell after the cell that prints ``run.finish()``. Outside a notebook kernel it only
+    returns the markdown.
+    """
+    text = verdict_markdown(getattr(run, "claims", []))
+    glue_markdown(key, text)
+    return text
+
+
+def glue_markdown(key: str, text: str) -> None:
+    """Glue ``text`` as ``text/markdown`` under ``key`` (myst-nb's ``glue`` with ``display=False``)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown
+    except ImportError:  # no IPython: nothing to glue into
+        return
+    if get_ipython() is None:
+        return
+    try:
+        from myst_nb import glue
+    except ImportError:  # the same output myst-nb writes, so the book renders it
+        from IPython.display import display
+
+        display({"application/papermill.record/text/markdown": text}, raw=True,
+                metadata={"scrapbook": {"name": key, "mime_prefix": "application/papermill.record/"}})
+        return
+    glue(key, Markdown(text), display=False)

@@ -1,0 +1,81 @@
+"""The package's shape (DESIGN "layers that only point down"): no import cycle, a bottom layer that imports nothing
+from the package, no module over the size a reader can hold."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "src" / "softmax_icl"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PKG.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Package modules imported at module level (imports inside functions are not layering edges)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if mod.startswith("softmax_icl"):
+                out.add(mod)
+                out.update(f"{mod}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("softmax_icl"))
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in PKG.rglob("*.py")}
+    graph = {}
+    for name, path in files.items():
+        graph[name] = {m for m in _imports(path) if m in files and m != name}
+    return graph
+
+
+def test_no_import_cycle():
+    graph = _graph()
+    state: dict[str, int] = {}
+
+    def visit(node, stack):
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(nxt):] + [nxt]))
+            if nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+
+
+def test_bottom_layer_imports_nothing_from_the_package():
+    assert _imports(PKG / "base.py") == set()
+
+
+def test_cycle_detector_sees_a_cycle(tmp_path, monkeypatch):
+    """The check above can fail: two modules importing each other are reported."""
+    pkg = tmp_path / "softmax_icl"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import x\n")
+    (pkg / "b.py").write_text("from .a import y\n")
+    monkeypatch.setattr(__import__(__name__), "PKG", pkg)
+    try:
+        test_no_import_cycle()
+    except AssertionError as exc:
+        assert "softmax_icl.a" in str(exc) and "softmax_icl.b" in str(exc)
+    else:
+        raise AssertionError("a cycle went unnoticed")
