@@ -120,10 +120,17 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
 
     ``step_loss()`` samples a fresh batch and returns the per-configuration loss (C,); their *sum* is
     minimised, so no configuration's gradient depends on how many others share the program.
-    ``snapshot()`` returns numpy arrays logged at step 0, every ``log_every`` steps and at the end,
-    together with each configuration's mean loss since the previous log. ``lr_factor(step)`` scales
+    ``snapshot()`` returns tensors (or numpy arrays) logged at step 0, every ``log_every`` steps and at the
+    end, together with each configuration's mean loss since the previous log. ``lr_factor(step)`` scales
     the learning rate of step ``step`` (1-based). Returns the history (``steps``, ``loss``, and the
-    snapshot keys, each stacked over log points) and the wall time in seconds.
+    snapshot keys, each stacked over log points, as numpy arrays) and the wall time in seconds.
+
+    The loop never waits for the device: the running loss and the snapshots stay where the parameters
+    are (a snapshot tensor is copied there, since the optimiser updates parameters in place) and come to
+    the host once, after the last step -- one copy per history key, instead of one per key and log point.
+    Nothing in the loop reads a tensor's value from Python. (PyTorch's Adam keeps its step count as a
+    host-side scalar by design, so reading it is no device sync.) A ``snapshot`` that returns numpy
+    arrays still works, but then waits for the device at every log point.
     """
     opt = adam(params, lr)
     hist: dict[str, list] = {"steps": [], "loss": []}
@@ -133,8 +140,8 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
         nonlocal running, since
         with torch.no_grad():
             for k, v in snapshot().items():
-                hist.setdefault(k, []).append(v)
-        hist["loss"].append(np.zeros(0) if running is None else (running / max(since, 1)).cpu().numpy().copy())
+                hist.setdefault(k, []).append(v.detach().clone() if isinstance(v, torch.Tensor) else v)
+        hist["loss"].append(None if running is None else running / max(since, 1))
         hist["steps"].append(step)
         if running is not None:
             running.zero_()
@@ -157,6 +164,15 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
             log(step)
         bar.update(step)
     bar.close()
-    seconds = time.perf_counter() - t0
-    hist["loss"][0] = np.zeros_like(hist["loss"][-1])      # nothing was trained before step 0
-    return {k: np.stack(v) if k != "steps" else np.array(v) for k, v in hist.items()}, seconds
+    last = hist["loss"][-1]
+    hist["loss"][0] = np.zeros(0) if last is None else torch.zeros_like(last)      # nothing was trained before step 0
+    out = {k: _stack_to_host(v) for k, v in hist.items() if k != "steps"}
+    seconds = time.perf_counter() - t0                       # includes the one wait for the device, at the end
+    return {"steps": np.array(hist["steps"]), **out}, seconds
+
+
+def _stack_to_host(values: list) -> np.ndarray:
+    """Log points stacked along a new leading axis: on the device for tensors, then one copy to the host."""
+    if all(isinstance(v, torch.Tensor) for v in values):
+        return torch.stack(values).cpu().numpy()
+    return np.stack([v.cpu().numpy() if isinstance(v, torch.Tensor) else v for v in values])

@@ -19,6 +19,7 @@ configuration trained alone draws exactly what it draws inside a sweep.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -110,12 +111,22 @@ class InputSpec:
     task_seed: int = 0
 
     def sqrt_cov(self, device) -> torch.Tensor | None:
+        """``Sigma^{1/2}`` (d,) in float32 on ``device`` (made once per device: the sampler asks every step;
+        read-only)."""
         if self.input_dist == "isotropic":
             return None
-        return nonisotropic_covariance(self.d).sqrt().to(device=device, dtype=torch.float32)
+        return _on_device("sqrt_cov", self.d, 0, 0, torch.device(device))
 
     def basis(self, device) -> torch.Tensor:
-        return low_rank_basis(self.d, self.k, self.task_seed).to(device=device, dtype=torch.float32)
+        """The low-rank basis B (d, k) in float32 on ``device`` (made once per device; read-only)."""
+        return _on_device("basis", self.d, self.k, self.task_seed, torch.device(device))
+
+
+@functools.lru_cache(maxsize=64)
+def _on_device(what: str, d: int, k: int, seed: int, device: torch.device) -> torch.Tensor:
+    """The fixed tensors the sampler uses every step, built on the CPU and moved to ``device`` once, not per step."""
+    t = nonisotropic_covariance(d).sqrt() if what == "sqrt_cov" else low_rank_basis(d, k, seed)
+    return t.to(device=device, dtype=torch.float32)
 
 
 def draw_rows(spec: InputSpec, batch: int, n: int, generators: list, device) -> dict:

@@ -20,12 +20,13 @@ Pretraining is online (fresh tasks every step) and the target is the noiseless `
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
 
-from .tasks import ClassBlock, InputSpec, TaskBatch, class_blocks, draw_rows, make_batch
+from .tasks import LOW_RANK_CLASSES, ClassBlock, InputSpec, TaskBatch, class_blocks, draw_rows, make_batch
 from .models import AttentionUnit
 from .base import derive_seed, optimise, resolve_device
 
@@ -53,6 +54,11 @@ class Sweep:
     task_seed: int = 2                           # draws the low-rank basis B
     log_every: int = 10
     pairs: tuple = ()                            # (L, sigma) pairs replacing the product L x sigma
+    init_identity: float = 0.0                   # > 0: start from M ~ init_identity * I (see AttentionUnit)
+    lr_schedule: str = "constant"                # constant | cosine (decays to 0 at the last step)
+
+    #: fields left out of ``to_dict`` (and so of cache keys) while at their default, so adding them changed no key
+    OPTIONAL = {"init_identity": 0.0, "lr_schedule": "constant"}
 
     def configs(self) -> list[dict]:
         """Flattened grid, seed varying fastest."""
@@ -66,7 +72,15 @@ class Sweep:
         return InputSpec(d=self.d, input_dist=self.input_dist, k=self.k, task_seed=self.task_seed)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if not (k in self.OPTIONAL and v == self.OPTIONAL[k])}
+
+    def lr_factor(self):
+        """The learning-rate factor of each step (None: constant)."""
+        if self.lr_schedule == "constant":
+            return None
+        if self.lr_schedule == "cosine":
+            return lambda step: 0.5 * (1.0 + math.cos(math.pi * step / self.steps))
+        raise ValueError(f"lr_schedule={self.lr_schedule!r} is not one of constant, cosine")
 
 
 @dataclass
@@ -133,6 +147,9 @@ class TaskStream:
         self.L, self.sigma = take("L"), take("sigma")
         slot_class = torch.tensor([[classes.index(configs[i]["function_class"]) for i in r] for r in rows])
         self.blocks = class_blocks(list(classes), slot_class)
+        spec.sqrt_cov(self.device)                    # the sampler's fixed tensors: made on the device now, once,
+        if any(b.name in LOW_RANK_CLASSES for b in self.blocks):        # not in the training loop
+            spec.basis(self.device)
         if self.device.type != "cpu":
             self.blocks = [ClassBlock(b.name, *(t.to(self.device) if isinstance(t, torch.Tensor) else t
                                                 for t in (b.rows, b.cols))) for b in self.blocks]
@@ -178,8 +195,10 @@ class SweepProgram:
         self.streams = task_streams(sweep.input_spec, self.configs, list(sweep.classes), data_seeds, device)
         slots = torch.cat([st.index.flatten() for st in self.streams]).cpu()     # slot -> configuration
         self.back = torch.argsort(slots)                                          # configuration -> slot
+        self.back_device = self.back.to(device)
         seed_idx = torch.tensor([self.configs[i]["seed"] for i in slots.tolist()])
-        self.unit = AttentionUnit(sweep.model, sweep.param, sweep.d, seed_idx, init_seeds, sweep.init_scale, device)
+        self.unit = AttentionUnit(sweep.model, sweep.param, sweep.d, seed_idx, init_seeds, sweep.init_scale, device,
+                                  init_identity=sweep.init_identity)
 
     def sample(self) -> list[TaskBatch]:
         return [st.sample(self.sweep.batch_size) for st in self.streams]
@@ -190,9 +209,10 @@ class SweepProgram:
         losses = [self.unit.loss(b, st.start).flatten() for st, b in zip(self.streams, batches)]
         return torch.cat(losses) if len(losses) > 1 else losses[0]
 
-    def matrices(self) -> np.ndarray:
-        """Every configuration's key-query matrix M, in the order of ``configs``."""
-        return self.unit.matrix().detach()[self.back.to(self.device)].cpu().numpy()
+    def matrices(self) -> torch.Tensor:
+        """Every configuration's key-query matrix M (C, d, d), in the order of ``configs``, on the device (a copy:
+        the optimiser updates the parameters in place)."""
+        return self.unit.matrix().detach()[self.back_device]
 
 
 def train_sweep(sweep: Sweep, device="auto", configs: list[dict] | None = None, progress=None,
@@ -205,7 +225,8 @@ def train_sweep(sweep: Sweep, device="auto", configs: list[dict] | None = None, 
     dev = resolve_device(device) if isinstance(device, str) else device
     prog = SweepProgram(sweep, dev, configs)
     hist, seconds = optimise(list(prog.unit.parameters()), prog.loss, sweep.steps, sweep.lr, sweep.log_every,
-                             lambda: {"M": prog.matrices()}, progress=progress, desc=desc)
+                             lambda: {"M": prog.matrices()}, lr_factor=sweep.lr_factor(),
+                             progress=progress, desc=desc)   # no host sync inside
     state = {k: v.detach().cpu()[prog.back].numpy() for k, v in prog.unit.state_dict().items()}
     return SweepResult(sweep=sweep.to_dict(), configs=prog.configs, log_steps=hist["steps"], M_history=hist["M"],
                        loss_history=hist["loss"][:, prog.back.numpy()], final_state=state,

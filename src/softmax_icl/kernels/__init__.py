@@ -178,6 +178,8 @@ class _FusedMSE(torch.autograd.Function):
 def readout_mse(kind: str, x_ctx, x_q, y_ctx, f_q, M) -> torch.Tensor:
     """Per-configuration mean squared error (R, G) of attention units ``M`` (R, G, d, d) on a task batch,
     differentiable in ``M``. Call only where :func:`usable` is true."""
+    if M.device.type != "cpu" or y_ctx.device.type != "cpu":      # the kernel reads host memory: never a GPU tensor
+        raise ValueError(f"the fused kernel runs on the CPU only; got tensors on {M.device} and {y_ctx.device}")
     if _load() is None:
         raise RuntimeError(f"the fused kernel is not available: {_status}")
     return _FusedMSE.apply(M, x_ctx, x_q, y_ctx, f_q, kind == "softmax")
