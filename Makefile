@@ -6,10 +6,18 @@ BIN := $(VENV)/bin
 # For a GPU: make setup TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
-# Pytest arguments for `make test`; nbval re-executes every notebook and compares the checked cells.
-TEST_ARGS ?= tests notebooks --nbval-lax
+# `make test`: unit tests once (UNIT_ARGS), then for each numerical backend (BACKENDS: the fused CPU kernel, PyTorch)
+# nbval re-executes every notebook (NB_ARGS; it compares the verdict lines only) with a fresh result cache and records
+# written outside the repo, and tests/test_regression.py holds those fresh records against book/results within the
+# declared tolerances (verdicts exactly).
+UNIT_ARGS ?= tests
+NB_ARGS ?= notebooks --nbval-lax
+BACKENDS ?= auto torch
+# `make audit`: fresh seed sets per figure (see `softmax-icl audit --help`); EXECUTOR: serial | local | slurm | gpus
+AUDIT_SETS ?= 3
+EXECUTOR ?= serial
 
-.PHONY: setup book test figures pages bench clean
+.PHONY: setup book test audit figures pages bench clean
 
 setup: $(STAMP)
 
@@ -24,11 +32,23 @@ $(STAMP): pyproject.toml
 book: setup
 	$(BIN)/softmax-icl build
 
-## Unit tests + nbval over every notebook, with a fresh result cache and records written outside the repo.
+## Unit tests, then nbval + the regression test under each backend (fresh cache, records outside the repo).
 test: setup
-	@tmp=$$(mktemp -d); \
-	SOFTMAX_ICL_CACHE_DIR=$$tmp/cache SOFTMAX_ICL_OUTPUT_DIR=$$tmp/output SOFTMAX_ICL_PROGRESS=0 \
-	$(BIN)/python -m pytest $(TEST_ARGS); status=$$?; rm -rf $$tmp; exit $$status
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; status=0; \
+	echo "== unit tests"; \
+	SOFTMAX_ICL_CACHE_DIR=$$tmp/unit/cache SOFTMAX_ICL_OUTPUT_DIR=$$tmp/unit/output SOFTMAX_ICL_PROGRESS=0 \
+	  $(BIN)/python -m pytest $(UNIT_ARGS) || status=1; \
+	for k in $(BACKENDS); do \
+	  echo "== notebooks (nbval) and regression against book/results, SOFTMAX_ICL_KERNEL=$$k"; \
+	  export SOFTMAX_ICL_KERNEL=$$k SOFTMAX_ICL_CACHE_DIR=$$tmp/$$k/cache SOFTMAX_ICL_OUTPUT_DIR=$$tmp/$$k/output \
+	    SOFTMAX_ICL_PROGRESS=0; \
+	  $(BIN)/python -m pytest $(NB_ARGS) || status=1; \
+	  SOFTMAX_ICL_REQUIRE_FRESH=1 $(BIN)/python -m pytest tests/test_regression.py || status=1; \
+	done; exit $$status
+
+## Rerun every figure with fresh seed sets and write the audit records (book/results/audit/), then the pages.
+audit: setup
+	$(BIN)/softmax-icl audit --sets $(AUDIT_SETS) --executor $(EXECUTOR)
 
 ## Notebooks only (no HTML).
 figures: setup

@@ -134,3 +134,78 @@ def test_a_runs_provenance_names_the_revision_it_started_with(tmp_path, monkeypa
     run.finish()
     rec = json.loads((tmp_path / "results" / "window_adaptation.json").read_text())
     assert rec["provenance"]["git_revision"] == "aaaaaaa"
+
+
+# -- where a run writes: never the book unless asked ---------------------------------------------------------------
+
+def _checkout(tmp_path):
+    """A minimal checkout: _config.yml, notebooks/, book/ (the markers softmax_icl looks for)."""
+    (tmp_path / "_config.yml").write_text("title: test\n")
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "book" / "results").mkdir(parents=True)
+    return tmp_path
+
+
+def test_a_run_without_an_output_dir_writes_to_runs_never_the_book(tmp_path, monkeypatch, capsys):
+    from softmax_icl import records
+
+    root = _checkout(tmp_path)
+    monkeypatch.delenv("SOFTMAX_ICL_OUTPUT_DIR", raising=False)
+    monkeypatch.chdir(root / "notebooks")
+    for profile, overrides, folder in (("smoke", None, "window_adaptation-smoke"),
+                                       ("default", None, "window_adaptation-default"),
+                                       ("default", {"sigma": 0.7}, "window_adaptation-default-custom")):
+        run = records.Run("window_adaptation", profile, "cpu", use_cache=False, overrides=overrides)
+        assert run.output_dir == root / "runs" / folder
+        run.finish()
+        assert (root / "runs" / folder / "results" / "window_adaptation.json").is_file()
+        assert f"runs/{folder}/ (not the book)" in capsys.readouterr().out
+    assert list((root / "book").rglob("*.*")) == []
+
+
+def test_finish_prints_verdicts_without_values_and_values_apart(tmp_path, monkeypatch):
+    from softmax_icl import records
+
+    run = records.Run("window_adaptation", "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    run.check("a-claim", "something rises", 1.23456, True, "> 1", kind="claim", source="Collins et al. Fig. 2")
+    run.check("a-control", "the same against the wrong counterpart", 0.5, False, "> 1", kind="control",
+              source="beyond the papers", control_of="a-claim")
+    text = run.finish()
+    assert "1.23" not in text and "0.5" not in text
+    assert text.splitlines()[0] == "PASS  a-claim: something rises -- required > 1"
+    assert "1/1 claims hold" in text and "1/1 controls fail, as they must" in text
+    assert run.values_table().splitlines() == ["a-claim: 1.23 (required > 1)", "a-control: 0.5 (required > 1)"]
+    rec = json.loads((tmp_path / "results" / "window_adaptation.json").read_text())
+    assert rec["claims"][0]["value"] == 1.23456 and rec["claims"][0]["source"] == "Collins et al. Fig. 2"
+
+
+def test_a_plain_papermill_run_does_not_touch_the_book(tmp_path, monkeypatch):
+    """What the README's users do: papermill notebooks/x.ipynb out.ipynb -p profile smoke."""
+    root = _checkout(tmp_path)
+    monkeypatch.delenv("SOFTMAX_ICL_OUTPUT_DIR", raising=False)
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = new_code_cell('profile = "default"')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, new_code_cell('from softmax_icl.records import Run\n'
+                                      'run = Run("window_adaptation", profile, "cpu", use_cache=False)\n'
+                                      'print(run.finish())')]
+    src = root / "notebooks" / "window_adaptation.ipynb"
+    nbformat.write(nb, src)
+    execute_notebook(src, tmp_path / "out.ipynb", {"profile": "smoke"}, cwd=root / "notebooks", progress_bar=False)
+    assert (root / "runs" / "window_adaptation-smoke" / "results" / "window_adaptation.json").is_file()
+    assert list((root / "book").rglob("*.*")) == []
+    out = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[-1].outputs[0]["text"]
+    assert "writes its record and figures to runs/window_adaptation-smoke/ (not the book)" in out
+
+
+@pytest.mark.parametrize("argv", [["--profile", "smoke"], ["-p", "sigma", "0.5"]])
+def test_in_place_only_at_the_books_own_settings(argv, capsys, monkeypatch):
+    from pathlib import Path
+
+    from softmax_icl import cli
+
+    monkeypatch.setattr("softmax_icl.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
+    monkeypatch.chdir(Path(__file__).resolve().parents[1])
+    assert cli.main(["run", "window_adaptation", "--in-place", *argv]) == 2
+    assert "--in-place writes the book" in capsys.readouterr().err

@@ -19,9 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from .profiles import PROFILES, ParameterError, validate_device
+from .profiles import PROFILES, ParameterError, fmt, validate_device
 from .registry import FIGURES, resolve
-from .records import fmt
+
+#: The profile the book shows (the same as softmax_icl.records.BOOK_PROFILE, without importing torch).
+BOOK_PROFILE = "default"
 
 
 def project_root(start: Path | None = None) -> Path:
@@ -64,28 +66,44 @@ def cmd_list(args) -> int:
 
 def run_figure(root: Path, name: str, profile: str, params: dict, device: str, use_cache: bool, in_place: bool,
                output: Path | None, progress: bool = True) -> Path:
+    """Execute one figure notebook: into ``output`` (default ``runs/<figure>-<profile>/``), or with ``in_place``
+    into ``notebooks/`` and the book (only at the book's profile with no parameter overridden)."""
     from .runner import execute_notebook
 
     resolve(name, profile, params)      # validate before any compute
     validate_device(device)
     src = root / "notebooks" / FIGURES[name].notebook
+    env = {}
     if in_place:
-        dest, out_dir = src, None
+        check_in_place(profile, params)
+        dest = src
+        env["SOFTMAX_ICL_OUTPUT_DIR"] = str(root / "book")      # the one way a run writes the book
     else:
-        out_dir = (output or root / "runs" / f"{name}-{profile}").resolve()
+        out_dir = (output or root / "runs" / f"{name}-{profile}{'-custom' if params else ''}").resolve()
         dest = out_dir / FIGURES[name].notebook
+        env["SOFTMAX_ICL_OUTPUT_DIR"] = str(out_dir)
     parameters = dict(params, profile=profile, device=device, use_cache=use_cache)
-    if out_dir is not None:
-        parameters["output_dir"] = str(out_dir)
     t = time.perf_counter()
-    execute_notebook(src, dest, parameters, cwd=root / "notebooks", progress_bar=progress)
-    print(f"{name}: executed in {time.perf_counter() - t:.0f} s -> {dest}")
+    execute_notebook(src, dest, parameters, cwd=root / "notebooks", progress_bar=progress, env=env)
+    print(f"{name}: executed in {time.perf_counter() - t:.0f} s -> {dest}"
+          + ("" if in_place else f" (record and figures in {dest.parent}; the book is unchanged)"))
     return dest
+
+
+def check_in_place(profile: str, params: dict) -> None:
+    """The book shows one run per figure: the default profile, nothing overridden."""
+    if profile != BOOK_PROFILE or params:
+        raise ParameterError(f"--in-place writes the book, which shows the {BOOK_PROFILE!r} profile with no "
+                             f"parameter overridden (got profile {profile!r}"
+                             + (f" and -p {', '.join(params)}" if params else "") + "); leave out --in-place to "
+                             "write this run to its own folder")
 
 
 def cmd_run(args) -> int:
     root = project_root()
     params = {k: parse_value(v) for k, v in args.param}
+    if args.in_place:
+        check_in_place(args.profile, params)
     run_figure(root, args.figure, args.profile, params, args.device, not args.no_cache, args.in_place, args.output)
     if args.in_place:
         from .bookgen import write_pages
@@ -109,11 +127,16 @@ def cmd_build(args) -> int:
     names = args.only or list(FIGURES)
     for name in names:
         resolve(name, args.profile)
+    in_place = args.profile == BOOK_PROFILE     # another profile never replaces the book: runs/<figure>-<profile>/
     t0 = time.perf_counter()
     if not args.skip_run:
         for i, name in enumerate(names, 1):
             print(f"[{i}/{len(names)}] {name} ({args.profile} profile)", flush=True)
-            run_figure(root, name, args.profile, {}, args.device, not args.no_cache, True, None)
+            run_figure(root, name, args.profile, {}, args.device, not args.no_cache, in_place, None)
+    if not in_place:
+        print(f"{args.profile} profile: notebooks and records are in runs/<figure>-{args.profile}/; the book is "
+              f"unchanged")
+        return 0
     write_pages(root / "book")
     t1 = time.perf_counter()
     if args.skip_html:

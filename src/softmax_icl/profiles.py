@@ -15,6 +15,20 @@ from typing import Any, Callable
 
 
 PROFILES = ("smoke", "default", "paper")
+
+# Regression tolerances (``tests/test_regression.py``, ``softmax-icl compare``; see :mod:`softmax_icl.compare`).
+# A rerun of a figure on another machine or backend (the fused CPU kernel against PyTorch, a CPU against a GPU) draws
+# the same seeds but rounds differently in float32; over thousands of Adam steps that moves trained numbers by well
+# under 1 % (measured between the two CPU backends at the default profile: see the regression notes in README),
+# while a change of the computation or a bug moves them by the scale of seed-to-seed variation, typically 5-30 %.
+# 5 % sits between the two. Numbers that are themselves differences of close quantities (slopes near 0, small
+# rises) get a per-figure override in ``Figure.tolerances``; where the record has a seed standard error
+# (``<name>_se``), the tolerance is at least SE_UNITS of it.
+DEFAULT_RTOL = 0.05
+#: Floor of every tolerance, for numbers that are 0 up to rounding.
+DEFAULT_ATOL = 1e-6
+#: Tolerance in units of a number's seed standard error, where the record gives one.
+SE_UNITS = 2.0
 DEVICE_HELP = "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"
 
 
@@ -62,6 +76,9 @@ class Figure:
     # breaks a theorem's condition, a comparison the spec asks to report either way): their verdict is a result
     # whichever way it goes, and they are counted apart from the papers' claims
     findings: tuple = ()
+    # regression tolerances (softmax_icl.compare): path prefix (e.g. "key_numbers.slope" or "claims.<id>.value") ->
+    # relative tolerance instead of DEFAULT_RTOL, or None for a number that is not compared; say why in a comment
+    tolerances: dict = field(default_factory=dict)
 
     @property
     def notebook(self) -> str:
@@ -98,6 +115,39 @@ def coerce(name: str, p: Param, value):
             raise ParameterError(f"parameter {name!r} must be a non-empty list of {base}, got {value!r}")
         return [one(v) for v in value]
     return one(value)
+
+
+def fmt(x: Any) -> str:
+    """Numbers rounded to 3 significant digits, so printed values are stable across reruns (NumPy loaded lazily:
+    ``softmax-icl list`` must start fast)."""
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float):
+        return f"{x:.3g}"
+    if isinstance(x, (list, tuple)):       # nested lists print flat, as NumPy's ravel would
+        flat = []
+        stack = [iter(x)]
+        while stack:
+            for v in stack[-1]:
+                if isinstance(v, (list, tuple)):
+                    stack.append(iter(v))
+                    break
+                flat.append(v)
+            else:
+                stack.pop()
+        return "[" + ", ".join(fmt(v) for v in flat) + "]"
+    if type(x).__module__ == "numpy":
+        import numpy as np
+
+        if isinstance(x, np.ndarray):
+            return fmt(x.ravel().tolist())
+        if isinstance(x, np.bool_):
+            return str(bool(x))
+        if isinstance(x, (np.integer, np.floating)):
+            return fmt(x.item())
+    return str(x)
 
 
 def validate_device(device: str) -> str:

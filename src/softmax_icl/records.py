@@ -26,7 +26,7 @@ from . import __version__, kernels
 from .cache import cached
 from .plotting import save, use_style
 from .base import OUTPUT_DIR_ENV, atomic_write_bytes, resolve_device
-from .profiles import validate_device
+from .profiles import fmt, validate_device
 from .registry import FIGURES, resolve
 from .registry import figure as figure_of
 from .training import Sweep, SweepResult, train_sweep
@@ -46,28 +46,31 @@ def git_revision() -> str:
     return (rev or "unknown") + ("-dirty" if dirty else "")
 
 
-def default_output_dir() -> Path:
-    """``$SOFTMAX_ICL_OUTPUT_DIR``, else the book directory next to ``notebooks/``."""
+#: The profile the book shows: only a run of this profile, with no parameter overridden, may write the book.
+BOOK_PROFILE = "default"
+
+
+def repo_root(start: Path | None = None) -> Path | None:
+    """The checkout holding ``_config.yml`` and ``notebooks/``, searched upwards from ``start`` (the cwd)."""
+    here = Path(start or Path.cwd()).resolve()
+    for p in (here, *here.parents):
+        if (p / "_config.yml").is_file() and (p / "notebooks").is_dir():
+            return p
+    return None
+
+
+def default_output_dir(figure: str, profile: str = BOOK_PROFILE, custom: bool = False) -> Path:
+    """Where a run writes its record and figures when the notebook gives no ``output_dir``.
+
+    ``$SOFTMAX_ICL_OUTPUT_DIR`` when set (``softmax-icl run --in-place`` and ``build`` set it to the book; ``make
+    test`` to a temporary folder). Otherwise never the book: ``runs/<figure>-<profile>/`` under the checkout (or
+    under the cwd outside one), ``runs/<figure>-<profile>-custom/`` when a parameter differs from the profile's
+    value. So a plain ``papermill notebooks/x.ipynb out.ipynb -p profile smoke`` cannot overwrite the book's record.
+    """
     env = os.environ.get(OUTPUT_DIR_ENV)
     if env:
         return Path(env)
-    cwd = Path.cwd()
-    if cwd.name == "notebooks" and (cwd.parent / "book").is_dir():
-        return cwd.parent / "book"
-    return cwd / "softmax_icl_output"
-
-
-def fmt(x: Any) -> str:
-    """Numbers rounded to 3 significant digits, so printed values are stable across reruns."""
-    if isinstance(x, (bool, np.bool_)):
-        return str(bool(x))
-    if isinstance(x, (int, np.integer)):
-        return str(int(x))
-    if isinstance(x, (float, np.floating)):
-        return f"{float(x):.3g}"
-    if isinstance(x, (list, tuple, np.ndarray)):
-        return "[" + ", ".join(fmt(v) for v in np.asarray(x).ravel().tolist()) + "]"
-    return str(x)
+    return (repo_root() or Path.cwd()) / "runs" / f"{figure}-{profile}{'-custom' if custom else ''}"
 
 
 def _plain(x: Any) -> Any:
@@ -94,6 +97,14 @@ class Claim:
     ``source`` names what is tested (the paper's figure, theorem, caption or slide, quoted briefly, or
     "beyond the papers"). A *control* (``kind="control"``) repeats the check ``control_of`` against the wrong
     counterpart; ``passed`` is then whether the criterion held there, and the control does its job when it does not.
+    ``anchor`` optionally names the MyST label in the chapter where the verdict is discussed (the results summary
+    links a claim that is not reproduced there; without it, to the chapter).
+
+    One run gives one verdict, PASS or FAIL. Whether a claim of the papers is *reproduced*, *not reproduced* or
+    *inconclusive* is a statement over seeds, so it is not a field of one run's check: the audit
+    (:mod:`softmax_icl.audit`, ``softmax-icl audit``) reruns the figure with fresh seed sets, and a check whose
+    verdict is not the same in the committed run and in every fresh set is *inconclusive*
+    (:func:`softmax_icl.audit.status`); a claim the audit has not rerun keeps its committed verdict.
     """
 
     id: str
@@ -104,6 +115,7 @@ class Claim:
     kind: str = "claim"
     source: str = ""
     control_of: str | None = None
+    anchor: str | None = None
 
     @property
     def as_expected(self) -> bool:
@@ -111,6 +123,7 @@ class Claim:
         return (not self.passed) if self.kind == "control" else self.passed
 
     def line(self) -> str:
+        """The verdict line: what must be the same on every machine (no measured number; see :meth:`value_line`)."""
         if self.kind == "control":
             verdict = "FAIL" if not self.passed else "PASS"
             tag = f" [control of {self.control_of}: " + ("fails, as it must]" if not self.passed else
@@ -118,7 +131,11 @@ class Claim:
         else:
             verdict = "PASS" if self.passed else "FAIL"
             tag = " [finding]" if self.kind == "finding" else ""
-        return f"{verdict}  {self.id}{tag}: {self.statement} -- value {fmt(self.value)}, required {self.threshold}"
+        return f"{verdict}  {self.id}{tag}: {self.statement} -- required {self.threshold}"
+
+    def value_line(self) -> str:
+        """The measured value against the threshold (it may differ in its last digits between machines)."""
+        return f"{self.id}: {fmt(self.value)} (required {self.threshold})"
 
 
 class Run:
@@ -131,7 +148,8 @@ class Run:
         self.profile = profile
         self.device = resolve_device(validate_device(device))
         self.use_cache = bool(use_cache)
-        self.output_dir = Path(output_dir) if output_dir else default_output_dir()
+        custom = self.cfg != resolve(figure, profile)
+        self.output_dir = Path(output_dir) if output_dir else default_output_dir(figure, profile, custom)
         self.claims: list[Claim] = []
         self.numbers: dict[str, Any] = {}
         self.timings: dict[str, float] = {}
@@ -140,6 +158,16 @@ class Run:
         self.revision = git_revision()     # the code this run loaded: read now, not when the record is written
         torch.manual_seed(0)  # nothing should use the global generator; make it deterministic if something does
         use_style()
+        print(f"This run writes its record and figures to {self.where()}")
+
+    def where(self) -> str:
+        """The output folder, relative to the checkout when inside it; the book's own is named as such."""
+        out, root = self.output_dir.resolve(), repo_root()
+        if root is not None and out == root / "book":
+            return "the book (book/results/, book/figures/)"
+        if root is not None and out.is_relative_to(root):
+            return f"{out.relative_to(root).as_posix()}/ (not the book)"
+        return f"{out} (not the book)"
 
     @classmethod
     def from_notebook(cls, figure: str, namespace: dict) -> "Run":
@@ -200,7 +228,7 @@ class Run:
 
     # -- results -------------------------------------------------------------------------------
     def check(self, id: str, statement: str, value: Any, passed: bool, threshold: str, *, kind: str | None = None,
-              source: str = "", control_of: str | None = None) -> Claim:
+              source: str = "", control_of: str | None = None, anchor: str | None = None) -> Claim:
         """Record one check. ``kind`` is "claim", "finding" or "control" (see :class:`Claim`)."""
         if kind is None:
             kind = "finding" if id in FIGURES[self.figure].findings else "claim"
@@ -208,7 +236,7 @@ class Run:
             raise ValueError(f"kind={kind!r} is not allowed; allowed values: {', '.join(KINDS)}")
         if (kind == "control") != (control_of is not None):
             raise ValueError("a control names the check it controls (control_of), and only a control does")
-        claim = Claim(id, statement, bool(passed), _plain(value), threshold, kind, source, control_of)
+        claim = Claim(id, statement, bool(passed), _plain(value), threshold, kind, source, control_of, anchor)
         self.claims = [c for c in self.claims if c.id != id] + [claim]
         return claim
 
@@ -254,8 +282,15 @@ class Run:
                 counts.append(f"{sum(c.as_expected for c in group)}/{len(group)} {word}")
         return "\n".join([c.line() for c in self.claims] + ["; ".join(counts)])
 
+    def values_table(self) -> str:
+        """Each check's measured value against its threshold: for a cell that nbval does not compare (the numbers
+        are compared with the committed record within tolerances by ``tests/test_regression.py``)."""
+        return "\n".join(c.value_line() for c in self.claims)
+
     def finish(self) -> str:
-        """Write the record (atomically) and return the verdict lines (stable: fit for nbval)."""
+        """Write the record (atomically) and return the verdict lines: PASS/FAIL, id, statement and threshold,
+        without the measured values, so the lines are the same on every machine (nbval compares them). The values
+        are in the record, in the chapter's verdict box and in :meth:`values_table`."""
         self.timings["total"] = time.perf_counter() - self._t0
         rec = {
             "notebook": self.figure, "profile": self.profile, "parameters": _plain(self.cfg),

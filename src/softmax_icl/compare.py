@@ -1,0 +1,183 @@
+"""Hold one run's record against another: verdicts exactly, numbers within declared tolerances.
+
+Two runs of the same figure and profile on different machines (the fused CPU kernel and PyTorch, a CPU and a GPU)
+round differently, so their numbers agree only to a tolerance, while every verdict must be the same (a verdict that
+a rounding difference can flip sits on a knife's edge, which the chapters must avoid). This module is what
+``tests/test_regression.py`` and ``softmax-icl compare DIR_A DIR_B`` use; it reads JSON only (no torch).
+
+What is compared, leaf by leaf:
+
+* every check of the reference record: its verdict (``passed``, exactly) and its value (numerically);
+* every key number (``key_numbers``), walked recursively through dicts and lists: numbers within the tolerance,
+  strings, booleans and the structure itself (dict keys, list lengths) exactly;
+* a check or key number present in one record only is a difference.
+
+Tolerance of a number ``ref`` (the reference) against ``new``: ``|new - ref| <= max(rtol * |ref|, atol, SE_UNITS *
+se)``, where ``rtol`` is :data:`softmax_icl.profiles.DEFAULT_RTOL` unless the figure declares an override for the
+number's path (``Figure.tolerances``, longest matching path prefix wins; ``None`` there means "not compared") and
+``se`` is the number's seed standard error when the record has one: a sibling key ``<name>_se`` or
+``<name>_stderr`` (a scalar, or the same shape as ``<name>``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from .profiles import DEFAULT_ATOL, DEFAULT_RTOL, SE_UNITS, fmt
+
+
+@dataclass(frozen=True)
+class Row:
+    """One compared leaf: ``path`` (e.g. ``key_numbers.halfwidth_deg.softmax[2]`` or ``claims.<id>.verdict``)."""
+
+    path: str
+    reference: Any
+    new: Any
+    tolerance: float | None      # absolute tolerance used (None: compared exactly, or not compared)
+    ok: bool
+    note: str = ""
+
+    @property
+    def is_verdict(self) -> bool:
+        return self.path.endswith(".verdict")
+
+    def line(self) -> str:
+        if self.note == "not compared":
+            status = "skip"
+        else:
+            status = "ok  " if self.ok else "DIFF"
+        if self.tolerance is not None and _is_number(self.reference) and _is_number(self.new):
+            diff = self.new - self.reference
+            rel = f" ({diff / self.reference:+.2%})" if self.reference else ""
+            detail = f"{fmt(self.reference)} -> {fmt(self.new)}: {diff:+.3g}{rel}, tolerance {self.tolerance:.3g}"
+        else:
+            detail = f"{_short(self.reference)} -> {_short(self.new)}"
+        return f"{status} {self.path}: {detail}" + (f" [{self.note}]" if self.note else "")
+
+
+def _short(x: Any) -> str:
+    text = fmt(x) if not isinstance(x, (dict, str)) else (x if isinstance(x, str) else json.dumps(x))
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _rtol(path: str, tolerances: dict) -> tuple[float | None, bool]:
+    """(rtol, declared): the override with the longest path prefix of ``path``, else the default."""
+    best = None
+    for prefix in tolerances:
+        if path == prefix or path.startswith(prefix + ".") or path.startswith(prefix + "["):
+            if best is None or len(prefix) > len(best):
+                best = prefix
+    if best is None:
+        return DEFAULT_RTOL, False
+    return tolerances[best], True
+
+
+def _leaves(path: str, ref: Any, new: Any, se: Any, tolerances: dict) -> Iterator[Row]:
+    rtol, _ = _rtol(path, tolerances)
+    if rtol is None:
+        yield Row(path, ref, new, None, True, "not compared")
+        return
+    if isinstance(ref, dict) and isinstance(new, dict):
+        for key in ref:
+            sub = f"{path}.{key}"
+            if key not in new:
+                yield Row(sub, ref[key], None, None, False, "missing in the new record")
+                continue
+            sib = next((ref[k] for k in (f"{key}_se", f"{key}_stderr") if k in ref), None)
+            sub_se = sib if sib is not None else (se.get(key) if isinstance(se, dict) else se)
+            yield from _leaves(sub, ref[key], new[key], sub_se, tolerances)
+        for key in new:
+            if key not in ref:
+                yield Row(f"{path}.{key}", None, new[key], None, False, "not in the reference record")
+        return
+    if isinstance(ref, list) and isinstance(new, list):
+        if len(ref) != len(new):
+            yield Row(path, ref, new, None, False, f"length {len(ref)} -> {len(new)}")
+            return
+        for i, (a, b) in enumerate(zip(ref, new)):
+            sub_se = se[i] if isinstance(se, list) and len(se) == len(ref) else (se if _is_number(se) else None)
+            yield from _leaves(f"{path}[{i}]", a, b, sub_se, tolerances)
+        return
+    if _is_number(ref) and _is_number(new):
+        if math.isnan(ref) or math.isnan(new):
+            yield Row(path, ref, new, 0.0, math.isnan(ref) and math.isnan(new))
+            return
+        tol = max(rtol * abs(ref), DEFAULT_ATOL, SE_UNITS * se if _is_number(se) and not math.isnan(se) else 0.0)
+        note = f"{SE_UNITS:g} seed SE" if _is_number(se) and SE_UNITS * se >= max(rtol * abs(ref), DEFAULT_ATOL) else ""
+        yield Row(path, ref, new, tol, abs(new - ref) <= tol, note)
+        return
+    yield Row(path, ref, new, None, ref == new, "" if ref == new else "differs")
+
+
+def compare_records(reference: dict, new: dict, tolerances: dict | None = None) -> list[Row]:
+    """Every compared leaf of two records of the same figure (see the module docstring)."""
+    tolerances = tolerances or {}
+    rows: list[Row] = []
+    for field in ("notebook", "profile"):
+        if reference.get(field) != new.get(field):
+            rows.append(Row(field, reference.get(field), new.get(field), None, False, "different runs"))
+    ref_claims = {c["id"]: c for c in reference.get("claims", [])}
+    new_claims = {c["id"]: c for c in new.get("claims", [])}
+    for cid, c in ref_claims.items():
+        if cid not in new_claims:
+            rows.append(Row(f"claims.{cid}.verdict", c["passed"], None, None, False, "check missing in the new record"))
+            continue
+        n = new_claims[cid]
+        rows.append(Row(f"claims.{cid}.verdict", _verdict(c), _verdict(n), None, c["passed"] == n["passed"]))
+        rows += _leaves(f"claims.{cid}.value", c.get("value"), n.get("value"), None, tolerances)
+    for cid, n in new_claims.items():
+        if cid not in ref_claims:
+            rows.append(Row(f"claims.{cid}.verdict", None, _verdict(n), None, False, "not in the reference record"))
+    rows += _leaves("key_numbers", reference.get("key_numbers", {}), new.get("key_numbers", {}), None, tolerances)
+    return rows
+
+
+def _verdict(claim: dict) -> str:
+    return "PASS" if claim.get("passed") else "FAIL"
+
+
+def figure_tolerances(figure: str) -> dict:
+    from .registry import FIGURES
+
+    fig = FIGURES.get(figure)
+    return dict(getattr(fig, "tolerances", {}) or {}) if fig is not None else {}
+
+
+def results_dir(path: Path) -> Path:
+    """A run's folder (holding ``results/``) or its ``results/`` folder itself."""
+    path = Path(path)
+    return path / "results" if (path / "results").is_dir() else path
+
+
+def compare_dirs(dir_a: Path, dir_b: Path, figures: list[str] | None = None) -> dict[str, list[Row]]:
+    """Figure -> rows, for every record present in both folders (``dir_a`` is the reference)."""
+    a, b = results_dir(dir_a), results_dir(dir_b)
+    names = sorted({p.stem for p in a.glob("*.json")} & {p.stem for p in b.glob("*.json")})
+    if figures:
+        names = [n for n in names if n in figures]
+    return {name: compare_records(json.loads((a / f"{name}.json").read_text()),
+                                  json.loads((b / f"{name}.json").read_text()), figure_tolerances(name))
+            for name in names}
+
+
+def report(results: dict[str, list[Row]], verbose: bool = True) -> tuple[str, bool]:
+    """Text of a comparison and whether everything agrees (every verdict equal, every number within tolerance)."""
+    lines, all_ok = [], True
+    for name, rows in results.items():
+        bad = [r for r in rows if not r.ok]
+        verdicts = [r for r in rows if r.is_verdict]
+        numbers = [r for r in rows if not r.is_verdict and r.tolerance is not None]
+        all_ok &= not bad
+        lines.append(f"== {name}: {sum(r.ok for r in verdicts)}/{len(verdicts)} verdicts equal, "
+                     f"{sum(r.ok for r in numbers)}/{len(numbers)} numbers within tolerance"
+                     + ("" if not bad else f", {len(bad)} difference(s)"))
+        lines += ["  " + r.line() for r in rows if verbose or not r.ok]
+    return "\n".join(lines), all_ok

@@ -1,0 +1,76 @@
+"""Regression on any machine: the records a fresh execution of the notebooks wrote, held against the book's.
+
+nbval (``make test``) re-executes every notebook with ``SOFTMAX_ICL_OUTPUT_DIR`` pointing at a temporary folder and
+compares only the verdict lines (the ``run.finish()`` cell), which carry no measured number. This test then reads
+the fresh records from ``$SOFTMAX_ICL_OUTPUT_DIR/results/`` and compares them with ``book/results/<figure>.json``:
+every verdict exactly, every number within the declared tolerances (:mod:`softmax_icl.compare`,
+``softmax_icl.profiles.DEFAULT_RTOL``, per-figure ``Figure.tolerances``).
+
+The Makefile runs it as its own pytest call after the nbval pass, with ``SOFTMAX_ICL_REQUIRE_FRESH=1``, so a missing
+fresh record is a failure there; anywhere else (a plain ``pytest tests``) it skips, saying why.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from softmax_icl.compare import compare_records, figure_tolerances, report
+from softmax_icl.registry import FIGURES
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIRE = os.environ.get("SOFTMAX_ICL_REQUIRE_FRESH") == "1"
+
+
+def _fresh_dir() -> Path | None:
+    out = os.environ.get("SOFTMAX_ICL_OUTPUT_DIR")
+    return Path(out) / "results" if out else None
+
+
+@pytest.mark.parametrize("figure", list(FIGURES))
+def test_fresh_record_matches_the_book(figure):
+    fresh_dir = _fresh_dir()
+    fresh = fresh_dir / f"{figure}.json" if fresh_dir else None
+    if fresh is None or not fresh.is_file():
+        reason = (f"no fresh record of {figure!r} (expected {fresh}): the notebooks were not executed with "
+                  "SOFTMAX_ICL_OUTPUT_DIR set (`make test` does: nbval first, then this test)")
+        if REQUIRE:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    book = json.loads((ROOT / "book" / "results" / f"{figure}.json").read_text())
+    new = json.loads(fresh.read_text())
+    rows = compare_records(book, new, figure_tolerances(figure))
+    text, ok = report({figure: rows}, verbose=False)
+    assert ok, "fresh record differs from book/results (only the differences are listed):\n" + text
+
+
+# -- the comparison itself (fast; runs in every pass) ---------------------------------------------------------------
+
+def _record(value=1.0, passed=True, numbers=None):
+    return {"notebook": "window_adaptation", "profile": "default",
+            "claims": [{"id": "c", "statement": "s", "passed": passed, "value": value, "threshold": "> 0"}],
+            "key_numbers": numbers if numbers is not None else {"x": [1.0, 2.0], "label": "L = 1"}}
+
+
+def test_compare_accepts_rounding_and_rejects_a_flipped_verdict_or_a_moved_number():
+    from softmax_icl.profiles import DEFAULT_RTOL
+
+    ok = compare_records(_record(), _record(value=1.0 + DEFAULT_RTOL / 2))
+    assert all(r.ok for r in ok)
+    assert not all(r.ok for r in compare_records(_record(), _record(passed=False)))
+    moved = compare_records(_record(), _record(numbers={"x": [1.0, 2.0 * (1 + 2 * DEFAULT_RTOL)], "label": "L = 1"}))
+    assert [r.path for r in moved if not r.ok] == ["key_numbers.x[1]"]
+    shape = compare_records(_record(), _record(numbers={"x": [1.0], "label": "L = 1"}))
+    assert not all(r.ok for r in shape)
+    assert not all(r.ok for r in compare_records(_record(), _record(numbers={"x": [1.0, 2.0], "label": "L = 2"})))
+
+
+def test_compare_uses_seed_standard_errors_and_declared_overrides():
+    ref = _record(numbers={"slope": 0.01, "slope_se": 0.005})
+    assert all(r.ok for r in compare_records(ref, _record(numbers={"slope": 0.018, "slope_se": 0.005})))
+    assert not all(r.ok for r in compare_records(ref, _record(numbers={"slope": 0.03, "slope_se": 0.005})))
+    loose = compare_records(_record(), _record(value=1.5), {"claims.c.value": 0.6})
+    assert all(r.ok for r in loose)
+    skipped = compare_records(_record(), _record(value=9.0), {"claims.c": None})
+    assert all(r.ok for r in skipped)
