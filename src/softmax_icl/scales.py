@@ -1,0 +1,182 @@
+"""The page "Results at two scales": every check at the book's profile beside the paper profile.
+
+The book's chapters run at the ``default`` profile; the ``paper`` profile is the most faithful scale (more steps,
+seeds and context lengths; meant for a GPU). :func:`scales_markdown` reads the records of both -- ``<results>/
+<figure>.json`` (default) and ``<results>/paper/<figure>.json`` (paper, where one exists) -- and sets each check's
+verdict and value side by side, marks the verdicts that change with scale, and lists the figures that have no paper
+record yet, with the reason. It reads JSON only (no torch), so the page can be rebuilt anywhere.
+
+``python -m softmax_icl.scales book/results`` prints the page.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+#: Where the paper-profile records sit, relative to the results folder.
+PAPER_SUBDIR = "paper"
+#: Why a figure has no paper record, unless the caller says more (e.g. the CPU time it would need).
+DEFAULT_MISSING_REASON = ("not run yet: the session that made the book had no GPU, and the paper profile was not "
+                          "run on its CPU")
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _md(x) -> str:
+    return str(x).replace("|", "\\|").replace("\n", " ")
+
+
+def _value(v) -> str:
+    """A check's value for a table cell: numbers to 3 significant digits, lists shortened."""
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.3g}" if math.isfinite(v) else str(v)
+    if isinstance(v, (list, tuple)):
+        items = [_value(x) for x in v[:4]]
+        return "[" + ", ".join(items) + (", ..." if len(v) > 4 else "") + "]"
+    return "" if v is None else _md(v)
+
+
+def _verdict(check: dict) -> str:
+    """PASS / FAIL; a control says whether it failed as it must."""
+    word = "PASS" if check.get("passed") else "FAIL"
+    if check.get("kind") == "control":
+        return word + (" (as it must)" if not check.get("passed") else " (control broken)")
+    return word
+
+
+def _checks(record: dict) -> dict[str, dict]:
+    return {c["id"]: c for c in record.get("claims", record.get("checks", []))}
+
+
+def _run_line(label: str, record: dict) -> str:
+    prov = record.get("provenance", {})
+    seconds = record.get("timings", {}).get("total")
+    bits = [f"device `{prov.get('device', '?')}`"]
+    if prov.get("kernel"):
+        bits.append(f"trainer: {prov['kernel']}")
+    if seconds is not None:
+        bits.append(f"notebook compute {float(seconds):.0f} s")
+    if prov.get("git_revision"):
+        bits.append(f"code `{prov['git_revision']}`")
+    profile = record.get("profile")
+    tag = "" if profile in (None, label) else f" (its record says profile `{profile}`)"
+    return f"* **{label}**{tag}: " + ", ".join(bits)
+
+
+def compare_scales(default: dict, paper: dict) -> list[dict]:
+    """One row per check id of either record (default's order first): ids, kind, both checks (or None), and
+    whether the verdict changes with scale (only where both exist)."""
+    a, b = _checks(default), _checks(paper)
+    rows = []
+    for cid in [*a, *(k for k in b if k not in a)]:
+        ca, cb = a.get(cid), b.get(cid)
+        kind = (ca or cb).get("kind", "claim")
+        changes = ca is not None and cb is not None and bool(ca.get("passed")) != bool(cb.get("passed"))
+        rows.append({"id": cid, "kind": kind, "default": ca, "paper": cb, "changes": changes})
+    return rows
+
+
+def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[str, str] | None = None,
+                    missing_reasons: dict[str, str] | None = None) -> str:
+    """The page "Results at two scales" from the records in ``results_dir`` (e.g. ``book/results``).
+
+    ``figures``: the figures in book order (default: every ``<figure>.json`` in ``results_dir``, in the registry's
+    order where it can be imported); ``titles``: chapter titles by figure; ``missing_reasons``: why a figure has no
+    paper record (e.g. the CPU time it would need), else :data:`DEFAULT_MISSING_REASON`.
+    """
+    results = Path(results_dir)
+    paper_dir = results / PAPER_SUBDIR
+    if figures is None:
+        found = sorted(p.stem for p in results.glob("*.json"))
+        try:
+            from .registry import FIGURES
+            figures = [f for f in FIGURES if f in found] + [f for f in found if f not in FIGURES]
+        except Exception:                       # the page must build from JSON alone
+            figures = found
+    if titles is None:
+        try:
+            from .registry import FIGURES
+            titles = {k: v.title for k, v in FIGURES.items()}
+        except Exception:
+            titles = {}
+    reasons = missing_reasons or {}
+
+    default = {f: _load(results / f"{f}.json") for f in figures}
+    paper = {f: _load(paper_dir / f"{f}.json") for f in figures}
+    both = [f for f in figures if default[f] is not None and paper[f] is not None]
+    missing = [f for f in figures if paper[f] is None]
+    rows = {f: compare_scales(default[f], paper[f]) for f in both}
+    changed = [(f, r) for f in both for r in rows[f] if r["changes"]]
+    compared = sum(1 for f in both for r in rows[f] if r["default"] is not None and r["paper"] is not None)
+
+    out = ["# Results at two scales", "",
+           "The chapters show the `default` profile: the scale at which the whole book runs in minutes on a "
+           "two-core CPU. The `paper` profile is the most faithful scale (more training steps, seeds and context "
+           "lengths; meant for a GPU). This page sets every check's verdict and value at the two profiles side by "
+           "side, so a reader can see which conclusions hold at both scales and which depend on the scale. It is "
+           "generated from the records (`book/results/<figure>.json` and `book/results/paper/<figure>.json`) by "
+           "`softmax_icl.scales`.", "",
+           f"{len(both)} of {len(figures)} figures have a paper-profile record; {compared} checks are compared at "
+           f"both scales, and {len(changed)} of them change their verdict with scale.", ""]
+
+    out += ["## Verdicts that change with scale", ""]
+    if not both:
+        out += ["No figure has a paper-profile record yet (see below).", ""]
+    elif not changed:
+        out += ["None: every check compared has the same verdict at both scales.", ""]
+    else:
+        out += ["| figure | check | kind | default | paper |", "|---|---|---|---|---|"]
+        for f, r in changed:
+            out.append(f"| {_md(titles.get(f, f))} | `{r['id']}` | {r['kind']} | {_verdict(r['default'])} "
+                       f"({_value(r['default'].get('value'))}) | {_verdict(r['paper'])} "
+                       f"({_value(r['paper'].get('value'))}) |")
+        out.append("")
+
+    for f in both:
+        out += [f"## {_md(titles.get(f, f))}", "", _run_line("default", default[f]), _run_line("paper", paper[f]), "",
+                "| check | kind | default | value | paper | value | required | changes with scale |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in rows[f]:
+            ca, cb = r["default"], r["paper"]
+            cells = []
+            for c in (ca, cb):
+                cells += ["(not in this record)", ""] if c is None else [_verdict(c), _value(c.get("value"))]
+            required = (cb or ca).get("threshold", "")
+            if ca is not None and cb is not None and ca.get("threshold") != cb.get("threshold"):
+                required = f"default: {ca.get('threshold')}; paper: {cb.get('threshold')}"
+            mark = "**yes**" if r["changes"] else ("" if ca is not None and cb is not None else "n/a")
+            out.append(f"| `{r['id']}` | {r['kind']} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
+                       f"{_md(required)} | {mark} |")
+        out.append("")
+
+    out += ["## Figures with no paper-profile record yet", ""]
+    if not missing:
+        out += ["None.", ""]
+    else:
+        for f in missing:
+            why = reasons.get(f, DEFAULT_MISSING_REASON)
+            d = default[f]
+            if d is not None and d.get("timings", {}).get("total") is not None:
+                why += f" (its default profile took {float(d['timings']['total']):.0f} s of notebook compute)"
+            if d is None:
+                why += " (and it has no default-profile record either)"
+            out.append(f"* **{_md(titles.get(f, f))}** (`{f}`): {_md(why)}.")
+        out += ["", "To add one: `softmax-icl run <figure> --profile paper --device cuda --output DIR`, then copy "
+                "`DIR/results/<figure>.json` to `book/results/paper/`.", ""]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    print(scales_markdown(sys.argv[1] if len(sys.argv) > 1 else "book/results"))

@@ -1,0 +1,82 @@
+"""The page "Results at two scales" (softmax_icl.scales), on small fake records."""
+
+from __future__ import annotations
+
+import json
+
+from softmax_icl.scales import DEFAULT_MISSING_REASON, compare_scales, scales_markdown
+
+
+def _check(id, passed, value, kind="claim", threshold="> 1", control_of=None):
+    return {"id": id, "statement": f"statement of {id}", "passed": passed, "value": value, "threshold": threshold,
+            "kind": kind, "source": "test", "control_of": control_of}
+
+
+def _record(profile, checks, device="cpu", total=12.0):
+    return {"notebook": "x.ipynb", "profile": profile, "claims": checks, "key_numbers": {},
+            "provenance": {"device": device, "kernel": "torch", "git_revision": "abc1234"},
+            "timings": {"total": total}}
+
+
+def _write(path, record):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record))
+
+
+def _fake_book(tmp_path):
+    res = tmp_path / "results"
+    _write(res / "alpha.json", _record("default", [
+        _check("stays", True, 2.0), _check("flips", False, 0.9), _check("ctl", False, 0.5, "control", control_of="stays"),
+        _check("only-default", True, 3.0, "finding")]))
+    _write(res / "paper" / "alpha.json", _record("paper", [
+        _check("stays", True, 2.5), _check("flips", True, 1.2), _check("ctl", False, 0.4, "control", control_of="stays"),
+        _check("only-paper", False, [1.0, 2.0, 3.0, 4.0, 5.0])], device="cuda:0", total=900.0))
+    _write(res / "beta.json", _record("default", [_check("b1", True, 1.5)], total=40.0))
+    return res
+
+
+def test_compare_scales_marks_only_verdicts_that_change():
+    a = _record("default", [_check("x", True, 2.0), _check("y", False, 0.5), _check("z", True, 1.0)])
+    b = _record("paper", [_check("x", True, 3.0), _check("y", True, 1.5), _check("w", False, 0.0)])
+    rows = {r["id"]: r for r in compare_scales(a, b)}
+    assert [r["id"] for r in compare_scales(a, b)] == ["x", "y", "z", "w"]
+    assert not rows["x"]["changes"] and rows["y"]["changes"]
+    assert not rows["z"]["changes"] and rows["z"]["paper"] is None          # one side only: not a change
+    assert not rows["w"]["changes"] and rows["w"]["default"] is None
+
+
+def test_page_sets_profiles_side_by_side(tmp_path):
+    res = _fake_book(tmp_path)
+    page = scales_markdown(res, figures=["alpha", "beta"], titles={"alpha": "Alpha chapter", "beta": "Beta chapter"})
+    assert page.startswith("# Results at two scales")
+    assert "1 of 2 figures have a paper-profile record; 3 checks are compared at both scales, and 1 of them" in page
+    changed = page.split("## Verdicts that change with scale")[1].split("## ")[0]
+    assert "`flips`" in changed and "`stays`" not in changed
+    assert "FAIL (0.9)" in changed and "PASS (1.2)" in changed
+    alpha = page.split("## Alpha chapter")[1].split("## ")[0]
+    assert "| `stays` | claim | PASS | 2 | PASS | 2.5 | > 1 |  |" in alpha
+    assert "| `flips` | claim | FAIL | 0.9 | PASS | 1.2 | > 1 | **yes** |" in alpha
+    assert "FAIL (as it must)" in alpha
+    assert "| `only-default` | finding | PASS | 3 | (not in this record) |  |" in alpha
+    assert "[1, 2, 3, 4, ...]" in alpha
+    assert "device `cuda:0`" in alpha and "notebook compute 900 s" in alpha
+    missing = page.split("## Figures with no paper-profile record yet")[1]
+    assert "**Beta chapter** (`beta`)" in missing and DEFAULT_MISSING_REASON in missing and "40 s" in missing
+    assert "alpha" not in missing
+
+
+def test_page_with_a_given_reason_and_no_paper_records(tmp_path):
+    res = tmp_path / "results"
+    _write(res / "beta.json", _record("default", [_check("b1", True, 1.5)]))
+    page = scales_markdown(res, figures=["beta"], missing_reasons={"beta": "needs about 2 h on a 2-core CPU"})
+    assert "No figure has a paper-profile record yet" in page
+    assert "needs about 2 h on a 2-core CPU" in page
+
+
+def test_page_when_nothing_changes_and_default_figure_list(tmp_path):
+    res = tmp_path / "results"
+    _write(res / "gamma.json", _record("default", [_check("g", True, 1.5)]))
+    _write(res / "paper" / "gamma.json", _record("paper", [_check("g", True, 1.7)]))
+    page = scales_markdown(res)                     # figures found on disk; titles from the registry or the name
+    assert "## gamma" in page and "None: every check compared has the same verdict at both scales." in page
+    assert "## Figures with no paper-profile record yet\n\nNone." in page
