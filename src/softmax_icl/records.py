@@ -245,32 +245,7 @@ class Run:
         self.numbers.update({k: _plain(v) for k, v in numbers.items()})
 
     def savefig(self, fig, name: str) -> None:
-        """Save ``fig`` (PNG and PDF) under ``<output_dir>/figures/`` and, in a notebook, show it with a line
-        under it that links its numbers: the run's JSON record (parameters, key numbers, claims) and the PDF.
-
-        The links are MyST ``{download}`` roles relative to the notebook's directory, so the book copies both
-        files next to the page (``nb_render_markdown_format: myst`` in ``_config.yml``).
-        """
-        paths = save(fig, self.output_dir / "figures", f"{self.figure}_{name}")
-        try:
-            from IPython import get_ipython
-            from IPython.display import Markdown, display
-        except ImportError:
-            return
-        if get_ipython() is None:
-            return
-        import matplotlib.pyplot as plt
-
-        display(fig)
-        plt.close(fig)  # shown once, here, above its links (the inline backend would show it after them)
-
-        def rel(path: Path) -> str:
-            return Path(os.path.relpath(Path(path).resolve(), Path.cwd().resolve())).as_posix()
-
-        record = self.output_dir / "results" / f"{self.figure}.json"
-        pdf = next(p for p in paths if p.suffix == ".pdf")
-        display(Markdown(f"Numbers behind this figure: {{download}}`the run's record <{rel(record)}>` "
-                         f"(parameters, key numbers, claim checks; JSON) · {{download}}`the figure as PDF <{rel(pdf)}>`"))
+        save(fig, self.output_dir / "figures", f"{self.figure}_{name}")
 
     def verdicts(self) -> str:
         counts = []
