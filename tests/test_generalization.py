@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from softmax_icl.figures.generalization.stages import loglog_slope, sweep_for
+from softmax_icl.figures.generalization.analysis import loglog_slope
+from softmax_icl.figures.generalization.sweeps import sweep_for
 from softmax_icl.metrics import icl_error_grid, icl_error_of_matrices
 from softmax_icl.profiles import ParameterError
 from softmax_icl.registry import resolve
