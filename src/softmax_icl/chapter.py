@@ -81,7 +81,7 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict") -> str:
         header = ["", "check", "what is tested", "value", "required"] + (["source"] if with_source else [])
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for c in by_kind[kind]:
-            row = ["✅ PASS" if _get(c, "passed") else "❌ FAIL", f"`{_cell(_get(c, 'id', ''))}`",
+            row = ["✓ PASS" if _get(c, "passed") else "✗ FAIL", f"`{_cell(_get(c, 'id', ''))}`",
                    _cell(_get(c, "statement", "")), _cell(_fmt(_get(c, "value"))),
                    _cell(_get(c, "threshold", ""))]
             if with_source:
