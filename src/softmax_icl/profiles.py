@@ -16,6 +16,22 @@ from typing import Any, Callable
 
 PROFILES = ("smoke", "default", "paper")
 
+#: Function classes: the allowed values of every function-class parameter, kept here without torch so the registry
+#: loads fast (:mod:`softmax_icl.tasks` samples them); the value says how ``L`` enters and the class's Lipschitz
+#: constant.
+FUNCTION_CLASSES = {
+    "affine": "f(x) = l w^T x + b, l, b ~ U[-L, L], w ~ U^d",
+    "relu": "f(x) = l1 (q^T x)_+ + l2 (-q^T x)_+ + b, l1, l2, b ~ U[-L, L], q ~ U^d",
+    "cosine": "f(x) = cos(L w^T x + phi), w ~ U^d, phi ~ U[0, 2 pi)",
+    "cosine_centered": "f(x) = cos(L w^T x + phi) - cos(phi) E_x[cos(L w^T x)]: the cosine task less its mean over "
+                       "x ~ U^d (zero mean, no offset, isotropic inputs)",
+    "lowrank_linear": "f(x) = L a^T B^T x, a ~ U^k, B in R^{d x k} orthonormal, fixed per run",
+    "lowrank_affine": "f(x) = L a^T B^T x + 2",
+    "lowrank_quadratic": "f(x) = (L a^T B^T x)^2",
+    "lowrank_cosine": "f(x) = cos(4 L a^T B^T x)",
+}
+LOW_RANK_CLASSES = tuple(c for c in FUNCTION_CLASSES if c.startswith("lowrank_"))
+
 # Regression tolerances (``tests/test_regression.py``, ``softmax-icl compare``; see :mod:`softmax_icl.compare`).
 # A rerun of a figure on another machine or backend (the fused CPU kernel against PyTorch, a CPU against a GPU) draws
 # the same seeds but rounds differently in float32; over thousands of Adam steps that moves trained numbers by well

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import nbformat
 
-from .base import PROGRESS_ENV, PROGRESS_FILE_ENV
+# the names of softmax_icl.base (not imported here: base loads torch, and a runner or dispatch process never needs it)
+PROGRESS_ENV = "SOFTMAX_ICL_PROGRESS"
+PROGRESS_FILE_ENV = "SOFTMAX_ICL_PROGRESS_FILE"
 
 HIDE_TAG = "remove-cell"
 

@@ -27,17 +27,8 @@ import torch
 
 INPUT_DISTRIBUTIONS = ("isotropic", "nonisotropic", "nonisotropic_whitened")
 
-#: Function classes; the value says how ``L`` enters and what the class's Lipschitz constant is.
-FUNCTION_CLASSES = {
-    "affine": "f(x) = l w^T x + b, l, b ~ U[-L, L], w ~ U^d",
-    "relu": "f(x) = l1 (q^T x)_+ + l2 (-q^T x)_+ + b, l1, l2, b ~ U[-L, L], q ~ U^d",
-    "cosine": "f(x) = cos(L w^T x + phi), w ~ U^d, phi ~ U[0, 2 pi)",
-    "lowrank_linear": "f(x) = L a^T B^T x, a ~ U^k, B in R^{d x k} orthonormal, fixed per run",
-    "lowrank_affine": "f(x) = L a^T B^T x + 2",
-    "lowrank_quadratic": "f(x) = (L a^T B^T x)^2",
-    "lowrank_cosine": "f(x) = cos(4 L a^T B^T x)",
-}
-LOW_RANK_CLASSES = tuple(c for c in FUNCTION_CLASSES if c.startswith("lowrank_"))
+# the function classes' names and descriptions live in the torch-free profiles module (the registry reads them)
+from .profiles import FUNCTION_CLASSES, LOW_RANK_CLASSES  # noqa: E402
 
 
 def lipschitz_constant(function_class: str, L: float) -> float:

@@ -1,7 +1,7 @@
 """Parameters and profiles of the generalisation figure (Collins et al. 2024, Fig. 5 and Theorem 3.5)."""
 
 from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
-from ...tasks import LOW_RANK_CLASSES, FUNCTION_CLASSES
+from ...profiles import LOW_RANK_CLASSES, FUNCTION_CLASSES
 
 GENERAL_CLASSES = tuple(c for c in FUNCTION_CLASSES if c not in LOW_RANK_CLASSES)
 

@@ -1,7 +1,7 @@
 """Parameters and profiles of the low-rank figure (Collins et al. 2024, Fig. 4 / Appendix Fig. 10, Theorem 4.4)."""
 
 from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
-from ...tasks import LOW_RANK_CLASSES
+from ...profiles import LOW_RANK_CLASSES
 
 
 def _low_rank_validate(cfg: dict) -> None:

@@ -1,7 +1,7 @@
 """Parameters and profiles of the window-adaptation figure (Collins et al. 2024, Fig. 1)."""
 
 from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
-from ...tasks import FUNCTION_CLASSES
+from ...profiles import FUNCTION_CLASSES
 
 
 def _window_validate(cfg: dict) -> None:
