@@ -30,3 +30,66 @@ def test_every_notebook_is_in_the_table_of_contents():
     toc = (ROOT / "_toc.yml").read_text()
     for fig in FIGURES.values():
         assert f"notebooks/{fig.name}" in toc
+
+
+# -- counting: claims reproduced / not reproduced / inconclusive; findings and controls apart ------------------------
+
+import json  # noqa: E402
+
+from softmax_icl import audit  # noqa: E402
+
+
+def _claim(id, passed, kind="claim", **extra):
+    return {"id": id, "statement": f"statement of {id}", "passed": passed, "value": 1.0, "threshold": "> 0",
+            "kind": kind, "source": "Collins et al. Fig. 1", **extra}
+
+
+def _write(results, figure, claims):
+    rec = {"notebook": figure, "profile": "default", "claims": claims, "key_numbers": {},
+           "provenance": {"device": "cpu", "git_revision": "abc"}, "timings": {"total": 1.0}}
+    (results / f"{figure}.json").write_text(json.dumps(rec))
+    return rec
+
+
+def test_summary_counts_every_claim_whatever_its_verdict_and_links_the_failures(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    rec = _write(results, "window_adaptation", [
+        _claim("ok", True), _claim("fails", False, anchor="sec-fails"), _claim("flips", True),
+        _claim("open", False, kind="finding"), _claim("ctrl", False, kind="control", control_of="ok")])
+    _write(results, "low_rank", [_claim("fails-too", False)])
+    fresh = []
+    for k, flips in ((1, True), (2, False), (3, True)):
+        claims = [dict(c) for c in rec["claims"]]
+        claims[2]["passed"] = not flips or k == 2
+        fresh.append((k, audit.seed_overrides(FIGURES["window_adaptation"], "default", k),
+                      {"claims": claims, "provenance": {}}))
+    fresh[0][2]["claims"][2]["passed"] = False
+    (results / "audit").mkdir()
+    (results / "audit" / "window_adaptation.json").write_text(
+        json.dumps(audit.build_record("window_adaptation", rec, fresh)))
+    text = results_markdown(results)
+    assert "**1 of 4 of the papers' claims reproduced, 2 not reproduced, 1 inconclusive.**" in text
+    assert "{ref}`fails <sec-fails>`" in text                          # its anchor
+    assert "`fails-too` ({doc}`chapter <../notebooks/low_rank>`)" in text   # no anchor: the chapter
+    assert "0 hold, 1 do not, 0 inconclusive" in text and "1 of 1 *controls* fail, as they must" in text
+    assert "3/3 fresh seed sets agree" in text and "1/3 fresh seed sets agree" in text
+    assert "Collins et al. Fig. 1" in text and "control of `ok`" in text
+    assert "Audited: 1 of 2 chapters (not yet: low_rank)" in text
+
+
+def test_audit_offsets_every_seed_parameter_and_nothing_else():
+    for fig in FIGURES.values():
+        over = audit.seed_overrides(fig, "default", 2)
+        assert set(over) == {n for n in fig.params if n.endswith("_seed")} and "seeds" not in over
+        assert all(v == fig.params[n].value("default") + 2 * audit.SEED_OFFSET for n, v in over.items())
+
+
+def test_a_fresh_set_that_did_not_run_makes_no_verdict_stable(tmp_path):
+    rec = {"claims": [_claim("a", True)], "profile": "default", "provenance": {}}
+    record = audit.build_record("x", rec, [(1, {}, {"claims": [_claim("a", True)]}), (2, {}, None),
+                                           (3, {}, {"claims": [_claim("a", True)]})])
+    assert record["checks"][0]["stable"] is False
+    st = audit.stability("a", record, True)
+    assert not st.stable and st.text() == "2/2 fresh seed sets agree (1 did not run)"
+    assert audit.status(_claim("a", True), record) == "inconclusive"

@@ -111,3 +111,46 @@ def test_committed_records_are_default_profile_and_match_their_notebook():
         assert set(fig.findings) <= ids, f"findings declared but never checked: {set(fig.findings) - ids}"
         for c in rec["claims"]:
             assert c["kind"] == ("finding" if c["id"] in fig.findings else "claim")
+
+
+def test_cli_list_columns_never_collide(capsys):
+    """Every column is as wide as its longest entry: a long value never runs into the next one."""
+    assert cli.main(["list"]) == 0
+    import re
+
+    for line in capsys.readouterr().out.splitlines():
+        name = line.strip().split("  ")[0]
+        if line.startswith("    ") and any(name in fig.params for fig in FIGURES.values()):
+            fields = re.split(r"\s{2,}", line.strip())
+            assert len(fields) >= len(PROFILES) + 2, f"columns ran together: {line!r}"
+
+
+def test_cli_list_loads_no_torch_or_plotting():
+    """`softmax-icl list` must start fast (well under 1 s): nothing heavy is imported for it."""
+    code = ("import sys; from softmax_icl import cli; cli.main(['list']); "
+            "print(sorted(m for m in ('torch', 'matplotlib', 'seaborn', 'numpy', 'papermill') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_cli_rejects_cuda_without_a_gpu_before_compute(capsys, monkeypatch, tmp_path):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr("softmax_icl.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
+    monkeypatch.chdir(ROOT)
+    for argv in (["run", "window_adaptation", "--device", "cuda", "--output", str(tmp_path)],
+                 ["build", "--device", "cuda:1", "--skip-html"]):
+        assert cli.main(argv) == 2
+        assert "no CUDA device is available on this machine" in capsys.readouterr().err
+
+
+def test_settings_page_names_sources_in_words_and_how_to_change_each_setting():
+    from softmax_icl.bookgen import settings_markdown
+
+    text = settings_markdown()
+    assert "| spec |" not in text and "| chosen |" not in text
+    for fig in FIGURES.values():
+        assert f"softmax-icl run {fig.name} -p NAME VALUE" in text
+        for name in fig.params:
+            assert f"`-p {name} VALUE`" in text

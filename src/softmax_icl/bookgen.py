@@ -1,6 +1,8 @@
 """Book pages generated from the code and the notebooks' records, so they cannot disagree with them.
 
-* ``book/results_summary.md``: one row per claim, read from ``book/results/*.json``.
+* ``book/results_summary.md``: the papers' claims counted (reproduced / not reproduced / inconclusive), findings
+  and controls apart, one row per check with its source, kind and seed stability, read from ``book/results/*.json``
+  and the audit records ``book/results/audit/*.json`` (:mod:`softmax_icl.audit`).
 * ``book/settings.md``: the settings-and-deviations table, read from the figure registry
   (:mod:`softmax_icl.registry`) plus the project-wide choices listed here.
 """
@@ -12,25 +14,33 @@ from pathlib import Path
 
 from .profiles import PROFILES
 from .registry import FIGURES
-from .records import fmt
+from .profiles import fmt
 
-#: Choices that hold for every figure (SPEC marks each as *chosen* or leaves it open).
+#: Where a value comes from, in words a reader understands (``Param.source`` -> text).
+SOURCES = {
+    "paper": "the paper",
+    "slides": "the authors' slides",
+    "spec": "our choice, fixed before the runs",
+    "chosen": "our choice (the papers are silent)",
+}
+
+#: Choices that hold for every figure: (setting, our choice, where it comes from).
 GENERAL_CHOICES = [
-    ("Label noise", "Gaussian, eps ~ N(0, sigma^2)", "SPEC notation: chosen"),
+    ("Label noise", "Gaussian, eps ~ N(0, sigma^2)", "our choice, fixed before the runs"),
     ("Pretraining", "online: fresh tasks every step; Adam; loss = squared error against the noiseless f(x_q)",
-     "the slides' population loss; online pretraining is chosen"),
+     "the authors' slides (population loss); online pretraining is our choice"),
     ("Sweeps", "all configurations of a figure trained as one batched program; configurations with the same "
      "seed share inputs, task coefficients and noise draws (common random numbers)",
-     "chosen: comparisons across L and sigma are not blurred by sampling noise"),
+     "our choice: comparisons across L and sigma are not blurred by sampling noise"),
     ("Seeds", "separate seeds for initial weights, training data and the fixed evaluation set",
-     "chosen, recorded in every notebook"),
+     "our choice, recorded in every notebook"),
     ("ICL error", "E[(f_hat(x_q) - f(x_q))^2] on a fixed evaluation set of fresh tasks (noisy context labels, "
-     "noiseless target), >= 10^4 tasks at the default profile", "SPEC 1.1: chosen"),
-    ("Linear attention", "weights x_i^T M x_q / n", "SPEC 1.1: the 1/n normalisation is chosen"),
+     "noiseless target), >= 10^4 tasks at the default profile", "our choice, fixed before the runs"),
+    ("Linear attention", "weights x_i^T M x_q / n", "the papers; the 1/n normalisation is our choice"),
     ("Key-query parameterisation", "M = M_K^T M_Q trained from a small random init (scale 0.1)",
-     "slides' M_K, M_Q; init chosen"),
+     "the authors' slides (M_K, M_Q); the init is our choice"),
     ("Nadaraya-Watson oracle", "softmax attention with M = w I, w tuned per test setting on a separate tuning "
-     "set (its own seed), reported on the evaluation set", "beyond the paper (SPEC 1.4)"),
+     "set (its own seed), reported on the evaluation set", "beyond the papers (our baseline)"),
 ]
 
 
@@ -42,56 +52,109 @@ def settings_markdown() -> str:
     out = ["# Settings and deviations", "",
            "Neither paper's appendix (with its exact hyperparameters) was available, so many settings are ours. "
            "This page is generated from the code (`softmax_icl.registry` and `softmax_icl.bookgen`), so it always "
-           "shows what the notebooks actually use. *Source* says where a value comes from: **paper**/**slides** "
-           "(stated by the authors), **spec** (fixed by our reproduction spec), **chosen** (our decision where "
-           "the sources are silent). Every figure parameter can be overridden, see {doc}`intro`.", "",
+           "shows what the notebooks actually use. *Source* says where a value comes from: "
+           + "; ".join(f"**{t}**" for t in SOURCES.values()) + ". Every figure parameter can be changed: the "
+           "column *change with* gives the option of `softmax-icl run` (or set the same name in the notebook's "
+           "parameters cell); see {doc}`intro`.", "",
            "## Choices shared by every figure", "", "| setting | our choice | source |", "|---|---|---|"]
     out += [f"| {_md(a)} | {_md(b)} | {_md(c)} |" for a, b, c in GENERAL_CHOICES]
     for fig in FIGURES.values():
-        out += ["", f"## {fig.title}", "", f"Notebook `notebooks/{fig.notebook}` ({fig.paper}).", "",
-                "| parameter | meaning | " + " | ".join(PROFILES) + " | source |",
-                "|---|---|" + "---|" * len(PROFILES) + "---|"]
+        example = next(iter(fig.params))
+        out += ["", f"## {fig.title}", "",
+                f"Notebook `notebooks/{fig.notebook}` ({fig.paper}). Change a setting with "
+                f"`softmax-icl run {fig.name} -p NAME VALUE` (e.g. `softmax-icl run {fig.name} -p {example} "
+                f"{_md(fmt(fig.params[example].value('default'))).replace(' ', '')}`), which writes to "
+                f"`runs/{fig.name}-<profile>-custom/`, never the book.", "",
+                "| parameter | meaning | " + " | ".join(PROFILES) + " | source | change with |",
+                "|---|---|" + "---|" * len(PROFILES) + "---|---|"]
         for name, p in fig.params.items():
             vals = " | ".join(_md(fmt(p.value(pr))) for pr in PROFILES)
-            out.append(f"| `{name}` | {_md(p.help)} | {vals} | {p.source} |")
+            out.append(f"| `{name}` | {_md(p.help)} | {vals} | {SOURCES.get(p.source, p.source)} | "
+                       f"`-p {name} VALUE` |")
         if fig.notes:
             out += [""] + [f"* {n}" for n in fig.notes]
-        if fig.findings:
-            out += ["", "Checks reported as *findings* (open tests, not the paper's claims): "
-                    + ", ".join(f"`{f}`" for f in fig.findings) + "."]
     return "\n".join(out) + "\n"
 
 
+def _link(rec: dict, claim: dict) -> str:
+    """A link to where a check's verdict is explained: its anchor in the chapter, else the chapter."""
+    if claim.get("anchor"):
+        return f"{{ref}}`{_md(claim['id'])} <{claim['anchor']}>`"
+    return f"`{_md(claim['id'])}` ({{doc}}`chapter <../notebooks/{rec['notebook']}>`)"
+
+
 def results_markdown(results_dir: Path) -> str:
+    from .audit import read_audit, stability, status
+
+    results_dir = Path(results_dir)
     out = ["# Results summary", "",
            "Generated from the machine-readable records that each notebook writes to `book/results/` when it "
-           "runs; CI re-executes the notebooks and compares these verdicts with the committed ones.", ""]
+           "runs, and from the seed audit's records in `book/results/audit/` (`softmax-icl audit` reruns every "
+           "figure with fresh seed sets). CI re-executes the notebooks and compares these verdicts exactly, and "
+           "their numbers within declared tolerances, with the committed ones.", ""]
     order = {name: i for i, name in enumerate(FIGURES)}
-    records = sorted(Path(results_dir).glob("*.json"), key=lambda p: (order.get(p.stem, len(order)), p.stem))
+    records = sorted(results_dir.glob("*.json"), key=lambda p: (order.get(p.stem, len(order)), p.stem))
     if not records:
         return "\n".join(out + ["No notebook has been executed yet."]) + "\n"
     recs = [json.loads(p.read_text()) for p in records]
+    audits = {r["notebook"]: read_audit(results_dir, r["notebook"]) for r in recs}
     kind = lambda c: c.get("kind", "claim")  # noqa: E731
-    claims = [c for r in recs for c in r["claims"] if kind(c) == "claim"]
-    finds = [c for r in recs for c in r["claims"] if kind(c) == "finding"]
-    out += [f"**{sum(c['passed'] for c in claims)} of {len(claims)} of the papers' claims hold.** Besides them, "
-            f"{len(finds)} *findings* test what the papers do not claim (an alternative version of a theory, a setting "
-            "that breaks a theorem's condition, a comparison the spec asks us to report either way); "
-            f"{sum(c['passed'] for c in finds)} of them hold. Which checks are findings is declared in the code "
-            "(`Figure.findings`), before the runs; each chapter discusses its failures.", ""]
+    rows = [(r, c, status(c, audits[r["notebook"]])) for r in recs for c in r["claims"]]
+    claims = [(r, c, st) for r, c, st in rows if kind(c) == "claim"]
+    finds = [(r, c, st) for r, c, st in rows if kind(c) == "finding"]
+    ctrls = [(r, c, st) for r, c, st in rows if kind(c) == "control"]
+    count = lambda group, word: sum(st == word for _, _, st in group)  # noqa: E731
+    audited = [n for n, a in audits.items() if a]
+    out += [f"**{count(claims, 'reproduced')} of {len(claims)} of the papers' claims reproduced, "
+            f"{count(claims, 'not reproduced')} not reproduced, {count(claims, 'inconclusive')} inconclusive.**", ""]
+    out += ["A claim is *reproduced* when its check passes, *not reproduced* when it fails, and *inconclusive* when "
+            "its verdict is not the same in the committed run and in every fresh seed set of the audit. "
+            + (f"Audited: {len(audited)} of {len(recs)} chapters"
+               + (f" (not yet: {', '.join(n for n in audits if not audits[n])})" if len(audited) < len(recs) else "")
+               + "; a chapter not audited keeps its committed verdicts." if audited else
+               "No chapter has been audited yet (`softmax-icl audit`): the verdicts are those of the committed "
+               "runs."), ""]
+    for word in ("not reproduced", "inconclusive"):
+        group = [(r, c) for r, c, st in claims if st == word]
+        if group:
+            out += [f"{word.capitalize()}, each explained in its chapter:", ""]
+            out += [f"* {_link(r, c)}: {_md(c['statement'])}" for r, c in group]
+            out.append("")
+    if finds:
+        out += [f"Besides the claims, {len(finds)} *findings* test questions the papers do not answer (either "
+                f"verdict is a result): {count(finds, 'holds')} hold, {count(finds, 'does not hold')} do not, "
+                f"{count(finds, 'inconclusive')} inconclusive."]
+    if ctrls:
+        out += [f"{count(ctrls, 'fails, as it must')} of {len(ctrls)} *controls* fail, as they must (a control runs "
+                "a check against the wrong counterpart; one that passes means its check does not discriminate)"
+                + (f"; {count(ctrls, 'inconclusive')} inconclusive" if count(ctrls, "inconclusive") else "") + "."]
+    out += ["", "How the kinds were assigned, and corrected, is in {doc}`changelog`.", ""]
     timing = []
     for rec in recs:
         title = FIGURES[rec["notebook"]].title if rec["notebook"] in FIGURES else rec["notebook"]
-        cl = [c for c in rec["claims"] if kind(c) == "claim"]
-        fi = [c for c in rec["claims"] if kind(c) == "finding"]
-        line = f"{sum(c['passed'] for c in cl)}/{len(cl)} claims hold"
-        if fi:
-            line += f", {sum(c['passed'] for c in fi)}/{len(fi)} findings hold"
-        out += [f"## {title}", "", f"{{doc}}`../notebooks/{rec['notebook']}`, {rec['profile']} profile: {line}.", "",
-                "| check | kind | verdict | value | required |", "|---|---|---|---|---|"]
+        audit = audits[rec["notebook"]]
+        parts = []
+        for k, noun in (("claim", "claims reproduced"), ("finding", "findings hold"),
+                        ("control", "controls fail, as they must")):
+            group = [c for c in rec["claims"] if kind(c) == k]
+            if group:
+                good = sum(status(c, audit) in ("reproduced", "holds", "fails, as it must") for c in group)
+                parts.append(f"{good}/{len(group)} {noun}")
+        seeds = (f"audited with {len(audit['sets'])} fresh seed sets" if audit else "not audited")
+        out += [f"## {title}", "",
+                f"{{doc}}`../notebooks/{rec['notebook']}`, {rec['profile']} profile: {', '.join(parts)}; {seeds}.",
+                "", "| check | kind | source | verdict | value | required | fresh seeds |",
+                "|---|---|---|---|---|---|---|"]
         for c in rec["claims"]:
-            out.append(f"| {_md(c['statement'])} | {kind(c)} | {'PASS' if c['passed'] else '**FAIL**'} | "
-                       f"{_md(fmt(c['value']))} | {_md(c['threshold'])} |")
+            st = stability(c["id"], audit, c["passed"])
+            verdict = "PASS" if c["passed"] else "FAIL"
+            if status(c, audit) == "inconclusive":
+                verdict = f"**inconclusive** ({verdict} here)"
+            elif (kind(c) == "control") == c["passed"]:
+                verdict = f"**{verdict}**"
+            what = kind(c) + (f" of `{c['control_of']}`" if c.get("control_of") else "")
+            out.append(f"| `{_md(c['id'])}`: {_md(c['statement'])} | {what} | {_md(c.get('source') or 'not stated')} | {verdict} | "
+                       f"{_md(fmt(c['value']))} | {_md(c['threshold'])} | {st.text() if st else '-'} |")
         out.append("")
         timing.append(f"| {rec['notebook']} | {rec['profile']} | {rec['provenance']['device']} | "
                       f"{rec['timings'].get('total', float('nan')):.0f} s |")

@@ -1,8 +1,11 @@
-"""Command line: ``softmax-icl list | run | build | pages``.
+"""Command line: ``softmax-icl list | run | build | audit | compare | pages``.
 
     softmax-icl list                                   figures, their parameters and profile values
     softmax-icl run window_adaptation --profile paper -p sigma 0.5 --device cuda
     softmax-icl build                                  every notebook at the default profile, then the HTML
+    softmax-icl build --executor local                 the same, the notebooks at once (submitit; also slurm, gpus)
+    softmax-icl audit --sets 3                         every figure with 3 fresh seed sets -> book/results/audit/
+    softmax-icl compare book runs/low_rank-default     number by number, within the regression tolerances
     softmax-icl pages                                  regenerate the generated book pages only
 
 Every parameter is validated before any compute; a bad value exits with status 2 and a message
@@ -13,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .profiles import PROFILES, ParameterError, fmt, validate_device
@@ -56,35 +61,52 @@ def cmd_list(args) -> int:
             raise ParameterError(f"unknown figure {name!r}; allowed values: {', '.join(sorted(FIGURES))}")
         fig = FIGURES[name]
         print(f"{name}  ({fig.paper}): {fig.title}")
-        print(f"    {'parameter':<16}" + "".join(f"{p:<22}" for p in PROFILES) + "meaning")
-        for pname, p in fig.params.items():
-            print(f"    {pname:<16}" + "".join(f"{fmt(p.value(pr)):<22}" for pr in PROFILES) + p.help)
+        rows = [["parameter", *PROFILES, "meaning"]]
+        rows += [[pname, *(fmt(p.value(pr)) for pr in PROFILES), p.help] for pname, p in fig.params.items()]
+        # every column as wide as its longest entry plus two spaces: a long value never runs into the next one
+        widths = [max(len(r[i]) for r in rows) + 2 for i in range(len(rows[0]) - 1)]
+        for r in rows:
+            print("    " + "".join(cell.ljust(w) for cell, w in zip(r, widths)) + r[-1])
         print()
     print("Common options: --profile {smoke,default,paper}  --device {auto,cpu,cuda,cuda:N}  --no-cache")
     return 0
 
 
+def check_device(device: str) -> str:
+    """A device that is allowed and present here (torch is imported only when a GPU is asked for)."""
+    validate_device(device)
+    if device in ("auto", "cpu"):
+        return device
+    import torch
+
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ParameterError(f"parameter 'device' = {device!r}: no CUDA device is available on this machine "
+                                 f"(torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); allowed "
+                                 "here: 'auto', 'cpu'")
+        index = int(device[5:]) if device.startswith("cuda:") else 0
+        if index >= torch.cuda.device_count():
+            raise ParameterError(f"parameter 'device' = {device!r}: this machine has {torch.cuda.device_count()} "
+                                 f"CUDA device(s); allowed: cuda:0 ... cuda:{torch.cuda.device_count() - 1}")
+    elif device == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ParameterError("parameter 'device' = 'mps': no MPS device is available on this machine; allowed "
+                             "here: 'auto', 'cpu'")
+    return device
+
+
 def run_figure(root: Path, name: str, profile: str, params: dict, device: str, use_cache: bool, in_place: bool,
                output: Path | None, progress: bool = True) -> Path:
-    """Execute one figure notebook: into ``output`` (default ``runs/<figure>-<profile>/``), or with ``in_place``
+    """Execute one figure notebook here: into ``output`` (default ``runs/<figure>-<profile>/``), or with ``in_place``
     into ``notebooks/`` and the book (only at the book's profile with no parameter overridden)."""
     from .runner import execute_notebook
 
     resolve(name, profile, params)      # validate before any compute
-    validate_device(device)
-    src = root / "notebooks" / FIGURES[name].notebook
-    env = {}
-    if in_place:
-        check_in_place(profile, params)
-        dest = src
-        env["SOFTMAX_ICL_OUTPUT_DIR"] = str(root / "book")      # the one way a run writes the book
-    else:
-        out_dir = (output or root / "runs" / f"{name}-{profile}{'-custom' if params else ''}").resolve()
-        dest = out_dir / FIGURES[name].notebook
-        env["SOFTMAX_ICL_OUTPUT_DIR"] = str(out_dir)
-    parameters = dict(params, profile=profile, device=device, use_cache=use_cache)
+    check_device(device)
+    job = figure_job(root, name, profile, params, device, use_cache, in_place, output)
     t = time.perf_counter()
-    execute_notebook(src, dest, parameters, cwd=root / "notebooks", progress_bar=progress, env=env)
+    execute_notebook(Path(job.source), Path(job.destination), job.parameters, cwd=Path(job.cwd),
+                     progress_bar=progress, env=job.env)
+    dest = Path(job.destination)
     print(f"{name}: executed in {time.perf_counter() - t:.0f} s -> {dest}"
           + ("" if in_place else f" (record and figures in {dest.parent}; the book is unchanged)"))
     return dest
@@ -119,20 +141,68 @@ def cmd_pages(args) -> int:
     return 0
 
 
+def figure_job(root: Path, name: str, profile: str, params: dict, device: str, use_cache: bool, in_place: bool,
+               output: Path | None):
+    """The :class:`~softmax_icl.dispatch.NotebookJob` of one figure run (what :func:`run_figure` executes here)."""
+    from .dispatch import NotebookJob, job_env
+
+    src = root / "notebooks" / FIGURES[name].notebook
+    if in_place:
+        check_in_place(profile, params)
+        dest, out_dir = src, root / "book"
+    else:
+        out_dir = (output or root / "runs" / f"{name}-{profile}{'-custom' if params else ''}").resolve()
+        dest = out_dir / FIGURES[name].notebook
+    return NotebookJob(label=name if not params else f"{name} {params}", source=str(src), destination=str(dest),
+                       parameters=dict(params, profile=profile, device=device, use_cache=use_cache),
+                       cwd=str(root / "notebooks"), env=job_env({"SOFTMAX_ICL_OUTPUT_DIR": str(out_dir)}))
+
+
+def dispatch(args, root: Path, jobs: list, what: str) -> bool:
+    """Run ``jobs`` through ``args.executor``; print one line per job; True when all succeeded."""
+    from .dispatch import run_jobs
+
+    devices = args.gpus.split(",") if getattr(args, "gpus", None) else None
+    options = {}
+    if args.executor in ("local", "slurm"):
+        options = {"timeout_min": args.time}
+        if args.executor == "slurm":
+            options.update(slurm_partition=args.slurm_partition, slurm_gpus_per_node=args.slurm_gpus_per_node,
+                           cpus_per_task=args.slurm_cpus_per_task)
+    folder = root / "runs" / "submitit" / time.strftime("%Y%m%d-%H%M%S")
+    print(f"{what}: {len(jobs)} notebook run(s) through the {args.executor} executor"
+          + (f" (logs in {folder})" if args.executor in ("local", "slurm") else ""), flush=True)
+    results = run_jobs(jobs, args.executor, folder=folder, devices=devices, **options)
+    for r in results:
+        print(f"  {r.label}: " + (f"{r.seconds:.0f} s -> {r.destination}" if r.ok else f"FAILED: {r.error}"))
+    return all(r.ok for r in results)
+
+
+def job_device(args) -> str:
+    """The device the notebooks ask for: each ``gpus`` job sees one device; Slurm nodes are checked there."""
+    if args.executor == "gpus":
+        return "cuda"
+    if args.executor == "slurm":
+        return validate_device(args.device)
+    return check_device(args.device)
+
+
 def cmd_build(args) -> int:
     from .bookgen import write_pages
 
     root = project_root()
-    validate_device(args.device)
+    device = job_device(args)
     names = args.only or list(FIGURES)
     for name in names:
         resolve(name, args.profile)
     in_place = args.profile == BOOK_PROFILE     # another profile never replaces the book: runs/<figure>-<profile>/
     t0 = time.perf_counter()
     if not args.skip_run:
-        for i, name in enumerate(names, 1):
-            print(f"[{i}/{len(names)}] {name} ({args.profile} profile)", flush=True)
-            run_figure(root, name, args.profile, {}, args.device, not args.no_cache, in_place, None)
+        jobs = [figure_job(root, name, args.profile, {}, device, not args.no_cache, in_place, None) for name in names]
+        if not dispatch(args, root, jobs, f"build ({args.profile} profile)"):
+            print("softmax-icl: a notebook failed (its previous version was kept); pages not regenerated",
+                  file=sys.stderr)
+            return 1
     if not in_place:
         print(f"{args.profile} profile: notebooks and records are in runs/<figure>-{args.profile}/; the book is "
               f"unchanged")
@@ -153,6 +223,59 @@ def cmd_build(args) -> int:
     print(f"notebooks: {t1 - t0:.0f} s, HTML: {time.perf_counter() - t1:.0f} s")
     print(f"The book is at {html / 'index.html'}")
     return 0
+
+
+def cmd_audit(args) -> int:
+    from . import audit
+
+    root = project_root()
+    names = args.figures or list(FIGURES)
+    if args.sets < audit.MIN_SETS:
+        raise ParameterError(f"parameter 'sets' = {args.sets} is out of range; allowed: an integer >= "
+                             f"{audit.MIN_SETS} (fewer sets cannot tell a stable verdict from a lucky one)")
+    for name in names:
+        resolve(name, args.profile)
+        if not (root / "book" / "results" / f"{name}.json").is_file():
+            raise ParameterError(f"figure {name!r} has no committed record book/results/{name}.json to audit")
+    device = job_device(args)
+    plan = [(name, k, audit.seed_overrides(FIGURES[name], args.profile, k))
+            for name in names for k in range(1, args.sets + 1)]
+    for name, k, seeds in plan:
+        resolve(name, args.profile, seeds)
+    ok = True
+    if not args.no_run:
+        jobs = [figure_job(root, name, args.profile, seeds, device, not args.no_cache, False,
+                           audit.run_folder(root, args.profile, name, k)) for name, k, seeds in plan]
+        jobs = [replace(j, label=f"{name} set {k}") for j, (name, k, _) in zip(jobs, plan)]
+        ok = dispatch(args, root, jobs, f"audit ({args.profile} profile, {args.sets} fresh seed sets)")
+    for name in names:
+        fresh = [(k, seeds, audit.read_fresh(root, args.profile, name, k)) for n, k, seeds in plan if n == name]
+        path = audit.write_record(root, name, args.profile, fresh)
+        rec = json.loads(path.read_text())
+        flips = [c["id"] for c in rec["checks"] if not c["stable"]]
+        print(f"{name}: {len(rec['checks']) - len(flips)}/{len(rec['checks'])} checks keep their verdict in every "
+              f"fresh seed set" + (f"; not stable: {', '.join(flips)}" if flips else "") + f" -> {path}")
+    if args.profile == BOOK_PROFILE:
+        from .bookgen import write_pages
+
+        write_pages(root / "book")
+    return 0 if ok else 1
+
+
+def cmd_compare(args) -> int:
+    from .compare import compare_dirs, report, results_dir
+
+    for d in (args.dir_a, args.dir_b):
+        if not results_dir(d).is_dir():
+            raise ParameterError(f"{d} is not a run's folder (no results/ in it) nor a results folder")
+    results = compare_dirs(args.dir_a, args.dir_b, args.figures)
+    if not results:
+        raise ParameterError(f"no figure has a record in both {args.dir_a} and {args.dir_b}")
+    text, ok = report(results, verbose=not args.differences_only)
+    print(text)
+    print("All verdicts equal and every number within tolerance." if ok else
+          "Differences: a verdict differs or a number is outside its tolerance (see DIFF lines).")
+    return 0 if ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -179,12 +302,43 @@ def build_parser() -> argparse.ArgumentParser:
                    help="overwrite notebooks/<figure>.ipynb and the book's figures and record")
     p.set_defaults(func=cmd_run)
 
+    def executor(p):
+        from .dispatch import EXECUTORS
+
+        p.add_argument("--executor", choices=EXECUTORS, default="serial",
+                       help="where the independent notebook runs go: serial (here, one after another), local "
+                            "(submitit.LocalExecutor, all at once), slurm (submitit on a Slurm cluster), gpus (one "
+                            "notebook per local GPU)")
+        p.add_argument("--gpus", help="gpus executor: the device ids to use, e.g. 0,1 (default: every visible GPU)")
+        p.add_argument("--slurm-partition", help="slurm executor: the partition")
+        p.add_argument("--slurm-gpus-per-node", type=int, help="slurm executor: GPUs per job")
+        p.add_argument("--slurm-cpus-per-task", type=int, help="slurm executor: CPU cores per job")
+        p.add_argument("--time", type=int, default=120, help="local/slurm executors: time limit per job, minutes")
+
     p = sub.add_parser("build", help="execute every notebook in place, then build the HTML book")
     common(p)
+    executor(p)
     p.add_argument("--only", nargs="+", help="execute only these figures")
     p.add_argument("--skip-run", action="store_true", help="render the book from the notebooks as they are")
     p.add_argument("--skip-html", action="store_true", help="execute the notebooks but do not render the HTML")
     p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("audit", help="rerun figures with fresh seed sets; write book/results/audit/ and the pages")
+    common(p)
+    executor(p)
+    p.add_argument("--figures", nargs="+", help="audit only these figures (default: all)")
+    p.add_argument("--sets", type=int, default=3, help="fresh seed sets per figure (>= 3; set k offsets every "
+                                                      "*_seed parameter by 1000 k)")
+    p.add_argument("--no-run", action="store_true", help="rebuild the audit records from the runs already in "
+                                                        "runs/audit/ (no notebook is executed)")
+    p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("compare", help="two runs' records side by side, number by number, within tolerance")
+    p.add_argument("dir_a", type=Path, help="the reference: a run's folder or a results folder (e.g. book)")
+    p.add_argument("dir_b", type=Path, help="the run to hold against it (e.g. runs/low_rank-default)")
+    p.add_argument("--figures", nargs="+", help="compare only these figures")
+    p.add_argument("--differences-only", action="store_true", help="list only the numbers out of tolerance")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("pages", help="regenerate the settings and results-summary pages")
     p.set_defaults(func=cmd_pages)

@@ -1,0 +1,59 @@
+"""Independent notebook runs go to an existing executor (submitit's local executor here) and come back."""
+
+import json
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from softmax_icl.dispatch import NotebookJob, run_jobs
+
+
+def _job(tmp_path, label, x, body="import os, json\nprint(json.dumps({'x2': x * 2, "
+                                   "'gpu': os.environ.get('CUDA_VISIBLE_DEVICES'), "
+                                   "'cache': os.environ.get('SOFTMAX_ICL_CACHE_DIR')}))"):
+    src = tmp_path / "nb.ipynb"
+    if not src.exists():
+        nb = new_notebook()
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        params = new_code_cell("x = 0")
+        params.metadata["tags"] = ["parameters"]
+        nb.cells = [params, new_code_cell(body)]
+        nbformat.write(nb, src)
+    return NotebookJob(label=label, source=str(src), destination=str(tmp_path / label / "nb.ipynb"),
+                       parameters={"x": x}, cwd=str(tmp_path), env={"SOFTMAX_ICL_CACHE_DIR": str(tmp_path / "cache")})
+
+
+def _printed(result):
+    cell = nbformat.read(result.destination, as_version=4).cells[-1]
+    return json.loads(cell.outputs[0]["text"])
+
+
+def test_two_notebook_runs_through_submitits_local_executor(tmp_path):
+    pytest.importorskip("submitit")
+    jobs = [_job(tmp_path, "a", 1), _job(tmp_path, "b", 20)]
+    results = run_jobs(jobs, "local", folder=tmp_path / "submitit", timeout_min=5)
+    assert [r.label for r in results] == ["a", "b"] and all(r.ok for r in results), results
+    assert [_printed(r)["x2"] for r in results] == [2, 40]
+    assert {_printed(r)["cache"] for r in results} == {str(tmp_path / "cache")}      # the shared cache reaches jobs
+
+
+def test_gpu_pool_gives_each_job_one_device_and_reports_failures(tmp_path):
+    """One worker per device; every job sees exactly one (no GPU needed: the notebook only reads the variable)."""
+    jobs = [_job(tmp_path, "a", 1), _job(tmp_path, "b", 2)]
+    bad = NotebookJob("bad", str(tmp_path / "missing.ipynb"), str(tmp_path / "bad" / "nb.ipynb"), {}, str(tmp_path))
+    results = run_jobs(jobs + [bad], "gpus", devices=["0", "1"])
+    assert [r.ok for r in results] == [True, True, False] and "missing.ipynb" in results[-1].error
+    assert {_printed(r)["gpu"] for r in results[:2]} <= {"0", "1"}
+    assert [_printed(r)["x2"] for r in results[:2]] == [2, 4]
+
+
+def test_runner_names_the_same_environment_variables_as_base():
+    from softmax_icl import base, runner
+
+    assert (runner.PROGRESS_ENV, runner.PROGRESS_FILE_ENV) == (base.PROGRESS_ENV, base.PROGRESS_FILE_ENV)
+
+
+def test_unknown_executor_is_refused():
+    with pytest.raises(ValueError, match="allowed values: serial, local, slurm, gpus"):
+        run_jobs([], "threads")
