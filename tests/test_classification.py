@@ -6,13 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl import classification as cl
+from softmax_icl.classification import algorithms as calg
+from softmax_icl.classification import metrics as cmetrics
+from softmax_icl.classification import models as cmodels
+from softmax_icl.classification import tasks as ctasks
 
 D64 = torch.float64
 
 
 def _contexts(B=7, n=23, C=4, d=3, P=1, seed=0):
-    return cl.sample_contexts(B, n, C, d, P, seed=seed, dtype=D64)
+    return ctasks.sample_contexts(B, n, C, d, P, seed=seed, dtype=D64)
 
 
 # -- sampler ------------------------------------------------------------------------------------
@@ -20,7 +23,7 @@ def _contexts(B=7, n=23, C=4, d=3, P=1, seed=0):
 @pytest.mark.parametrize("P", [1, 3])
 def test_labels_are_the_argmax_over_class_prototypes(P):
     C, d = 5, 4
-    b = cl.sample_contexts(64, 30, C, d, P, seed=1, dtype=D64)
+    b = ctasks.sample_contexts(64, 30, C, d, P, seed=1, dtype=D64)
     x = torch.cat([b.x_ctx[0], b.x_q[0].unsqueeze(1)], 1)                           # (B, n+1, d)
     torch.testing.assert_close(x.norm(dim=-1), torch.ones(x.shape[:2], dtype=D64))
     pr = b.protos[0]                                                                 # (B, C, P, d)
@@ -38,9 +41,9 @@ def test_labels_are_the_argmax_over_class_prototypes(P):
 
 def test_padded_draws_give_smaller_tasks_exactly():
     g = torch.Generator().manual_seed(3)
-    raw = cl.draw_raw_cls(50, 20, 6, 2, 5, g, "cpu")
+    raw = ctasks.draw_raw_cls(50, 20, 6, 2, 5, g, "cpu")
     raw = {k: v.unsqueeze(0).double() for k, v in raw.items()}
-    b = cl.make_cls_batch(raw, C=3, P=1, d=2, n=12, dtype=D64)
+    b = ctasks.make_cls_batch(raw, C=3, P=1, d=2, n=12, dtype=D64)
     assert torch.all(b.x_ctx[..., 2:] == 0) and torch.all(b.x_q[..., 2:] == 0)
     torch.testing.assert_close(b.x_q.norm(dim=-1), torch.ones_like(b.x_q[..., 0]))
     assert int(b.label_q.max()) <= 2 and int(b.label_ctx.max()) <= 2
@@ -60,8 +63,8 @@ def test_fast_forward_matches_the_token_level_transformer(kind):
     g = torch.Generator().manual_seed(5)
     WK, WQ, WV = (torch.randn(2, D, D, generator=g, dtype=D64) for _ in range(3))
     x, y, xq = (t.expand(2, *t.shape[1:]) for t in (b.x_ctx, b.y_ctx, b.x_q))
-    fast = cl.sa_logits(torch.tensor([kind == "softmax"] * 2), WK, WQ, WV, x, y, xq)
-    ref = cl.sa_logits_reference(kind, WK, WQ, WV, x, y, xq)
+    fast = cmodels.sa_logits(torch.tensor([kind == "softmax"] * 2), WK, WQ, WV, x, y, xq)
+    ref = cmodels.sa_logits_reference(kind, WK, WQ, WV, x, y, xq)
     torch.testing.assert_close(fast, ref, rtol=1e-12, atol=1e-12)
 
 
@@ -69,9 +72,9 @@ def test_linear_sa_with_constructed_weights_is_one_gd_step():
     C, d = 4, 3
     b = _contexts(C=C, d=d)
     for a_, b_ in [(0.7, 3.0), (-2.0, -5.0), (10.0, 0.4)]:
-        WK, WQ, WV = cl.construct_weights("linear", d, C, a_, b_)
-        sa = cl.sa_logits_reference("linear", WK[None], WQ[None], WV[None], b.x_ctx, b.y_ctx, b.x_q)
-        gd = cl.algorithm_logits("gd", b.x_ctx, b.y_ctx, b.x_q, 0.0, a_ * b_)
+        WK, WQ, WV = cmodels.construct_weights("linear", d, C, a_, b_)
+        sa = cmodels.sa_logits_reference("linear", WK[None], WQ[None], WV[None], b.x_ctx, b.y_ctx, b.x_q)
+        gd = calg.algorithm_logits("gd", b.x_ctx, b.y_ctx, b.x_q, 0.0, a_ * b_)
         torch.testing.assert_close(sa, gd, rtol=1e-13, atol=1e-13)
 
 
@@ -85,7 +88,7 @@ def test_gd_step_formula_is_one_gradient_step_on_the_in_context_ce():
         loss = torch.nn.functional.cross_entropy(x @ W.T, y.argmax(-1))
         (grad,) = torch.autograd.grad(loss, W)
         step = (-eta * grad) @ xq
-        formula = cl.algorithm_logits("gd", x, y, xq, 0.0, eta)
+        formula = calg.algorithm_logits("gd", x, y, xq, 0.0, eta)
         diff = step - formula
         torch.testing.assert_close(diff, diff.mean().expand(C), rtol=0, atol=1e-13)
 
@@ -94,21 +97,21 @@ def test_softmax_sa_with_constructed_weights_is_the_kernel_gd_step():
     C, d = 4, 3
     b = _contexts(C=C, d=d)
     for beta, gamma in [(0.5, 2.0), (5.0, 9.0), (40.0, 1.5)]:
-        WK, WQ, WV = cl.construct_weights("softmax", d, C, beta, gamma)
-        sa = cl.sa_logits_reference("softmax", WK[None], WQ[None], WV[None], b.x_ctx, b.y_ctx, b.x_q)
+        WK, WQ, WV = cmodels.construct_weights("softmax", d, C, beta, gamma)
+        sa = cmodels.sa_logits_reference("softmax", WK[None], WQ[None], WV[None], b.x_ctx, b.y_ctx, b.x_q)
         k = torch.exp(beta * torch.einsum("kbnd,kbd->kbn", b.x_ctx, b.x_q))          # k_beta(x_i, x_q)
         rate = gamma * b.x_ctx.shape[2] / k.sum(-1, keepdim=True)                      # adaptive rate eta(x_q)
         kernel_gd = rate / b.x_ctx.shape[2] * torch.einsum("kbn,kbnc->kbc", k, b.y_ctx)
         torch.testing.assert_close(sa, kernel_gd, rtol=1e-13, atol=1e-13)
-        torch.testing.assert_close(sa, cl.algorithm_logits("kernel_gd", b.x_ctx, b.y_ctx, b.x_q, beta, gamma),
+        torch.testing.assert_close(sa, calg.algorithm_logits("kernel_gd", b.x_ctx, b.y_ctx, b.x_q, beta, gamma),
                                    rtol=1e-13, atol=1e-13)
 
 
 def test_read_off_recovers_constructed_hyperparameters_and_ignores_class_constants():
     C, d = 5, 4
-    WK, WQ, WV = cl.construct_weights("softmax", d, C, 3.5, 6.0)
+    WK, WQ, WV = cmodels.construct_weights("softmax", d, C, 3.5, 6.0)
     WV[d:, d:] += 2.0                                  # adds the same number to every logit
-    ro = cl.read_off((WK.T @ WQ).numpy(), WV.numpy(), d, C)
+    ro = cmodels.read_off((WK.T @ WQ).numpy(), WV.numpy(), d, C)
     assert ro["scale"] == pytest.approx(3.5) and ro["value"] == pytest.approx(6.0)
     assert ro["product"] == pytest.approx(21.0)
     assert ro["xx_dev"] == pytest.approx(0, abs=1e-12) and ro["yy_dev"] == pytest.approx(0, abs=1e-12)
@@ -117,10 +120,10 @@ def test_read_off_recovers_constructed_hyperparameters_and_ignores_class_constan
 def test_padding_and_masks_are_exact():
     """A (C=3, d=2, n=9) model embedded in padded (C=5, d=4, n=15) tensors gives the unpadded logits."""
     g = torch.Generator().manual_seed(2)
-    raw = cl.draw_raw_cls(6, 15, 5, 1, 4, g, "cpu")
+    raw = ctasks.draw_raw_cls(6, 15, 5, 1, 4, g, "cpu")
     raw = {k: v.unsqueeze(0).double() for k, v in raw.items()}
-    pad = cl.make_cls_batch(raw, C=3, P=1, d=2, n=9, dtype=D64)
-    small = cl.ClsBatch(pad.x_ctx[..., :9, :2], pad.y_ctx[..., :9, :3], pad.x_q[..., :2], pad.label_q,
+    pad = ctasks.make_cls_batch(raw, C=3, P=1, d=2, n=9, dtype=D64)
+    small = ctasks.ClsBatch(pad.x_ctx[..., :9, :2], pad.y_ctx[..., :9, :3], pad.x_q[..., :2], pad.label_q,
                         pad.label_ctx[..., :9], None, None, pad.protos)
     Ws = [torch.randn(1, 5, 5, generator=g, dtype=D64) for _ in range(3)]              # D = 2 + 3
     idx = torch.tensor([0, 1, 4, 5, 6])                                                 # their slots in D = 4 + 5
@@ -135,32 +138,32 @@ def test_padding_and_masks_are_exact():
         Wp.append(P_)
     for soft in (True, False):
         k = torch.tensor([soft])
-        ls = cl.sa_logits(k, *Ws, small.x_ctx, small.y_ctx, small.x_q)
-        lp = cl.sa_logits(k, *Wp, pad.x_ctx, pad.y_ctx, pad.x_q, pad.ctx_mask)
+        ls = cmodels.sa_logits(k, *Ws, small.x_ctx, small.y_ctx, small.x_q)
+        lp = cmodels.sa_logits(k, *Wp, pad.x_ctx, pad.y_ctx, pad.x_q, pad.ctx_mask)
         torch.testing.assert_close(lp[..., :3], ls, rtol=1e-12, atol=1e-12)
-        torch.testing.assert_close(cl.masked_ce(lp, pad.label_q, pad.class_mask), cl.masked_ce(ls, small.label_q),
+        torch.testing.assert_close(cmetrics.masked_ce(lp, pad.label_q, pad.class_mask), cmetrics.masked_ce(ls, small.label_q),
                                    rtol=1e-12, atol=1e-12)
-    for name in cl.ALGORITHMS:
-        za = cl.algorithm_features(name, pad.x_ctx, pad.y_ctx, pad.x_q, 0.7, pad.ctx_mask)
-        zs = cl.algorithm_features(name, small.x_ctx, small.y_ctx, small.x_q, 0.7)
+    for name in calg.ALGORITHMS:
+        za = calg.algorithm_features(name, pad.x_ctx, pad.y_ctx, pad.x_q, 0.7, pad.ctx_mask)
+        zs = calg.algorithm_features(name, small.x_ctx, small.y_ctx, small.x_q, 0.7)
         torch.testing.assert_close(za[..., :3], zs, rtol=1e-12, atol=1e-12)
 
 
 # -- search -------------------------------------------------------------------------------------
 
 def test_rate_search_finds_the_brute_force_minimum():
-    b = cl.sample_contexts(400, 40, 4, 3, 1, seed=4, dtype=D64)
-    found = cl.search_hyperparameters("gd", b)
-    z = cl.algorithm_features("gd", b.x_ctx, b.y_ctx, b.x_q, 0.0)
+    b = ctasks.sample_contexts(400, 40, 4, 3, 1, seed=4, dtype=D64)
+    found = calg.search_hyperparameters("gd", b)
+    z = calg.algorithm_features("gd", b.x_ctx, b.y_ctx, b.x_q, 0.0)
     etas = np.geomspace(1, 1000, 4001)
-    ce = [float(cl.masked_ce(e * z, b.label_q).mean()) for e in etas]
+    ce = [float(cmetrics.masked_ce(e * z, b.label_q).mean()) for e in etas]
     assert found["rate"][0] == pytest.approx(etas[int(np.argmin(ce))], rel=3e-3)
     assert min(ce) - 1e-6 <= found["ce"][0] <= min(ce) + 1e-12
 
 
 def test_kernel_search_beats_every_grid_point_and_is_interior():
-    b = cl.sample_contexts(400, 40, 4, 3, 1, seed=6, dtype=D64)
-    found = cl.search_hyperparameters("kernel_gd", b)
+    b = ctasks.sample_contexts(400, 40, 4, 3, 1, seed=6, dtype=D64)
+    found = calg.search_hyperparameters("kernel_gd", b)
     assert found["ce"][0] <= found["grid_ce"][0].min() + 1e-12
     assert found["grid"][0] < found["beta"][0] < found["grid"][-1]
 
@@ -170,20 +173,20 @@ def test_kernel_search_beats_every_grid_point_and_is_interior():
 def test_alignment_metrics_on_known_cases():
     g = torch.Generator().manual_seed(0)
     la = torch.randn(10, 4, generator=g, dtype=D64)
-    same = cl.alignment_metrics(la, la + 3.0)          # a class-constant shift changes nothing
+    same = cmetrics.alignment_metrics(la, la + 3.0)          # a class-constant shift changes nothing
     assert torch.allclose(same["logit_cosine"], torch.ones(10, dtype=D64))
     assert torch.allclose(same["prob_l2"], torch.zeros(10, dtype=D64), atol=1e-15)
     assert torch.all(same["argmax_agreement"] == 1)
-    opp = cl.alignment_metrics(la, -la)
+    opp = cmetrics.alignment_metrics(la, -la)
     assert torch.allclose(opp["logit_cosine"], -torch.ones(10, dtype=D64))
     assert torch.all(opp["argmax_agreement"] == 0)
     lb = torch.tensor([[0.0, 0.0]], dtype=D64)
     lc = torch.tensor([[math.log(3.0), 0.0]], dtype=D64)       # probabilities (3/4, 1/4) vs (1/2, 1/2)
-    assert float(cl.alignment_metrics(lb, lc)["prob_l2"]) == pytest.approx(math.sqrt(2) / 4)
+    assert float(cmetrics.alignment_metrics(lb, lc)["prob_l2"]) == pytest.approx(math.sqrt(2) / 4)
     ja = torch.randn(10, 4, 3, generator=g, dtype=D64)
-    m = cl.alignment_metrics(la, la, ja, 2.0 * ja)
+    m = cmetrics.alignment_metrics(la, la, ja, 2.0 * ja)
     assert torch.allclose(m["jacobian_cosine"], torch.ones(10, dtype=D64))
-    m = cl.alignment_metrics(la, la, ja, -ja)
+    m = cmetrics.alignment_metrics(la, la, ja, -ja)
     assert torch.allclose(m["jacobian_cosine"], -torch.ones(10, dtype=D64))
 
 
@@ -191,9 +194,9 @@ def test_prob_jacobian_matches_finite_differences():
     b = _contexts(B=4)
 
     def probs(xq):
-        return torch.softmax(cl.algorithm_logits("kernel_gd", b.x_ctx, b.y_ctx, xq, 3.0, 5.0), -1)
+        return torch.softmax(calg.algorithm_logits("kernel_gd", b.x_ctx, b.y_ctx, xq, 3.0, 5.0), -1)
 
-    jac = cl.prob_jacobian(probs, b.x_q.clone())                                     # (1, B, C, d)
+    jac = cmetrics.prob_jacobian(probs, b.x_q.clone())                                     # (1, B, C, d)
     eps = 1e-6
     for j in range(3):
         e = torch.zeros_like(b.x_q)
@@ -205,13 +208,13 @@ def test_prob_jacobian_matches_finite_differences():
 # -- trainer ------------------------------------------------------------------------------------
 
 def test_a_configuration_trained_alone_matches_it_inside_the_sweep():
-    sw = cl.ClsSweep(models=("softmax", "linear"), prototypes=(1, 2), shapes=((3, 2), (4, 3)), n=(6, 10), seeds=2,
+    sw = cmodels.ClsSweep(models=("softmax", "linear"), prototypes=(1, 2), shapes=((3, 2), (4, 3)), n=(6, 10), seeds=2,
                      steps=12, batch_size=8, lr=0.05, log_every=4)
-    full = cl.train_cls_sweep(sw, "cpu", progress=False)
+    full = cmodels.train_cls_sweep(sw, "cpu", progress=False)
     assert full.A_history.shape == (4, len(sw.configs()), 7, 7)
     for pick in ({"model": "softmax", "P": 2, "C": 3, "d": 2, "n": 6, "seed": 1},
                  {"model": "linear", "P": 1, "C": 4, "d": 3, "n": 10, "seed": 0}):
-        alone = cl.train_cls_sweep(sw, "cpu", configs=[pick], progress=False)
+        alone = cmodels.train_cls_sweep(sw, "cpu", configs=[pick], progress=False)
         i = full.select(**pick)[0]
         for k in ("WK", "WQ", "WV"):
             np.testing.assert_allclose(alone.final[k][0], full.final[k][i], rtol=1e-5, atol=1e-6)
@@ -221,6 +224,6 @@ def test_a_configuration_trained_alone_matches_it_inside_the_sweep():
 
 
 def test_training_improves_on_chance():
-    sw = cl.ClsSweep(models=("linear",), n=(40,), shapes=((3, 2),), steps=150, batch_size=32, lr=0.05, log_every=50)
-    res = cl.train_cls_sweep(sw, "cpu", progress=False)
+    sw = cmodels.ClsSweep(models=("linear",), n=(40,), shapes=((3, 2),), steps=150, batch_size=32, lr=0.05, log_every=50)
+    res = cmodels.train_cls_sweep(sw, "cpu", progress=False)
     assert res.loss_history[-1, 0] < 0.8 * math.log(3)

@@ -1,0 +1,249 @@
+"""One-layer, one-head attention units for in-context classification, and their batched trainer.
+
+Tokens ``e_i = [x_i; y_i] in R^{d+C}`` (one-hot ``y_i``), query ``e_q = [x_q; 0]``; full ``W_K, W_Q, W_V``;
+scores ``s_i = e_i^T W_K^T W_Q e_q`` over the context only (the query does not attend to itself); linear SA
+weights ``s_i / n``, softmax SA weights ``softmax_i(s)``; the prediction is the softmax of the y-slot of the
+query's attention update ``sum_i a_i W_V e_i``; the loss is cross-entropy. :func:`construct_weights` builds the
+weights of the paper's Propositions 3.1-3.2; :func:`read_off` reads the implied GD hyperparameters back.
+Training is one batched program over a stack of configurations (:func:`train_cls_sweep`, via ``base.optimise``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from ..base import derive_seed, optimise, resolve_device
+from .metrics import masked_ce, prob_jacobian
+from .tasks import ClsBatch, ClsStream, take
+
+
+MODELS = ("softmax", "linear")
+
+
+def _masked_weights(kind_softmax: torch.Tensor, s: torch.Tensor, ctx_mask) -> torch.Tensor:
+    """Attention weights for a stack: softmax where ``kind_softmax`` (K,) is true, ``s / n`` elsewhere."""
+    K = s.shape[0]
+    if ctx_mask is None:
+        n = s.shape[-1]
+        lin = s / n
+        soft = torch.softmax(s, dim=-1)
+    else:
+        n = ctx_mask.sum(-1, keepdim=True).to(s.dtype)
+        lin = s.masked_fill(~ctx_mask, 0.0) / n
+        soft = torch.softmax(s.masked_fill(~ctx_mask, float("-inf")), dim=-1)
+    if bool(kind_softmax.all()):
+        return soft
+    if not bool(kind_softmax.any()):
+        return lin
+    return torch.where(kind_softmax.view(K, 1, 1), soft, lin)
+
+
+def sa_logits(kind_softmax: torch.Tensor, WK: torch.Tensor, WQ: torch.Tensor, WV: torch.Tensor, x_ctx, y_ctx, x_q,
+              ctx_mask=None) -> torch.Tensor:
+    """Logits (K, B, C_max): the y-slot of the query's attention update.
+
+    ``WK, WQ, WV`` (K, D, D) with ``D = d_max + C_max``; ``kind_softmax`` (K,) bool. Only the x-columns of
+    ``A = W_K^T W_Q`` (the query's y-slot is 0) and the y-rows of ``W_V`` enter.
+    """
+    dm = x_ctx.shape[-1]
+    A = WK.transpose(1, 2) @ WQ                                                   # (K, D, D)
+    u = torch.einsum("kef,kbf->kbe", A[:, :, :dm], x_q)                             # A e_q, (K, B, D)
+    s = torch.matmul(x_ctx, u[..., :dm].unsqueeze(-1)).squeeze(-1) \
+        + torch.matmul(y_ctx, u[..., dm:].unsqueeze(-1)).squeeze(-1)                # (K, B, n)
+    a = _masked_weights(kind_softmax, s, ctx_mask)
+    hx = torch.matmul(a.unsqueeze(-2), x_ctx).squeeze(-2)                           # (K, B, dm)
+    hy = torch.matmul(a.unsqueeze(-2), y_ctx).squeeze(-2)                           # (K, B, C_max)
+    WVy = WV[:, dm:, :]                                                             # (K, C_max, D)
+    return torch.einsum("kcf,kbf->kbc", WVy[:, :, :dm], hx) + torch.einsum("kcf,kbf->kbc", WVy[:, :, dm:], hy)
+
+
+def sa_logits_reference(kind: str, WK, WQ, WV, x_ctx, y_ctx, x_q) -> torch.Tensor:
+    """Plain token-level transformer forward pass (one unmasked configuration stack), for the tests."""
+    E = torch.cat([x_ctx, y_ctx], dim=-1)                                           # (K, B, n, D)
+    eq = torch.cat([x_q, torch.zeros_like(y_ctx[..., 0, :])], dim=-1)               # (K, B, D)
+    keys = torch.einsum("kef,kbnf->kbne", WK, E)
+    query = torch.einsum("kef,kbf->kbe", WQ, eq)
+    values = torch.einsum("kef,kbnf->kbne", WV, E)
+    s = torch.einsum("kbne,kbe->kbn", keys, query)
+    a = torch.softmax(s, -1) if kind == "softmax" else s / s.shape[-1]
+    update = torch.einsum("kbn,kbne->kbe", a, values)
+    return update[..., x_ctx.shape[-1]:]
+
+
+def construct_weights(kind: str, d: int, C: int, a: float, b: float, dtype=torch.float64):
+    """``W_K, W_Q, W_V`` (D, D) with ``(W_K^T W_Q)_xx = a I`` and ``W_V``'s y-block ``b I`` (zero elsewhere).
+
+    Linear SA then computes the GD step with ``eta = a b``; softmax SA the kernel GD step with
+    ``beta = a``, ``gamma = b`` (Propositions 3.1 and 3.2 of the paper).
+    """
+    D = d + C
+    WK = torch.zeros(D, D, dtype=dtype)
+    WQ = torch.zeros(D, D, dtype=dtype)
+    WV = torch.zeros(D, D, dtype=dtype)
+    WK[:d, :d] = torch.eye(d, dtype=dtype)
+    WQ[:d, :d] = a * torch.eye(d, dtype=dtype)
+    WV[d:, d:] = b * torch.eye(C, dtype=dtype)
+    return WK, WQ, WV
+
+
+def read_off(A: np.ndarray, WV: np.ndarray, d: int, C: int, d_max: int | None = None) -> dict:
+    """GD hyperparameters implied by trained weights, and how far the weights are from the ansatz.
+
+    ``A = W_K^T W_Q`` and ``W_V`` (..., D, D). ``scale`` = tr(A_xx)/d (``a`` or ``beta``);
+    ``value`` = the identity coefficient of the class-centred y-block of ``W_V`` (``b`` or ``gamma``;
+    a multiple of the all-ones matrix adds the same number to every logit and cancels in the softmax).
+    Deviations are relative Frobenius norms: ``xx_dev`` of A_xx from ``scale I``, ``yy_dev`` of the centred
+    y-block from ``value (I - 11^T/C)``, ``yx_rel`` of A's y-rows (x-columns) and ``vx_rel`` of W_V's
+    x-columns in its y-rows, each relative to the block of the ansatz.
+    """
+    dm = d if d_max is None else d_max
+    A, WV = np.asarray(A, dtype=np.float64), np.asarray(WV, dtype=np.float64)
+    Axx = A[..., :d, :d]
+    Ayx = A[..., dm:dm + C, :d]
+    Wyy = WV[..., dm:dm + C, dm:dm + C]
+    Wyx = WV[..., dm:dm + C, :d]
+    Pc = np.eye(C) - np.ones((C, C)) / C
+    Wc = Pc @ Wyy @ Pc
+    scale = np.trace(Axx, axis1=-2, axis2=-1) / d
+    value = np.trace(Wc, axis1=-2, axis2=-1) / (C - 1)
+    fro = lambda M: np.linalg.norm(M, axis=(-2, -1))  # noqa: E731
+    return {
+        "scale": scale, "value": value, "product": scale * value,
+        "xx_dev": fro(Axx - scale[..., None, None] * np.eye(d)) / fro(Axx),
+        "yy_dev": fro(Wc - value[..., None, None] * Pc) / fro(Wc),
+        "yx_rel": fro(Ayx) / fro(Axx), "vx_rel": fro(Wyx) / fro(Wc),
+    }
+
+
+@dataclass(frozen=True)
+class ClsSweep:
+    """A grid of classification pretraining configurations: models x prototypes x (C, d) x n x seeds."""
+
+    models: tuple = ("softmax", "linear")
+    prototypes: tuple = (1,)                 # P per class; 1 = the paper's task
+    shapes: tuple = ((5, 5),)                # (C, d) pairs
+    n: tuple = (100,)
+    seeds: int = 1
+    steps: int = 1000
+    batch_size: int = 128
+    lr: float = 0.01
+    init_scale: float = 0.5
+    data_seed: int = 0
+    init_seed: int = 1
+    log_every: int = 20
+    lr_schedule: str = "cosine"              # constant | cosine (decay to lr_final_frac * lr)
+    lr_final_frac: float = 0.05
+
+    def configs(self) -> list[dict]:
+        """Flattened grid, seed varying fastest."""
+        rows = itertools.product(self.models, self.prototypes, self.shapes, self.n, range(self.seeds))
+        return [dict(model=m, P=int(p), C=int(c), d=int(d), n=int(n), seed=int(s)) for m, p, (c, d), n, s in rows]
+
+    @property
+    def dims(self) -> tuple[int, int, int, int]:
+        """Padding sizes (n_max, C_max, P_max, d_max) shared by every configuration of the sweep."""
+        return (max(self.n), max(c for c, _ in self.shapes), max(self.prototypes), max(d for _, d in self.shapes))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ClsResult:
+    """Per-configuration training history and final weights (numpy)."""
+
+    sweep: dict
+    configs: list[dict]
+    dims: tuple
+    log_steps: np.ndarray                    # (T,)
+    A_history: np.ndarray                    # (T, K, D, D)   W_K^T W_Q
+    WV_history: np.ndarray                   # (T, K, D, D)
+    loss_history: np.ndarray                 # (T, K) mean training CE since the previous log
+    final: dict                              # WK, WQ, WV: (K, D, D)
+    timings: dict = field(default_factory=dict)
+
+    def select(self, **where) -> np.ndarray:
+        return np.array([i for i, c in enumerate(self.configs) if all(c[k] == v for k, v in where.items())],
+                        dtype=int)
+
+
+def init_weights(configs: list[dict], dims, init_seed: int, init_scale: float, device, dtype=torch.float32):
+    """Initial ``W_K, W_Q, W_V`` (K, D, D): N(0, init_scale^2 / D) entries drawn per seed index."""
+    _, C_max, _, d_max = dims
+    D = d_max + C_max
+    seeds = sorted({c["seed"] for c in configs})
+    per = {}
+    for s in seeds:
+        g = torch.Generator().manual_seed(derive_seed(init_seed, s))
+        per[s] = torch.randn(3, D, D, generator=g, dtype=torch.float64) * init_scale / math.sqrt(D)
+    W = torch.stack([per[c["seed"]] for c in configs]).to(device=device, dtype=dtype)            # (K, 3, D, D)
+    return [W[:, j].clone().requires_grad_(True) for j in range(3)]
+
+
+def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None = None, progress=None,
+                    desc: str = "training") -> ClsResult:
+    """Train every configuration of ``sweep`` (or the subset ``configs``) as one batched program.
+
+    The loss is the *sum* over configurations of each one's mean CE, Adam is elementwise, and each seed
+    index has its own data stream and initial weights: a configuration trained alone (same sweep, subset
+    ``configs``) follows exactly the trajectory it follows inside the sweep.
+    """
+    dev = resolve_device(device) if isinstance(device, str) else device
+    configs = sweep.configs() if configs is None else configs
+    dims = sweep.dims
+    data_seeds = [derive_seed(sweep.data_seed, s) for s in range(sweep.seeds)]
+    stream = ClsStream(configs, dims, data_seeds, dev)
+    WK, WQ, WV = init_weights(configs, dims, sweep.init_seed, sweep.init_scale, dev)
+    is_soft = torch.tensor([c["model"] == "softmax" for c in configs], device=dev)
+    if sweep.lr_schedule not in ("constant", "cosine"):
+        raise ValueError(f"lr_schedule={sweep.lr_schedule!r} is not one of ('constant', 'cosine')")
+
+    def step_loss():
+        b = stream.sample(sweep.batch_size)
+        logits = sa_logits(is_soft, WK, WQ, WV, b.x_ctx, b.y_ctx, b.x_q, b.ctx_mask)
+        return masked_ce(logits, b.label_q, b.class_mask).mean(-1)
+
+    def cosine(step):
+        return sweep.lr_final_frac + (1 - sweep.lr_final_frac) * 0.5 * (1 + math.cos(math.pi * (step - 1) / sweep.steps))
+
+    def snapshot():
+        return {"A": (WK.transpose(1, 2) @ WQ).cpu().numpy().copy(), "WV": WV.detach().cpu().numpy().copy()}
+
+    hist, seconds = optimise([WK, WQ, WV], step_loss, sweep.steps, sweep.lr, sweep.log_every, snapshot,
+                             lr_factor=cosine if sweep.lr_schedule == "cosine" else None, progress=progress, desc=desc)
+    K = len(configs)
+    final = {k: v.detach().cpu().numpy() for k, v in zip(("WK", "WQ", "WV"), (WK, WQ, WV))}
+    return ClsResult(sweep=sweep.to_dict(), configs=configs, dims=dims, log_steps=hist["steps"],
+                     A_history=hist["A"], WV_history=hist["WV"], loss_history=hist["loss"],
+                     final=final, timings={"train_seconds": seconds, "configs": K, "device": str(dev)})
+
+
+def model_logits_from(A: torch.Tensor, WV: torch.Tensor, is_soft: torch.Tensor, x_ctx, y_ctx, x_q, ctx_mask=None):
+    """Logits of trained models given ``A = W_K^T W_Q`` (K, D, D) and ``W_V`` (W_K = I, W_Q = A gives the same
+    scores as the trained pair)."""
+    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device).expand_as(A)
+    return sa_logits(is_soft, eye, A, WV, x_ctx, y_ctx, x_q, ctx_mask)
+
+
+def models_on(A, WV, is_soft, batch: ClsBatch, idx, chunk: int = 512, jacobian: bool = False):
+    """Logits (K, B, C_max) (and probability Jacobians (K, B, C_max, d_max)) of K models on their settings
+    ``idx`` (K,) of ``batch``, in chunks of contexts."""
+    B = batch.x_ctx.shape[1]
+    outs, jacs = [], []
+    for b0 in range(0, B, chunk):
+        sub = take(batch, idx, slice(b0, b0 + chunk))
+        with torch.no_grad():
+            outs.append(model_logits_from(A, WV, is_soft, sub.x_ctx, sub.y_ctx, sub.x_q, sub.ctx_mask))
+        if jacobian:
+            def probs(xq, sub=sub):
+                lg = model_logits_from(A, WV, is_soft, sub.x_ctx, sub.y_ctx, xq, sub.ctx_mask)
+                if sub.class_mask is not None:
+                    lg = lg.masked_fill(~sub.class_mask, float("-inf"))
+                return torch.softmax(lg, -1)
+            jacs.append(prob_jacobian(probs, sub.x_q.clone()).detach())
+    return torch.cat(outs, 1), (torch.cat(jacs, 1) if jacobian else None)
