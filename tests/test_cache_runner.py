@@ -209,3 +209,52 @@ def test_in_place_only_at_the_books_own_settings(argv, capsys, monkeypatch):
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     assert cli.main(["run", "window_adaptation", "--in-place", *argv]) == 2
     assert "--in-place writes the book" in capsys.readouterr().err
+
+
+# -- cache keys cover every computation they cache -----------------------------------------------------------------
+
+@pytest.fixture
+def package_copy(tmp_path, monkeypatch):
+    """A copy of the package source that the cache fingerprints instead of the real one (edits stay in tmp)."""
+    import shutil
+    from pathlib import Path
+
+    src = Path(cache.__file__).resolve().parent
+    dst = tmp_path / "softmax_icl"
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache, "__file__", str(dst / "cache.py"))
+    monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path / "cache"))
+    return dst
+
+
+def test_editing_a_figures_computation_makes_its_cache_miss(package_copy):
+    """Figure-level computations (e.g. norm_scaling's population scans, through Run.cached -> cache.cached) are
+    keyed by the fingerprint of figures/ too; plots.py and params.py are not part of it."""
+    assert any(p.parent.name == "norm_scaling" for p in cache.compute_files())
+    computed = []
+
+    def compute():
+        computed.append(1)
+        return len(computed)
+
+    def run():
+        return cache.cached("norm_scaling-population-scans", {"L": 1.0}, "cpu", compute)
+
+    assert run() == (1, False) and run() == (1, True)
+    for name in ("plots.py", "params.py"):                 # restyling a plot keeps the cache
+        path = package_copy / "figures" / "norm_scaling" / name
+        if path.exists():
+            path.write_text(path.read_text() + "\n# restyled\n")
+    assert run() == (1, True)
+    analysis = next(p for p in (package_copy / "figures" / "norm_scaling").glob("*.py")
+                    if p.name not in ("plots.py", "params.py", "__init__.py"))
+    analysis.write_text(analysis.read_text() + "\n# the computation changed\n")
+    assert run() == (2, False)                             # a miss: recomputed under the new code
+    (package_copy / "theory.py").write_text((package_copy / "theory.py").read_text() + "\n# changed\n")
+    assert run() == (3, False)
+
+
+def test_a_missing_compute_module_is_an_error_not_a_skip(package_copy):
+    (package_copy / "training.py").unlink()
+    with pytest.raises(FileNotFoundError, match="training.py"):
+        cache.cached("t", {"a": 1}, "cpu", lambda: 1)
