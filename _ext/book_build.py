@@ -65,6 +65,7 @@ def setup(app):
     mathjax_source()  # fail at the start of the build, not after it, when MathJax is not installed
     app.connect("builder-inited", clear_generated_pages, priority=100)  # before autosummary (priority 500)
     app.connect("autodoc-process-docstring", escape_bars)
-    app.connect("html-page-context", unique_scripts, priority=900)
+    # first: a handler that returns a template name ends html-page-context (emit_firstresult) for later ones
+    app.connect("html-page-context", unique_scripts, priority=1)
     app.connect("build-finished", copy_mathjax)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
