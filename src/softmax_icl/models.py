@@ -136,10 +136,13 @@ class AttentionUnit(torch.nn.Module):
 
     ``param``: "M" trains M directly; "KQ" trains M = M_K^T M_Q; "full" trains W_K, W_Q, W_V.
     ``init`` (S, ...) per-seed initial values are broadcast to configurations by ``seed_idx``.
+    ``init_identity`` = w0 > 0 adds w0 I to the initial M (for "KQ": sqrt(w0) I to M_K and M_Q; for "full": to the
+    x-blocks of W_K and W_Q), i.e. starts from a positive-definite window M ~ w0 I instead of M ~ 0; 0 (the default)
+    leaves the random initialisation unchanged.
     """
 
     def __init__(self, kind: str, param: str, d: int, seed_idx: torch.Tensor, init_seeds: list[int],
-                 init_scale: float, device):
+                 init_scale: float, device, init_identity: float = 0.0):
         super().__init__()
         if kind not in MODEL_KINDS:
             raise ValueError(f"model={kind!r} is not one of {MODEL_KINDS}")
@@ -153,6 +156,17 @@ class AttentionUnit(torch.nn.Module):
             g = torch.Generator().manual_seed(int(s))
             per_seed.append(torch.randn(len(names), size, size, generator=g) * init_scale / math.sqrt(size))
         init = torch.stack(per_seed).to(device)[seed_idx]                            # (C, P, size, size)
+        if init_identity:
+            if init_identity < 0:
+                raise ValueError(f"init_identity={init_identity!r} must be >= 0")
+            eye = torch.zeros(size, size, device=device)
+            eye[range(d), range(d)] = 1.0
+            shift = torch.zeros(len(names), size, size, device=device)
+            if param == "M":
+                shift[0] = init_identity * eye
+            else:                                                                # M_K, M_Q (or W_K, W_Q)
+                shift[:2] = math.sqrt(init_identity) * eye
+            init = init + shift
         for j, name in enumerate(names):
             self.register_parameter(name, torch.nn.Parameter(init[:, j].clone()))
 
