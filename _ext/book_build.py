@@ -54,7 +54,9 @@ def unique_scripts(app, pagename, templatename, context, doctree) -> None:
         return
     seen, kept = set(), []
     for script in scripts:
-        key = (str(script), tuple(sorted((k, str(v)) for k, v in getattr(script, "attributes", {}).items())))
+        # an inline script is registered once with filename None and once with '' (sphinx-thebe): same script
+        filename = getattr(script, "filename", script) or ""
+        key = (str(filename), tuple(sorted((k, str(v)) for k, v in getattr(script, "attributes", {}).items())))
         if key not in seen:
             seen.add(key)
             kept.append(script)
