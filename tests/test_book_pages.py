@@ -76,6 +76,11 @@ def test_summary_counts_every_claim_whatever_its_verdict_and_links_the_failures(
     assert "3/3 fresh seed sets agree" in text and "1/3 fresh seed sets agree" in text
     assert "Collins et al. Fig. 1" in text and "control of `ok`" in text
     assert "Audited: 1 of 2 chapters (not yet: low_rank)" in text
+    rec["provenance"]["git_revision"] = "newer"            # the chapter was re-executed after its audit
+    (results / "window_adaptation.json").write_text(json.dumps(rec))
+    text = results_markdown(results)
+    assert "The audit of window_adaptation was of an earlier committed run" in text
+    assert "**2 of 4 of the papers' claims reproduced, 2 not reproduced, 0 inconclusive.**" in text
 
 
 def test_audit_offsets_every_seed_parameter_and_nothing_else():
@@ -93,3 +98,28 @@ def test_a_fresh_set_that_did_not_run_makes_no_verdict_stable(tmp_path):
     st = audit.stability("a", record, True)
     assert not st.stable and st.text() == "2/2 fresh seed sets agree (1 did not run)"
     assert audit.status(_claim("a", True), record) == "inconclusive"
+
+
+def test_audit_command_writes_records_from_the_fresh_runs_and_regenerates_the_summary(tmp_path, monkeypatch, capsys):
+    """`softmax-icl audit --no-run` on a checkout whose fresh runs exist (what the executors leave behind)."""
+    from softmax_icl import cli
+
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    (tmp_path / "notebooks").mkdir()
+    results = tmp_path / "book" / "results"
+    results.mkdir(parents=True)
+    rec = _write(results, "low_rank", [_claim("a", True), _claim("b", False)])
+    for k in (1, 2, 3):
+        out = audit.run_folder(tmp_path, "default", "low_rank", k) / "results"
+        out.mkdir(parents=True)
+        fresh = json.loads(json.dumps(rec))
+        fresh["claims"][1]["passed"] = k == 2
+        (out / "low_rank.json").write_text(json.dumps(fresh))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["audit", "--figures", "low_rank", "--no-run"]) == 0
+    assert "low_rank: 1/2 checks keep their verdict in every fresh seed set; not stable: b" in capsys.readouterr().out
+    record = json.loads((results / "audit" / "low_rank.json").read_text())
+    assert [c["fresh"] for c in record["checks"]] == [[True, True, True], [False, True, False]]
+    assert record["sets"][0]["seeds"] == audit.seed_overrides(FIGURES["low_rank"], "default", 1)
+    summary = (tmp_path / "book" / "results_summary.md").read_text()
+    assert "**1 of 2 of the papers' claims reproduced, 0 not reproduced, 1 inconclusive.**" in summary

@@ -97,7 +97,13 @@ def results_markdown(results_dir: Path) -> str:
     if not records:
         return "\n".join(out + ["No notebook has been executed yet."]) + "\n"
     recs = [json.loads(p.read_text()) for p in records]
-    audits = {r["notebook"]: read_audit(results_dir, r["notebook"]) for r in recs}
+    audits, stale = {}, []
+    for r in recs:       # an audit of an older committed run does not speak for this one
+        a = read_audit(results_dir, r["notebook"])
+        if a and a.get("committed_revision") != r.get("provenance", {}).get("git_revision"):
+            a = None
+            stale.append(r["notebook"])
+        audits[r["notebook"]] = a
     kind = lambda c: c.get("kind", "claim")  # noqa: E731
     rows = [(r, c, status(c, audits[r["notebook"]])) for r in recs for c in r["claims"]]
     claims = [(r, c, st) for r, c, st in rows if kind(c) == "claim"]
@@ -113,7 +119,9 @@ def results_markdown(results_dir: Path) -> str:
                + (f" (not yet: {', '.join(n for n in audits if not audits[n])})" if len(audited) < len(recs) else "")
                + "; a chapter not audited keeps its committed verdicts." if audited else
                "No chapter has been audited yet (`softmax-icl audit`): the verdicts are those of the committed "
-               "runs."), ""]
+               "runs.")
+            + (f" The audit of {', '.join(stale)} was of an earlier committed run, so it is not used here." if stale
+               else ""), ""]
     for word in ("not reproduced", "inconclusive"):
         group = [(r, c) for r, c, st in claims if st == word]
         if group:

@@ -226,6 +226,8 @@ def cmd_build(args) -> int:
 
 
 def cmd_audit(args) -> int:
+    """Fresh seed sets per figure. At the book's profile the reference is the committed record; at another profile
+    the profile's own seeds are run too (set 0, ``runs/audit/<profile>/<figure>/set0/``) as the reference."""
     from . import audit
 
     root = project_root()
@@ -233,13 +235,15 @@ def cmd_audit(args) -> int:
     if args.sets < audit.MIN_SETS:
         raise ParameterError(f"parameter 'sets' = {args.sets} is out of range; allowed: an integer >= "
                              f"{audit.MIN_SETS} (fewer sets cannot tell a stable verdict from a lucky one)")
+    book = args.profile == BOOK_PROFILE
     for name in names:
         resolve(name, args.profile)
-        if not (root / "book" / "results" / f"{name}.json").is_file():
+        if book and not (root / "book" / "results" / f"{name}.json").is_file():
             raise ParameterError(f"figure {name!r} has no committed record book/results/{name}.json to audit")
     device = job_device(args)
-    plan = [(name, k, audit.seed_overrides(FIGURES[name], args.profile, k))
-            for name in names for k in range(1, args.sets + 1)]
+    first = 1 if book else 0
+    plan = [(name, k, audit.seed_overrides(FIGURES[name], args.profile, k) if k else {})
+            for name in names for k in range(first, args.sets + 1)]
     for name, k, seeds in plan:
         resolve(name, args.profile, seeds)
     ok = True
@@ -249,13 +253,21 @@ def cmd_audit(args) -> int:
         jobs = [replace(j, label=f"{name} set {k}") for j, (name, k, _) in zip(jobs, plan)]
         ok = dispatch(args, root, jobs, f"audit ({args.profile} profile, {args.sets} fresh seed sets)")
     for name in names:
-        fresh = [(k, seeds, audit.read_fresh(root, args.profile, name, k)) for n, k, seeds in plan if n == name]
-        path = audit.write_record(root, name, args.profile, fresh)
+        committed = None if book else audit.read_fresh(root, args.profile, name, 0)
+        if not book and committed is None:
+            print(f"{name}: the reference run (set 0) did not complete; no audit record", file=sys.stderr)
+            ok = False
+            continue
+        fresh = [(k, seeds, audit.read_fresh(root, args.profile, name, k)) for n, k, seeds in plan if n == name and k]
+        path = audit.write_record(root, name, args.profile, fresh, committed)
         rec = json.loads(path.read_text())
         flips = [c["id"] for c in rec["checks"] if not c["stable"]]
         print(f"{name}: {len(rec['checks']) - len(flips)}/{len(rec['checks'])} checks keep their verdict in every "
               f"fresh seed set" + (f"; not stable: {', '.join(flips)}" if flips else "") + f" -> {path}")
-    if args.profile == BOOK_PROFILE:
+        for c in rec["checks"]:
+            print(f"    {c['id']:<44} {'PASS' if c['committed'] else 'FAIL'} | "
+                  + " ".join({True: "PASS", False: "FAIL", None: "----"}[v] for v in c["fresh"]))
+    if book:
         from .bookgen import write_pages
 
         write_pages(root / "book")
