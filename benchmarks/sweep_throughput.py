@@ -25,7 +25,8 @@ import time
 import torch
 
 from softmax_icl import kernels
-from softmax_icl.training import Sweep, SweepProgram, adam, train_sweep
+from softmax_icl.base import adam
+from softmax_icl.training import Sweep, SweepProgram, train_sweep
 
 
 def sweep(batch: int, steps: int, d: int, n: int) -> Sweep:
