@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 
-from softmax_icl import base, classification, kernels, models
+from softmax_icl import base, kernels, models
 from softmax_icl.training import Sweep, SweepProgram, train_sweep
 
 #: Tensor methods that read a value on the host (a device sync on a GPU) or copy to the host.
