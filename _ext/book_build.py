@@ -5,7 +5,9 @@
   the HTML output as ``_static/mathjax/`` and ``mathjax_path`` points there, so no page needs the network. (Not in
   the book's ``_static/``: Jupyter Book adds every ``.js`` file found there to every page.)
 * **API pages.** autosummary writes one page per module into ``book/api/`` at every build; pages of modules that
-  no longer exist would stay behind and fail to import, so the folder is emptied before autosummary writes it.
+  no longer exist would stay behind and fail to import, so the folder is emptied first, at config-inited before
+  sphinx-external-toc lists the files outside the ToC (``only_build_toc_files``) to exclude: the pages autosummary
+  then writes at builder-inited are not on that list and are built, reached through the API page's toctree.
 * **Docstrings are plain text with maths**, not reStructuredText: ``|x|`` there is a norm, not a substitution
   reference, so a ``|`` that does not start a table row is escaped before docutils reads it.
 * **Each script once.** sphinx-thebe registers its inline configuration script once per read phase; a second copy
@@ -37,7 +39,7 @@ def copy_mathjax(app, exception) -> None:
     shutil.copytree(mathjax_source(), Path(app.outdir) / "_static" / "mathjax", dirs_exist_ok=True)
 
 
-def clear_generated_pages(app) -> None:
+def clear_generated_pages(app, config=None) -> None:
     for page in (Path(app.srcdir) / API_DIR).glob("*.rst"):
         page.unlink()
 
@@ -65,7 +67,7 @@ def unique_scripts(app, pagename, templatename, context, doctree) -> None:
 
 def setup(app):
     mathjax_source()  # fail at the start of the build, not after it, when MathJax is not installed
-    app.connect("builder-inited", clear_generated_pages, priority=100)  # before autosummary (priority 500)
+    app.connect("config-inited", clear_generated_pages, priority=100)  # before sphinx-external-toc (900)
     app.connect("autodoc-process-docstring", escape_bars)
     # first: a handler that returns a template name ends html-page-context (emit_firstresult) for later ones
     app.connect("html-page-context", unique_scripts, priority=1)

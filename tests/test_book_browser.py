@@ -31,7 +31,6 @@ from urllib.parse import unquote, urlsplit
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-MATHJAX = ROOT / "_static" / "mathjax" / "tex-chtml.js"
 REDIRECT = re.compile(r'http-equiv="refresh"\s+content="\d+;\s*url=([^"#]+)', re.I)
 LOCAL_SCHEMES = {"file", "data", "blob", "about", "chrome", "chrome-extension", "devtools"}
 # Raw TeX that MathJax should have replaced: \( \) \[ \] delimiters, or a control word with an argument.
@@ -72,7 +71,6 @@ def html_dir():
     if os.environ.get("SOFTMAX_ICL_BOOK_HTML"):
         yield Path(os.environ["SOFTMAX_ICL_BOOK_HTML"])
         return
-    assert MATHJAX.is_file(), f"{MATHJAX.relative_to(ROOT)} is missing: `make setup` copies MathJax there"
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(ROOT), "--path-output", "", "-W", "--keep-going"]
     with tempfile.TemporaryDirectory(prefix="book-browser-") as tmp:
