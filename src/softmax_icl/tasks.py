@@ -38,11 +38,23 @@ def lipschitz_constant(function_class: str, L: float) -> float:
     if function_class == "lowrank_quadratic":
         return L**2  # d/dt (L cos t)^2 on a great circle peaks at L^2
     if function_class == "lowrank_cosine":
-        # f = cos(4 L cos t) along a great circle through w: sup_t 4 L sin t |sin(4 L cos t)| (<= 4L, = 4L once
-        # 4L >= pi/2)
+        # f = cos(4 L cos t) along a great circle through w: sup_t 4 L sin t |sin(4 L cos t)|, below 4L for every L
+        # (the two sines are not both 1 at the same t; about 3.70 at L = 1 and 1.49 at L = 0.5), tending to 4L
         t = torch.linspace(0, math.pi, 200_001, dtype=torch.float64)
         return float((4.0 * L * t.sin() * torch.sin(4.0 * L * t.cos()).abs()).max())
     return float(L)
+
+
+def sphere_cos_mean(L: torch.Tensor, d: int) -> torch.Tensor:
+    """E[cos(L w^T x)] for x ~ U^d and a unit w (any shape of ``L``): with w^T x = cos t, t has density
+    proportional to sin^{d-2} t on [0, pi] (J_0(L) for d = 2, sin(L)/L for d = 3). Trapezoid rule in float64."""
+    L64 = torch.as_tensor(L, dtype=torch.float64)
+    if d == 1:
+        return torch.cos(L64)
+    t = torch.linspace(0.0, math.pi, 4097, dtype=torch.float64, device=L64.device)
+    w = t.sin() ** (d - 2)
+    vals = torch.cos(L64.unsqueeze(-1) * t.cos())
+    return torch.trapezoid(vals * w, t, dim=-1) / torch.trapezoid(w, t)
 
 
 def nonisotropic_covariance(d: int) -> torch.Tensor:
@@ -167,14 +179,19 @@ def task_values(function_class: str, x: torch.Tensor, raw: dict, L: torch.Tensor
     """
     Lc = L[:, :, None, None]
     coef = raw["coef"][:, None, :, None, :]                        # (R, 1, B, 1, 3)
-    if function_class in ("affine", "relu", "cosine"):
+    if function_class in ("affine", "relu", "cosine", "cosine_centered"):
         proj = dot_last(x, raw["u"].unsqueeze(-2)).unsqueeze(1)                     # (R, 1, B, m)
         if function_class == "affine":
             return Lc * torch.addcmul(coef[..., 1], coef[..., 0], proj)
         if function_class == "relu":
             pos, neg = proj.clamp_min(0), (-proj).clamp_min(0)
             return Lc * (coef[..., 0] * pos + coef[..., 1] * neg + coef[..., 2])
-        return torch.cos(torch.addcmul(raw["phase"][:, None, :, None], Lc, proj))
+        f = torch.cos(torch.addcmul(raw["phase"][:, None, :, None], Lc, proj))
+        if function_class == "cosine":
+            return f
+        # the same task less its mean over x ~ U^d: cos(phi) E_x[cos(L w^T x)] (the sine part has mean 0)
+        mean = sphere_cos_mean(L, x.shape[-1]).to(f.dtype)[:, :, None, None]
+        return f - torch.cos(raw["phase"])[:, None, :, None] * mean
     if function_class in LOW_RANK_CLASSES:
         if basis is None:
             raise ValueError("low-rank classes need the basis B")
