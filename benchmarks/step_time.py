@@ -21,6 +21,7 @@ variant that fails (e.g. no compiler toolchain for ``torch.compile``) is reporte
 memory of the eager step is printed per batch size. Without CUDA the GPU part is skipped, and the script says so.
 
 Usage:  python benchmarks/step_time.py [--batches 16 64 256 1024] [--steps 5] [--rounds 15] [--d 5] [--n 50]
+                                       [--threads N] [--no-cpu]
 """
 
 from __future__ import annotations
@@ -190,7 +191,7 @@ def cpu_part(args) -> None:
     dev = torch.device("cpu")
     print(f"\n== CPU, PyTorch path ({torch.get_num_threads()} threads; kernel: {kernels.backend()}) ==")
     print(f"median (interquartile range) over {args.rounds} blocks of {args.steps} steps; 32 configurations, "
-          f"d = {args.d}, n = {args.n}")
+          f"d = {args.d}, n = {args.n}; us/task: per task of the batch (all 32 configurations)")
     print(f"{'batch':>6} {'ms/step':>9} {'(IQR)':>15} {'us/task':>8}")
     meds = []
     for B in args.batches:
@@ -250,7 +251,12 @@ def main() -> None:
     ap.add_argument("--d", type=int, default=5)
     ap.add_argument("--n", type=int, default=50)
     ap.add_argument("--no-cpu", action="store_true", help="skip the CPU part")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="CPU threads (default: PyTorch's choice); on a machine shared with other jobs, 1 avoids "
+                         "intra-op threads waiting for each other's time slices")
     args = ap.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}; one training step = sample + forward + backward + Adam (PyTorch path)")
     assert kernels.backend().startswith("torch"), kernels.backend()
     if not args.no_cpu:
