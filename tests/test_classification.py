@@ -208,14 +208,18 @@ def test_prob_jacobian_matches_finite_differences():
 # -- trainer ------------------------------------------------------------------------------------
 
 def test_a_configuration_trained_alone_matches_it_inside_the_sweep():
-    sw = cmodels.ClsSweep(models=("softmax", "linear"), prototypes=(1, 2), shapes=((3, 2), (4, 3)), n=(6, 10), seeds=2,
-                     steps=12, batch_size=8, lr=0.05, log_every=4)
+    tasks = (ctasks.task_spec("uniform"), ctasks.task_spec("uniform", P=2), ctasks.task_spec("balanced"),
+             ctasks.task_spec("clustered", tau=0.5))
+    sw = cmodels.ClsSweep(models=("softmax", "linear"), tasks=tasks, shapes=((3, 2), (4, 3)), n=(6, 10), seeds=2,
+                          steps=12, batch_size=8, lr=0.05, log_every=4)
     full = cmodels.train_cls_sweep(sw, "cpu", progress=False)
     assert full.A_history.shape == (4, len(sw.configs()), 7, 7)
-    for pick in ({"model": "softmax", "P": 2, "C": 3, "d": 2, "n": 6, "seed": 1},
-                 {"model": "linear", "P": 1, "C": 4, "d": 3, "n": 10, "seed": 0}):
-        alone = cmodels.train_cls_sweep(sw, "cpu", configs=[pick], progress=False)
+    for pick in ({"model": "softmax", "reading": "uniform", "P": 2, "C": 3, "d": 2, "n": 6, "seed": 1},
+                 {"model": "linear", "reading": "uniform", "P": 1, "C": 4, "d": 3, "n": 10, "seed": 0},
+                 {"model": "softmax", "reading": "balanced", "P": 1, "C": 3, "d": 2, "n": 10, "seed": 1},
+                 {"model": "linear", "reading": "clustered", "P": 1, "C": 4, "d": 3, "n": 6, "seed": 0}):
         i = full.select(**pick)[0]
+        alone = cmodels.train_cls_sweep(sw, "cpu", configs=[full.configs[i]], progress=False)
         for k in ("WK", "WQ", "WV"):
             np.testing.assert_allclose(alone.final[k][0], full.final[k][i], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(alone.loss_history[:, 0], full.loss_history[:, i], rtol=1e-5, atol=1e-6)
@@ -227,3 +231,87 @@ def test_training_improves_on_chance():
     sw = cmodels.ClsSweep(models=("linear",), n=(40,), shapes=((3, 2),), steps=150, batch_size=32, lr=0.05, log_every=50)
     res = cmodels.train_cls_sweep(sw, "cpu", progress=False)
     assert res.loss_history[-1, 0] < 0.8 * math.log(3)
+
+
+# -- readings of the task -----------------------------------------------------------------------
+
+def _raw(B=40, n=30, C=4, d=3, pool=0, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    raw = ctasks.draw_raw_cls(B, n, C, 1, d, g, "cpu", pool=pool)
+    return {k: v.unsqueeze(0).double() if v.is_floating_point() else v.unsqueeze(0) for k, v in raw.items()}
+
+
+def test_clustered_inputs_are_normalised_class_vectors_plus_noise():
+    C, d, tau = 4, 3, 0.7
+    raw = _raw(C=C, d=d)
+    b = ctasks.make_cls_batch(raw, C, 1, d, 30, D64, reading=ctasks.READINGS["clustered"], tau=tau)
+    k = torch.floor(raw["zu"] * C).long()                                              # the drawn class
+    c = raw["zp"][:, :, :, 0] / raw["zp"][:, :, :, 0].norm(dim=-1, keepdim=True)        # (1, B, C, d)
+    cx = c.gather(2, k.unsqueeze(-1).expand(*k.shape, d))
+    x = cx + tau * raw["zx"] / math.sqrt(d)
+    x = x / x.norm(dim=-1, keepdim=True)
+    torch.testing.assert_close(b.x_ctx, x[:, :, :-1])
+    torch.testing.assert_close(b.x_q, x[:, :, -1])
+    assert torch.equal(b.label_ctx, k[:, :, :-1]) and torch.equal(b.label_q, k[:, :, -1])
+
+
+def test_balanced_inputs_lie_in_their_class_cell_with_equal_class_frequencies():
+    C, d, n = 4, 3, 30
+    raw = _raw(B=200, n=n, C=C, d=d, pool=ctasks.pool_size(n))
+    b = ctasks.make_cls_batch(raw, C, 1, d, n, D64, reading=ctasks.READINGS["balanced"])
+    c = b.protos[0, :, :, 0]                                                            # (B, C, d)
+    x = torch.cat([b.x_ctx[0], b.x_q[0].unsqueeze(1)], 1)
+    lab = torch.cat([b.label_ctx[0], b.label_q[0].unsqueeze(1)], 1)
+    assert torch.equal(torch.einsum("bnd,bcd->bnc", x, c).argmax(-1), lab)            # the label is the argmax
+    torch.testing.assert_close(x.norm(dim=-1), torch.ones_like(x[..., 0]))
+    drawn = torch.minimum(torch.floor(raw["zu"][0] * C).long(), torch.tensor(C - 1))
+    assert (lab == drawn).float().mean() > 0.99                                          # the drawn class, bar empty cells
+    freq = torch.nn.functional.one_hot(lab, C).double().mean((0, 1))
+    assert torch.all((freq - 1 / C).abs() < 0.02)
+    # uniform argmax from the same draws has unequal cells: its per-context class counts vary far more
+    u = ctasks.make_cls_batch(raw, C, 1, d, n, D64)
+    cu = torch.nn.functional.one_hot(u.label_ctx[0], C).double().sum(1).std()
+    cb = torch.nn.functional.one_hot(b.label_ctx[0], C).double().sum(1).std()
+    assert abs(float(cb) - math.sqrt(n * (1 / C) * (1 - 1 / C))) < 0.3                  # multinomial counts
+    assert cb < 0.85 * cu
+
+
+def test_subspace_class_vectors_live_in_the_first_k_coordinates():
+    b = ctasks.sample_contexts(20, 15, 4, 5, seed=3, dtype=D64, reading="subspace", k=2)
+    assert torch.all(b.protos[..., 2:] == 0)
+    torch.testing.assert_close(b.protos.norm(dim=-1), torch.ones(b.protos.shape[:-1], dtype=D64))
+
+
+def test_mixture_of_lengths_draws_each_context_length_in_range():
+    cfgs = [dict(model="linear", reading="uniform", P=1, tau=0.0, k=0, C=3, d=2, n=20, n_min=5, seed=0)]
+    stream = ctasks.ClsStream(cfgs, (20, 3, 1, 2), [7], "cpu")
+    b = stream.sample(500)
+    L = b.ctx_mask.sum(-1)[0]
+    assert b.ctx_mask.shape == (1, 500, 20) and int(L.min()) == 5 and int(L.max()) == 20
+    assert torch.all(b.ctx_mask[0] == (torch.arange(20).view(1, -1) < L.view(-1, 1)))
+
+
+def test_unnormalised_linear_attention_is_n_times_the_normalised_one():
+    b = _contexts()
+    D = 3 + 4
+    g = torch.Generator().manual_seed(2)
+    W = [torch.randn(1, D, D, generator=g, dtype=D64) for _ in range(3)]
+    lin = cmodels.sa_logits(torch.tensor([1]), *W, b.x_ctx, b.y_ctx, b.x_q)
+    raw = cmodels.sa_logits(torch.tensor([2]), *W, b.x_ctx, b.y_ctx, b.x_q)
+    torch.testing.assert_close(raw, lin * b.x_ctx.shape[2])
+    old = cmodels.sa_logits(torch.tensor([False]), *W, b.x_ctx, b.y_ctx, b.x_q)
+    torch.testing.assert_close(old, lin)
+
+
+def test_crossover_and_t_interval():
+    from softmax_icl.figures.classification_kernel_gd import analysis
+
+    taus = np.array([0.25, 0.5, 1.0, 2.0])
+    ratio = np.array([[0.5, 0.9], [0.8, 0.95], [1.25, 0.99], [1.5, 0.98]])
+    cross = analysis.crossover(taus, ratio)
+    # log ratio -0.223 at tau 0.5 and +0.223 at tau 1: the crossing is halfway in log tau
+    np.testing.assert_allclose(cross[0], math.sqrt(0.5), rtol=1e-12)
+    assert np.isnan(cross[1])
+    m, lo, hi = analysis.t_interval([1.0, 2.0, 3.0], 0.0)
+    assert m == 2.0 and abs(hi - m - 4.303 * 1.0 / math.sqrt(3)) < 1e-12 and abs(m - lo - (hi - m)) < 1e-12
+    assert analysis.t_interval([1.5], 0.25) == (1.5, 1.25, 1.75)

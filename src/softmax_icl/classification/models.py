@@ -23,31 +23,43 @@ from .tasks import ClsBatch, ClsStream, take
 
 
 MODELS = ("softmax", "linear")
+#: Integer codes of the attention units: softmax; linear normalised by 1/n (the paper's); linear unnormalised
+#: (weights s_i, the standard form, which cannot adapt to the context length).
+MODEL_CODES = {"softmax": 0, "linear": 1, "linear_sum": 2}
 
 
-def _masked_weights(kind_softmax: torch.Tensor, s: torch.Tensor, ctx_mask) -> torch.Tensor:
-    """Attention weights for a stack: softmax where ``kind_softmax`` (K,) is true, ``s / n`` elsewhere."""
+def model_codes(configs: list[dict], device="cpu") -> torch.Tensor:
+    """(K,) codes of the configurations' models."""
+    return torch.tensor([MODEL_CODES[c["model"]] for c in configs], device=device)
+
+
+def _masked_weights(kind: torch.Tensor, s: torch.Tensor, ctx_mask) -> torch.Tensor:
+    """Attention weights for a stack: ``kind`` (K,) model codes (:data:`MODEL_CODES`), or a bool tensor
+    (true: softmax, false: linear ``s / n``)."""
     K = s.shape[0]
+    code = torch.where(kind, 0, 1) if kind.dtype == torch.bool else kind
     if ctx_mask is None:
         n = s.shape[-1]
-        lin = s / n
+        raw = s
         soft = torch.softmax(s, dim=-1)
     else:
         n = ctx_mask.sum(-1, keepdim=True).to(s.dtype)
-        lin = s.masked_fill(~ctx_mask, 0.0) / n
+        raw = s.masked_fill(~ctx_mask, 0.0)
         soft = torch.softmax(s.masked_fill(~ctx_mask, float("-inf")), dim=-1)
-    if bool(kind_softmax.all()):
+    lin = raw / n
+    if bool((code == 0).all()):
         return soft
-    if not bool(kind_softmax.any()):
+    if bool((code == 1).all()):
         return lin
-    return torch.where(kind_softmax.view(K, 1, 1), soft, lin)
+    c = code.view(K, 1, 1)
+    return torch.where(c == 0, soft, torch.where(c == 1, lin, raw))
 
 
 def sa_logits(kind_softmax: torch.Tensor, WK: torch.Tensor, WQ: torch.Tensor, WV: torch.Tensor, x_ctx, y_ctx, x_q,
               ctx_mask=None) -> torch.Tensor:
     """Logits (K, B, C_max): the y-slot of the query's attention update.
 
-    ``WK, WQ, WV`` (K, D, D) with ``D = d_max + C_max``; ``kind_softmax`` (K,) bool. Only the x-columns of
+    ``WK, WQ, WV`` (K, D, D) with ``D = d_max + C_max``; ``kind_softmax`` (K,) bool or model codes. Only the x-columns of
     ``A = W_K^T W_Q`` (the query's y-slot is 0) and the y-rows of ``W_V`` enter.
     """
     dm = x_ctx.shape[-1]
@@ -122,12 +134,13 @@ def read_off(A: np.ndarray, WV: np.ndarray, d: int, C: int, d_max: int | None = 
 
 @dataclass(frozen=True)
 class ClsSweep:
-    """A grid of classification pretraining configurations: models x prototypes x (C, d) x n x seeds."""
+    """A grid of classification pretraining configurations: models x tasks x (C, d) x n x seeds."""
 
     models: tuple = ("softmax", "linear")
-    prototypes: tuple = (1,)                 # P per class; 1 = the paper's task
+    tasks: tuple = (("uniform", 1, 0.0, 0),)  # task specs (reading, P, tau, k): tasks.task_spec
     shapes: tuple = ((5, 5),)                # (C, d) pairs
     n: tuple = (100,)
+    n_min: int = 0                           # > 0: each context's length is uniform in n_min..n
     seeds: int = 1
     steps: int = 1000
     batch_size: int = 128
@@ -141,13 +154,15 @@ class ClsSweep:
 
     def configs(self) -> list[dict]:
         """Flattened grid, seed varying fastest."""
-        rows = itertools.product(self.models, self.prototypes, self.shapes, self.n, range(self.seeds))
-        return [dict(model=m, P=int(p), C=int(c), d=int(d), n=int(n), seed=int(s)) for m, p, (c, d), n, s in rows]
+        rows = itertools.product(self.models, self.tasks, self.shapes, self.n, range(self.seeds))
+        return [dict(model=m, reading=t[0], P=int(t[1]), tau=float(t[2]), k=int(t[3]), C=int(c), d=int(d), n=int(n),
+                     n_min=int(self.n_min), seed=int(s)) for m, t, (c, d), n, s in rows]
 
     @property
     def dims(self) -> tuple[int, int, int, int]:
         """Padding sizes (n_max, C_max, P_max, d_max) shared by every configuration of the sweep."""
-        return (max(self.n), max(c for c, _ in self.shapes), max(self.prototypes), max(d for _, d in self.shapes))
+        return (max(self.n), max(c for c, _ in self.shapes), max(t[1] for t in self.tasks),
+                max(d for _, d in self.shapes))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -199,7 +214,7 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     data_seeds = [derive_seed(sweep.data_seed, s) for s in range(sweep.seeds)]
     stream = ClsStream(configs, dims, data_seeds, dev)
     WK, WQ, WV = init_weights(configs, dims, sweep.init_seed, sweep.init_scale, dev)
-    is_soft = torch.tensor([c["model"] == "softmax" for c in configs], device=dev)
+    is_soft = model_codes(configs, dev)
     if sweep.lr_schedule not in ("constant", "cosine"):
         raise ValueError(f"lr_schedule={sweep.lr_schedule!r} is not one of ('constant', 'cosine')")
 
@@ -230,13 +245,19 @@ def model_logits_from(A: torch.Tensor, WV: torch.Tensor, is_soft: torch.Tensor, 
     return sa_logits(is_soft, eye, A, WV, x_ctx, y_ctx, x_q, ctx_mask)
 
 
-def models_on(A, WV, is_soft, batch: ClsBatch, idx, chunk: int = 512, jacobian: bool = False):
+def models_on(A, WV, is_soft, batch: ClsBatch, idx, chunk: int = 512, jacobian: bool = False, lengths=None):
     """Logits (K, B, C_max) (and probability Jacobians (K, B, C_max, d_max)) of K models on their settings
-    ``idx`` (K,) of ``batch``, in chunks of contexts."""
+    ``idx`` (K,) of ``batch``, in chunks of contexts. ``is_soft``: (K,) model codes or softmax flags.
+    ``lengths`` (K,): read each model's contexts at this length (their first examples) instead."""
     B = batch.x_ctx.shape[1]
     outs, jacs = [], []
     for b0 in range(0, B, chunk):
         sub = take(batch, idx, slice(b0, b0 + chunk))
+        if lengths is not None:
+            L = torch.as_tensor(lengths, device=sub.x_ctx.device).view(-1, 1, 1)
+            sub = ClsBatch(sub.x_ctx, sub.y_ctx, sub.x_q, sub.label_q, sub.label_ctx,
+                           torch.arange(sub.x_ctx.shape[2], device=L.device).view(1, 1, -1) < L, sub.class_mask,
+                           sub.protos)
         with torch.no_grad():
             outs.append(model_logits_from(A, WV, is_soft, sub.x_ctx, sub.y_ctx, sub.x_q, sub.ctx_mask))
         if jacobian:

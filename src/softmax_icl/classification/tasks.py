@@ -4,7 +4,14 @@ Each context draws its own class prototypes on the sphere ``U^d``: ``P`` prototy
 inputs ``x_i ~ U^d``; the label of ``x`` is the class owning the prototype with the largest ``p^T x``. With
 ``P = 1`` the prototypes are the class vectors ``c_k`` and ``y = argmax_k c_k^T x`` (linearly separable: the
 classes are the Voronoi cells of the ``c_k`` on the sphere). With ``P >= 2`` each class is a union of ``P`` cells
-around its own prototypes: local, and not linearly separable.
+around its own prototypes: local, and not linearly separable (the book's own "local" task).
+
+The sources do not fix the data model (SPEC 2.4), so the sampler draws every reading a careful reproducer would
+(:data:`READINGS`): **uniform** (above); **balanced** (each class equally likely, ``x`` uniform within its class's
+cell); **clustered** (``k ~ U{1..C}``, ``x = normalise(c_k + tau g / sqrt(d))``, label ``k``: tight clusters for
+small ``tau``, nearly uniform inputs with noisy labels for large ``tau``); **subspace** (as uniform, with the class
+vectors in a ``k``-dimensional coordinate subspace: the class structure lives there). Contexts can also draw their
+length uniformly from a range (training over a mixture of lengths).
 
 Everything works on a leading stack of K configurations, like the regression code; configurations that share a
 seed share their raw draws (common random numbers).
@@ -19,14 +26,44 @@ import torch
 from ..base import derive_seed
 
 
+#: Readings of the paper's task the sampler can draw (see the module docstring), as integer codes.
+READINGS = {"uniform": 0, "balanced": 1, "clustered": 2, "subspace": 3}
+
+
+def task_spec(reading: str = "uniform", P: int = 1, tau: float = 0.0, k: int = 0) -> tuple:
+    """A task as a hashable tuple ``(reading, P, tau, k)`` (the form sweeps and cache keys carry)."""
+    if reading not in READINGS:
+        raise ValueError(f"reading={reading!r} is not one of {tuple(READINGS)}")
+    return (reading, int(P), float(tau), int(k))
+
+
+def task_label(reading: str, P: int = 1, tau: float = 0.0, k: int = 0) -> str:
+    """Short human-readable name of a task."""
+    if reading == "uniform":
+        return "uniform argmax" if P == 1 else f"local (P = {P})"
+    if reading == "clustered":
+        return f"clustered, tau = {tau:g}"
+    if reading == "subspace":
+        return f"subspace (k = {k})"
+    return "class-balanced"
+
+
 def draw_raw_cls(batch: int, n: int, C_max: int, P_max: int, d_max: int, generator: torch.Generator,
-                 device) -> dict:
-    """Raw Gaussian draws of ``batch`` contexts: ``zx`` (B, n+1, d_max) inputs (last row = query) and
-    ``zp`` (B, C_max, P_max, d_max) prototypes. :func:`make_cls_batch` turns them into tasks of any
-    ``C <= C_max``, ``P <= P_max``, ``d <= d_max`` (first ``d`` coordinates, normalised: exactly ``U^d``)."""
+                 device, pool: int = 0, pool_generator: torch.Generator | None = None) -> dict:
+    """Raw draws of ``batch`` contexts: ``zx`` (B, n+1, d_max) Gaussian inputs (last row = query), ``zp``
+    (B, C_max, P_max, d_max) Gaussian prototypes, ``zu`` (B, n+1) uniforms (the class of a point, where the
+    reading draws the class first), ``zl`` (B,) uniforms (the context length, for mixtures of lengths), and with
+    ``pool > 0`` ``zpool`` (B, pool, d_max) Gaussian candidates of the class-balanced reading (from
+    ``pool_generator`` when given, so the other draws do not depend on whether a pool is drawn).
+    :func:`make_cls_batch` turns them into tasks of any ``C <= C_max``, ``P <= P_max``, ``d <= d_max``."""
     zx = torch.randn(batch, n + 1, d_max, generator=generator, device=device)
     zp = torch.randn(batch, C_max, P_max, d_max, generator=generator, device=device)
-    return {"zx": zx, "zp": zp}
+    zu = torch.rand(batch, n + 1, generator=generator, device=device)
+    zl = torch.rand(batch, generator=generator, device=device)
+    out = {"zx": zx, "zp": zp, "zu": zu, "zl": zl}
+    if pool:
+        out["zpool"] = torch.randn(batch, pool, d_max, generator=pool_generator or generator, device=device)
+    return out
 
 
 @dataclass
@@ -34,7 +71,7 @@ class ClsBatch:
     """Contexts for K configurations, padded to common sizes.
 
     ``x_ctx`` (K, B, n, d_max), ``y_ctx`` (K, B, n, C_max) one-hot, ``x_q`` (K, B, d_max), ``label_q`` (K, B),
-    ``label_ctx`` (K, B, n), ``ctx_mask`` (K, 1, n) or None (context slots in use), ``class_mask``
+    ``label_ctx`` (K, B, n), ``ctx_mask`` (K, 1, n) or (K, B, n) or None (context slots in use), ``class_mask``
     (K, 1, C_max) or None (classes in use), ``protos`` (K, B, C_max, P_max, d_max).
     """
 
@@ -49,8 +86,10 @@ class ClsBatch:
 
     def chunk(self, sl: slice) -> "ClsBatch":
         """The contexts ``sl`` of the batch axis."""
+        m = self.ctx_mask
+        m = None if m is None else (m if m.shape[1] == 1 else m[:, sl])
         return ClsBatch(self.x_ctx[:, sl], self.y_ctx[:, sl], self.x_q[:, sl], self.label_q[:, sl],
-                        self.label_ctx[:, sl], self.ctx_mask, self.class_mask, self.protos[:, sl])
+                        self.label_ctx[:, sl], m, self.class_mask, self.protos[:, sl])
 
 
 def _as_col(v, K, device, dtype=torch.long) -> torch.Tensor:
@@ -58,91 +97,205 @@ def _as_col(v, K, device, dtype=torch.long) -> torch.Tensor:
     return t.expand(K).clone() if t.dim() == 0 else t
 
 
-def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32) -> ClsBatch:
+def _normalise(z: torch.Tensor) -> torch.Tensor:
+    return z / z.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+
+
+def _masked_scores(x, cv, keep, dtype):
+    """Scores ``x^T c`` (..., m, M) with the columns not in ``keep`` (K, M) pushed below any real score."""
+    sc = torch.matmul(x, cv.transpose(-1, -2))
+    if keep is not None:
+        K = keep.shape[0]
+        sc = sc + torch.where(keep, 0.0, -10.0).to(dtype).view(K, *([1] * (sc.dim() - 2)), -1)
+    return sc
+
+
+def _balanced_draw(zpool, cv, keep, kc, dtype):
+    """Class-balanced inputs: for each slot of class ``kc`` (K, B, m), a candidate of the pool (K, B, R, d)
+    whose argmax label is ``kc``, taken without replacement in pool order (a class with fewer candidates than
+    slots reuses them; one with none gives its slot the pool's first candidate of the next class, with its
+    own label). Returns inputs (K, B, m, d) and labels (K, B, m)."""
+    xp = _normalise(zpool)
+    R, Cm = xp.shape[-2], cv.shape[-2]
+    lp = _masked_scores(xp, cv, keep, dtype).argmax(-1)                                    # (K, B, R)
+    cnt = torch.nn.functional.one_hot(lp, Cm).sum(-2)                                     # (K, B, Cm)
+    order = torch.argsort(lp * R + torch.arange(R, device=lp.device), dim=-1)             # grouped by class
+    start = torch.cumsum(cnt, -1) - cnt
+    ohk = torch.nn.functional.one_hot(kc, Cm)
+    rank = (torch.cumsum(ohk, dim=-2) - 1).gather(-1, kc.unsqueeze(-1)).squeeze(-1)       # (K, B, m)
+    ck = cnt.gather(-1, kc)
+    pos = (start.gather(-1, kc) + torch.remainder(rank, ck.clamp_min(1))).clamp_max(R - 1)
+    sel = order.gather(-1, pos)
+    x = xp.gather(-2, sel.unsqueeze(-1).expand(*sel.shape, xp.shape[-1]))
+    return x, lp.gather(-1, sel)
+
+
+def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau=None, k=None,
+                   n_min=None) -> ClsBatch:
     """Tasks from raw draws already gathered per configuration (leading dims (K, B)).
 
-    ``C``, ``P``, ``d``, ``n``: ints or (K,) tensors, each at most the raw draws' size. Labels are
-    ``argmax_k max_p p_{k,p}^T x`` over the classes and prototypes in use.
+    ``C``, ``P``, ``d``, ``n``: ints or (K,) tensors, each at most the raw draws' size; ``reading`` (codes of
+    :data:`READINGS`, default uniform), ``tau`` (clustered spread), ``k`` (subspace dimension) and ``n_min``
+    (with ``n_min > 0`` each context draws its length uniformly from ``n_min..n``): None or (K,) tensors.
+
+    * uniform: ``x ~ U^d``, label ``argmax_k max_p p_{k,p}^T x`` over the classes and prototypes in use;
+    * balanced: the class ``k ~ U{1..C}`` first, then ``x`` uniform within its class's cell (from a pool);
+    * clustered: ``k ~ U{1..C}``, ``x = normalise(c_k + tau g / sqrt(d))`` with ``g`` standard normal;
+      the label is ``k``;
+    * subspace: as uniform, with the class vectors in the span of the first ``k`` coordinates.
     """
     zx, zp = raw["zx"].to(dtype), raw["zp"].to(dtype)
     K, B, n1, dm = zx.shape
     Cm, Pm = zp.shape[2], zp.shape[3]
     dev = zx.device
     C, P, d, n = (_as_col(v, K, dev) for v in (C, P, d, n))
+    code = _as_col(0 if reading is None else reading, K, dev)
+    ar = torch.arange(dm, device=dev).view(1, -1)
+    zpool = raw.get("zpool")
     if bool((d < dm).any()):
-        dmask = (torch.arange(dm, device=dev).view(1, -1) < d.view(-1, 1)).to(dtype)      # (K, dm)
+        dmask = (ar < d.view(-1, 1)).to(dtype)                                            # (K, dm)
         zx = zx * dmask.view(K, 1, 1, dm)
         zp = zp * dmask.view(K, 1, 1, 1, dm)
-    x = zx / zx.norm(dim=-1, keepdim=True).clamp_min(1e-30)
-    pr = zp / zp.norm(dim=-1, keepdim=True).clamp_min(1e-30)
-    sc = torch.matmul(x, pr.flatten(2, 3).transpose(-1, -2))                               # (K, B, n+1, Cm*Pm)
+        if zpool is not None:
+            zpool = zpool.to(dtype) * dmask.view(K, 1, 1, dm)
+    sub = code == READINGS["subspace"]
+    if bool(sub.any()):
+        kk = _as_col(k, K, dev)
+        kmask = torch.where(sub.view(-1, 1), ar < kk.view(-1, 1), True).to(dtype)
+        zp = zp * kmask.view(K, 1, 1, 1, dm)
+    x = _normalise(zx)
+    pr = _normalise(zp)
     # unused prototypes and classes get a score below any real one (real scores lie in [-1, 1])
+    cmask = torch.arange(Cm, device=dev).view(1, -1) < C.view(-1, 1)                       # (K, Cm)
+    keep = None
     if bool((P < Pm).any()) or bool((C < Cm).any()):
         pmask = torch.arange(Pm, device=dev).view(1, -1) < P.view(-1, 1)                   # (K, Pm)
-        cmask = torch.arange(Cm, device=dev).view(1, -1) < C.view(-1, 1)                   # (K, Cm)
         keep = (cmask.unsqueeze(-1) & pmask.unsqueeze(-2)).flatten(1)                       # (K, Cm*Pm)
-        sc = sc + torch.where(keep, 0.0, -10.0).to(dtype).view(K, 1, 1, -1)
-    cmask = torch.arange(Cm, device=dev).view(1, -1) < C.view(-1, 1)
+    sc = _masked_scores(x, pr.flatten(2, 3), keep, dtype)                                  # (K, B, n+1, Cm*Pm)
     lab = torch.div(sc.argmax(-1), Pm, rounding_mode="floor")                             # owner class, (K, B, n+1)
+    drawn = (code == READINGS["balanced"]) | (code == READINGS["clustered"])
+    if bool(drawn.any()):
+        rows = torch.nonzero(drawn).squeeze(-1)
+        kc = torch.floor(raw["zu"][rows].to(torch.float64) * C[rows].view(-1, 1, 1)).long()
+        kc = torch.minimum(kc, (C[rows] - 1).view(-1, 1, 1))                                 # (K', B, n+1)
+        cv = pr[rows][:, :, :, 0]                                                          # class vectors (K', B, Cm, dm)
+        clu = (code[rows] == READINGS["clustered"]).view(-1, 1, 1, 1)
+        t = _as_col(0.0 if tau is None else tau, K, dev, dtype)[rows].view(-1, 1, 1, 1)
+        cx = cv.gather(2, kc.unsqueeze(-1).expand(*kc.shape, dm))
+        x_clu = _normalise(cx + t * zx[rows] / d[rows].to(dtype).sqrt().view(-1, 1, 1, 1))
+        xr, lr = x_clu, kc
+        bal = ~clu.view(-1)
+        if bool(bal.any()):
+            if zpool is None:
+                raise ValueError("the class-balanced reading needs raw draws with a pool (draw_raw_cls(pool=...))")
+            kb = None if keep is None else cmask[rows][bal]
+            x_bal, l_bal = _balanced_draw(zpool.to(dtype)[rows][bal], cv[bal], kb, kc[bal], dtype)
+            xr = xr.clone()
+            lr = lr.clone()
+            xr[bal] = x_bal
+            lr[bal] = l_bal
+        x = x.clone()
+        lab = lab.clone()
+        x[rows] = xr
+        lab[rows] = lr
     n_ctx = n1 - 1
     y = torch.nn.functional.one_hot(lab[:, :, :n_ctx], Cm).to(dtype)
-    ctx_mask = None
-    if bool((n < n_ctx).any()):
-        ctx_mask = torch.arange(n_ctx, device=dev).view(1, 1, -1) < n.view(-1, 1, 1)
+    ctx_mask = _context_mask(n, None if n_min is None else _as_col(n_min, K, dev), raw["zl"], n_ctx)
     class_mask = cmask.view(K, 1, Cm) if bool((C < Cm).any()) else None
     return ClsBatch(x[:, :, :n_ctx], y, x[:, :, n_ctx], lab[:, :, n_ctx], lab[:, :, :n_ctx], ctx_mask, class_mask,
                     pr)
 
 
+def _context_mask(n: torch.Tensor, n_min, zl: torch.Tensor, n_ctx: int):
+    """Context slots in use: (K, 1, n_ctx) for fixed lengths ``n`` (None when all are ``n_ctx``), or (K, B, n_ctx)
+    where ``n_min > 0``: each context's length uniform in ``n_min..n`` from the uniforms ``zl`` (K, B)."""
+    dev = n.device
+    slots = torch.arange(n_ctx, device=dev)
+    if n_min is not None and bool((n_min > 0).any()):
+        lo = torch.where(n_min > 0, n_min, n).view(-1, 1)
+        span = (n.view(-1, 1) - lo + 1).to(torch.float64)
+        length = lo + torch.minimum(torch.floor(zl.to(torch.float64) * span).long(), (span - 1).long())
+        return slots.view(1, 1, -1) < length.unsqueeze(-1)
+    if bool((n < n_ctx).any()):
+        return slots.view(1, 1, -1) < n.view(-1, 1, 1)
+    return None
+
+
+def pool_size(n: int) -> int:
+    """Candidates per context of the class-balanced reading (16 per input)."""
+    return 16 * (n + 1)
+
+
 def sample_contexts(batch: int, n: int, C: int, d: int, P: int = 1, seed: int = 0, device="cpu",
-                    dtype=torch.float32) -> ClsBatch:
+                    dtype=torch.float32, reading: str = "uniform", tau: float = 0.0, k: int = 0) -> ClsBatch:
     """``batch`` contexts of one setting (K = 1), drawn from ``seed``."""
     g = torch.Generator(device=device).manual_seed(int(seed))
-    raw = draw_raw_cls(batch, n, C, P, d, g, device)
-    return make_cls_batch({k: v.unsqueeze(0) for k, v in raw.items()}, C, P, d, n, dtype)
+    raw = draw_raw_cls(batch, n, C, P, d, g, device, pool=pool_size(n) if reading == "balanced" else 0)
+    return make_cls_batch({key: v.unsqueeze(0) for key, v in raw.items()}, C, P, d, n, dtype,
+                          reading=READINGS[reading], tau=tau, k=k)
 
 
 class ClsStream:
     """Per-seed online context streams for a stack of configurations (common random numbers).
 
-    Configurations that share a seed see the same raw draws; those that also share ``(C, P, d)`` see the
-    same contexts, so labels are computed once per distinct ``(seed, C, P, d)`` and gathered.
+    ``configs``: dicts with ``seed, reading, P, tau, k, C, d, n`` (and optionally ``n_min``). Configurations that
+    share a seed see the same raw draws; those that also share the task and ``(C, d)`` see the same contexts, so
+    tasks are made once per distinct ``(seed, reading, P, tau, k, C, d)`` and gathered.
     """
 
     def __init__(self, configs: list[dict], dims, seeds: list[int], device, dtype=torch.float32):
         self.n_max, self.C_max, self.P_max, self.d_max = dims
         self.device, self.dtype = torch.device(device), dtype
         self.gens = [torch.Generator(device=self.device).manual_seed(int(s)) for s in seeds]
-        keys = [(c["seed"], c["C"], c["P"], c["d"]) for c in configs]
+        # the class-balanced pool has its own streams: a configuration draws the same contexts alone or in a sweep
+        self.pool_gens = [torch.Generator(device=self.device).manual_seed(derive_seed(int(s), 1)) for s in seeds]
+        keys = [(c["seed"], READINGS[c.get("reading", "uniform")], c["P"], float(c.get("tau", 0.0)), c.get("k", 0),
+                 c["C"], c["d"]) for c in configs]
         uniq = sorted(set(keys))
-        self.group_idx = torch.tensor([uniq.index(k) for k in keys], device=self.device)
-        col = lambda i: torch.tensor([u[i] for u in uniq], device=self.device)  # noqa: E731
-        self.g_seed, self.g_C, self.g_P, self.g_d = (col(i) for i in range(4))
+        self.group_idx = torch.tensor([uniq.index(key) for key in keys], device=self.device)
+        col = lambda i, dt=torch.long: torch.tensor([u[i] for u in uniq], device=self.device, dtype=dt)  # noqa: E731
+        self.g_seed, self.g_code, self.g_P = col(0), col(1), col(2)
+        self.g_tau = col(3, torch.float64)
+        self.g_k, self.g_C, self.g_d = col(4), col(5), col(6)
+        self.pool = pool_size(self.n_max) if bool((self.g_code == READINGS["balanced"]).any()) else 0
         self.n = torch.tensor([c["n"] for c in configs], device=self.device)
+        self.n_min = torch.tensor([c.get("n_min", 0) for c in configs], device=self.device)
 
     def sample(self, batch_size: int) -> ClsBatch:
-        raws = [draw_raw_cls(batch_size, self.n_max, self.C_max, self.P_max, self.d_max, g, self.device)
-                for g in self.gens]
-        raw = {k: torch.stack([r[k] for r in raws])[self.g_seed] for k in raws[0]}
-        g = make_cls_batch(raw, self.g_C, self.g_P, self.g_d, self.n_max, self.dtype)
+        raws = [draw_raw_cls(batch_size, self.n_max, self.C_max, self.P_max, self.d_max, g, self.device, self.pool, pg)
+                for g, pg in zip(self.gens, self.pool_gens)]
+        raw = {key: torch.stack([r[key] for r in raws])[self.g_seed] for key in raws[0]}
+        g = make_cls_batch(raw, self.g_C, self.g_P, self.g_d, self.n_max, self.dtype, reading=self.g_code,
+                           tau=self.g_tau, k=self.g_k)
         i = self.group_idx
-        ctx_mask = None
-        if bool((self.n < self.n_max).any()):
-            ctx_mask = torch.arange(self.n_max, device=self.device).view(1, 1, -1) < self.n.view(-1, 1, 1)
+        zl = torch.stack([r["zl"] for r in raws])[self.g_seed][i]
+        ctx_mask = _context_mask(self.n, self.n_min, zl, self.n_max)
         return ClsBatch(g.x_ctx[i], g.y_ctx[i], g.x_q[i], g.label_q[i], g.label_ctx[i], ctx_mask,
                         None if g.class_mask is None else g.class_mask[i], g.protos[i])
 
 
 def fixed_batch(settings: list[dict], dims, seed: int, n_contexts: int, device="cpu") -> ClsBatch:
-    """A fixed set of contexts for each setting (dicts with C, P, d, n), all from one seed (common random
-    numbers across settings): the evaluation and search sets."""
+    """A fixed set of contexts for each setting (dicts with reading, P, tau, k, C, d, n), all from one seed
+    (common random numbers across settings): the evaluation and search sets."""
     stream = ClsStream([dict(s, seed=0) for s in settings], dims, [derive_seed(seed, 0)], device)
     return stream.sample(n_contexts)
+
+
+def with_length(batch: ClsBatch, n: int) -> ClsBatch:
+    """The same contexts read at length ``n``: only their first ``n`` examples are in use."""
+    n_ctx = batch.x_ctx.shape[2]
+    mask = None if n >= n_ctx else torch.arange(n_ctx, device=batch.x_ctx.device).view(1, 1, -1) < n
+    if mask is not None:
+        mask = mask.expand(batch.x_ctx.shape[0], 1, n_ctx)
+    return ClsBatch(batch.x_ctx, batch.y_ctx, batch.x_q, batch.label_q, batch.label_ctx, mask, batch.class_mask,
+                    batch.protos)
 
 
 def take(batch: ClsBatch, idx, sl: slice = slice(None)) -> ClsBatch:
     """Settings ``idx`` (and contexts ``sl``) of a batch."""
     idx = torch.as_tensor(idx, device=batch.x_ctx.device)
+    m = batch.ctx_mask
+    m = None if m is None else (m[idx] if m.shape[1] == 1 else m[idx, sl])
     return ClsBatch(batch.x_ctx[idx, sl], batch.y_ctx[idx, sl], batch.x_q[idx, sl], batch.label_q[idx, sl],
-                    batch.label_ctx[idx, sl], None if batch.ctx_mask is None else batch.ctx_mask[idx],
+                    batch.label_ctx[idx, sl], m,
                     None if batch.class_mask is None else batch.class_mask[idx], batch.protos[idx, sl])

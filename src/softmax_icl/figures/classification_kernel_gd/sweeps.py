@@ -1,9 +1,26 @@
-"""What the classification chapter trains and searches: the three batched training programs and the GD steps'
-hyperparameter search (each cached)."""
+"""What the classification chapter trains and searches (each cached).
+
+Five batched training programs, every reading and tau a stacked configuration of one program:
+
+* ``main``: softmax and linear units in the main setting (uniform task, C, d, n_main), weights logged through
+  training: alignment with the GD steps (paper Figs 4-5) and the learned hyperparameters;
+* ``readings_n<n>``: both models x {uniform, balanced, clustered at every tau} x seeds, one program per n of n_values
+  (so short contexts are not padded to the longest): softmax >= linear per reading and the tau x n map;
+* ``extras``: both models on the local task and the subspace task at n_main (beyond the papers; kernel shape);
+* ``shapes``: both models on the uniform task at n_main for other C and d;
+* ``mixture``: softmax, linear (1/n) and unnormalised linear units trained over a mixture of context lengths on the
+  uniform task and on the clustered task at mix_tau.
+
+The GD steps' hyperparameters are searched per (task, n) on fresh contexts (one batched search per task and
+algorithm over every n).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import torch
 
 from ...classification import algorithms as calg
 from ...classification import metrics as cmetrics
@@ -11,37 +28,67 @@ from ...classification import models as cmodels
 from ...classification import tasks as ctasks
 from ...records import Run
 
-
 MODELS = cmodels.MODELS
+MIX_MODELS = ("softmax", "linear", "linear_sum")
 ALG = calg.MODEL_ALGORITHM                                    # model -> the algorithm it is compared with
-
-
+#: The wrong counterpart of each model (the controls of the model-to-algorithm checks).
+CONTROL_ALG = {"linear": "kernel_gd", "softmax": "gd"}
 ALG_LABEL = {"gd": "one GD step", "kernel_gd": "kernel GD (exp kernel, adaptive rate)",
              "exp_fixed": "exp kernel, fixed rate", "linear_norm": "linear kernel, adaptive rate"}
+ETA_GRID = np.geomspace(1.0, 1000.0, 61)
 
 
-def task_name(P: int) -> str:
-    return "paper's task (P = 1)" if P == 1 else f"local task (P = {P})"
+def uniform_task() -> tuple:
+    return ctasks.task_spec("uniform")
+
+
+def reading_tasks(cfg: dict) -> tuple:
+    """The readings of the paper's task compared across n: uniform, balanced, clustered at every tau."""
+    return (uniform_task(), ctasks.task_spec("balanced")) + tuple(ctasks.task_spec("clustered", tau=t)
+                                                                  for t in cfg["taus"])
+
+
+def extra_tasks(cfg: dict) -> tuple:
+    """The local task (beyond the papers) and the subspace task (kernel shape), at n_main."""
+    return (ctasks.task_spec("uniform", P=cfg["local_prototypes"]), ctasks.task_spec("subspace", k=cfg["subspace_k"]))
+
+
+def mixture_tasks(cfg: dict) -> tuple:
+    return (uniform_task(), ctasks.task_spec("clustered", tau=cfg["mix_tau"]))
+
+
+def label(task: tuple) -> str:
+    return ctasks.task_label(*task)
+
+
+def task_of(c: dict) -> tuple:
+    return ctasks.task_spec(c["reading"], c["P"], c["tau"], c["k"])
 
 
 def sweeps(cfg: dict) -> dict[str, cmodels.ClsSweep]:
     C, d = cfg["C"], cfg["d"]
     common = dict(batch_size=cfg["batch_size"], lr=cfg["lr"], init_scale=cfg["init_scale"], data_seed=cfg["data_seed"],
-                  init_seed=cfg["init_seed"])
+                  init_seed=cfg["init_seed"], seeds=cfg["seeds"])
     shapes = tuple([(c, d) for c in cfg["shape_C"]] + [(C, dd) for dd in cfg["shape_d"]])
+    lo, hi = cfg["mix_lengths"]
+    every = max(1, cfg["steps"] // 10)
     return {
-        "main": cmodels.ClsSweep(prototypes=(1,), shapes=((C, d),), n=(cfg["n_main"],), seeds=cfg["seeds"],
-                            steps=cfg["steps_main"], log_every=max(1, cfg["steps_main"] // 25), **common),
-        "context": cmodels.ClsSweep(prototypes=(1, cfg["local_prototypes"]), shapes=((C, d),), n=tuple(cfg["n_values"]),
-                               seeds=cfg["sweep_seeds"], steps=cfg["steps"], log_every=max(1, cfg["steps"] // 10),
-                               **common),
-        "shapes": cmodels.ClsSweep(prototypes=(1,), shapes=shapes, n=(cfg["n_main"],), seeds=cfg["sweep_seeds"],
-                              steps=cfg["steps"], log_every=max(1, cfg["steps"] // 10), **common),
+        "main": cmodels.ClsSweep(tasks=(uniform_task(),), shapes=((C, d),), n=(cfg["n_main"],),
+                                 steps=cfg["steps_main"], log_every=max(1, cfg["steps_main"] // 25), **common),
+        # one program per n (a short context is not padded to the longest one); readings and taus are stacked
+        **{f"readings_n{n}": cmodels.ClsSweep(tasks=reading_tasks(cfg), shapes=((C, d),), n=(n,), steps=cfg["steps"],
+                                              log_every=every, **common) for n in cfg["n_values"]},
+        "extras": cmodels.ClsSweep(tasks=extra_tasks(cfg), shapes=((C, d),), n=(cfg["n_main"],),
+                                   steps=cfg["steps"], log_every=every, **common),
+        "shapes": cmodels.ClsSweep(tasks=(uniform_task(),), shapes=shapes, n=(cfg["n_main"],), steps=cfg["steps"],
+                                   log_every=every, **common),
+        "mixture": cmodels.ClsSweep(models=MIX_MODELS, tasks=mixture_tasks(cfg), shapes=((C, d),), n=(hi,), n_min=lo,
+                                    steps=cfg["steps"], log_every=every, **common),
     }
 
 
 def train(run: Run) -> dict[str, cmodels.ClsResult]:
-    """The three training programs, through the cache."""
+    """The training programs, through the cache."""
     out = {}
     for tag, sw in sweeps(run.cfg).items():
         out[tag] = run.cached(f"train_{tag}", sw.to_dict(),
@@ -49,43 +96,82 @@ def train(run: Run) -> dict[str, cmodels.ClsResult]:
     return out
 
 
-def settings(cfg: dict) -> list[dict]:
-    """(task, n) settings of the search and evaluation sets: both tasks x n_values, plus the main setting."""
+# -- hyperparameter search ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Searched:
+    """One algorithm's searched hyperparameters per setting (S,), and its CE profile over the beta grid (S, G)."""
+
+    beta: np.ndarray
+    rate: np.ndarray
+    ce: np.ndarray
+    grid: np.ndarray
+    grid_ce: np.ndarray
+    grid_rate: np.ndarray
+
+
+@dataclass(frozen=True)
+class Search:
+    """Searched hyperparameters of every algorithm at every (task, n) setting."""
+
+    settings: tuple                      # (task, n) pairs
+    algs: dict                           # algorithm name -> Searched
+    gd_eta_profile: np.ndarray           # (S, len(ETA_GRID)): CE of the GD step along ETA_GRID
+
+    def index(self, task: tuple, n: int) -> int:
+        return self.settings.index((tuple(task), int(n)))
+
+
+def search_settings(cfg: dict) -> tuple:
     ns = sorted(set(cfg["n_values"]) | {cfg["n_main"]})
-    return [dict(C=cfg["C"], P=P, d=cfg["d"], n=n) for P in (1, cfg["local_prototypes"]) for n in ns]
+    return tuple((t, n) for t in reading_tasks(cfg) for n in ns) + tuple((t, cfg["n_main"]) for t in extra_tasks(cfg))
 
 
-def _dims(cfg: dict) -> tuple:
+def setting_dict(cfg: dict, task: tuple, n: int) -> dict:
+    return dict(reading=task[0], P=task[1], tau=task[2], k=task[3], C=cfg["C"], d=cfg["d"], n=n)
+
+
+def dims(cfg: dict) -> tuple:
     return (max(max(cfg["n_values"]), cfg["n_main"]), cfg["C"], cfg["local_prototypes"], cfg["d"])
 
 
-def _setting_index(sets: list[dict], c: dict) -> int:
-    return next(i for i, s in enumerate(sets) if (s["P"], s["n"], s["C"], s["d"]) == (c["P"], c["n"], c["C"], c["d"]))
+def at_lengths(batch: ctasks.ClsBatch, ns) -> ctasks.ClsBatch:
+    """One task's contexts (K = 1) stacked once per length in ``ns``, each read at its length."""
+    N, n_ctx = len(ns), batch.x_ctx.shape[2]
+    ex = lambda t: None if t is None else t.expand(N, *t.shape[1:])  # noqa: E731
+    mask = np.arange(n_ctx)[None, None, :] < np.asarray(ns)[:, None, None]
+    return ctasks.ClsBatch(ex(batch.x_ctx), ex(batch.y_ctx), ex(batch.x_q), ex(batch.label_q), ex(batch.label_ctx),
+                           torch.as_tensor(mask, device=batch.x_ctx.device), ex(batch.class_mask), ex(batch.protos))
 
 
-ETA_GRID = np.geomspace(1.0, 1000.0, 61)
-
-
-def search(run: Run) -> dict:
+def search(run: Run) -> Search:
     """Searched (beta, rate) of every algorithm at every setting; CE profiles for the plots."""
     cfg = run.cfg
-    sets = settings(cfg)
+    sets = search_settings(cfg)
 
     def compute():
-        # one setting at a time (memory); each draws the same raw contexts as a joint draw would
-        parts = []
-        for s in sets:
-            batch = ctasks.fixed_batch([s], _dims(cfg), cfg["search_seed"], cfg["search_contexts"], run.device)
-            part = {name: calg.search_hyperparameters(name, batch) for name in calg.ALGORITHMS}
-            # CE of the GD step along an eta grid (for the plot of the search)
-            z = calg.algorithm_features_grid("gd", batch, [0.0])[:, 0]                       # (1, B, C)
-            part["gd_eta_profile"] = np.array([float(cmetrics.masked_ce(e * z, batch.label_q).mean()) for e in ETA_GRID])
-            parts.append(part)
-        out = {"settings": sets, "gd_eta_profile": np.stack([p["gd_eta_profile"] for p in parts])}
-        for name in calg.ALGORITHMS:
-            out[name] = {k: (parts[0][name][k] if k == "grid" else np.concatenate([p[name][k] for p in parts]))
-                         for k in parts[0][name]}
-        return out
+        tasks = list(dict.fromkeys(t for t, _ in sets))
+        parts = {name: [] for name in calg.ALGORITHMS}
+        order, profiles = [], []
+        for task in tasks:                              # one task at a time (memory); every n of it at once
+            ns = [n for t, n in sets if t == task]
+            one = ctasks.fixed_batch([setting_dict(cfg, task, max(ns))], dims(cfg), cfg["search_seed"],
+                                     cfg["search_contexts"], run.device)
+            batch = at_lengths(one, ns)
+            for name in calg.ALGORITHMS:
+                parts[name].append(calg.search_hyperparameters(name, batch))
+            z = calg.algorithm_features_grid("gd", batch, [0.0])[:, 0]                         # (N, B, C)
+            profiles.append(np.array([[float(cmetrics.masked_ce(e * z[i], batch.label_q[i]).mean()) for e in ETA_GRID]
+                                      for i in range(len(ns))]))
+            order += [(task, n) for n in ns]
+        perm = [order.index(s) for s in sets]
+        algs = {}
+        for name, ps in parts.items():
+            cat = {k: np.concatenate([p[k] for p in ps])[perm] for k in ("beta", "rate", "ce")}
+            algs[name] = Searched(grid=ps[0]["grid"], grid_ce=np.concatenate([p["grid_ce"] for p in ps])[perm],
+                                  grid_rate=np.concatenate([p["grid_rate"] for p in ps])[perm], **cat)
+        return Search(settings=sets, algs=algs, gd_eta_profile=np.concatenate(profiles)[perm])
 
-    key = {k: cfg[k] for k in ("C", "d", "n_main", "local_prototypes", "n_values", "search_contexts", "search_seed")}
+    key = {k: cfg[k] for k in ("C", "d", "n_main", "local_prototypes", "n_values", "taus", "subspace_k",
+                               "search_contexts", "search_seed")}
     return run.cached("search", key, compute)
