@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl.figures.low_rank.stages import distance_to_cBB, subspace_alignment, sweep_for
+from softmax_icl.figures.low_rank.analysis import distance_to_cBB, subspace_alignment
+from softmax_icl.figures.low_rank.sweeps import sweep_for
 from softmax_icl.metrics import icl_error_of_matrices, rho1, rho2
 from softmax_icl.profiles import ParameterError
 from softmax_icl.registry import resolve

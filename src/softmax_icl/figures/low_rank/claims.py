@@ -1,0 +1,76 @@
+"""Low rank: the claim checks of Figure 4 / Figure 10 and Theorem 4.4, with thresholds stated before the runs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...records import Run
+from .analysis import LowRankAnalysis, distance_to_cBB
+from .sweeps import MODELS
+
+EVEN_LINKS = ("lowrank_quadratic", "lowrank_cosine")          # E[f(x) x] = 0: no first-order signal
+#: Claim thresholds (stated before the runs; see the notebook for the reasons).
+RHO1_MAX = 0.1                 # softmax: final rho_1, every class (random init: rho_1 ~ 1 or more)
+RHO2_MAX = 0.15                # softmax: final rho_2, every class (random init: rho_2 ~ sqrt(1 - k^2/d^2))
+DIST_MAX = 0.2                 # softmax: min_c ||M - c B B^T||_F / ||M||_F, every class
+LINK_RATIO_MAX = 0.9           # softmax error / linear error on each nonlinear link
+ZERO_RATIO_MIN = 0.99          # linear error / zero-predictor error on the even links (gains < 1 %)
+ALIGN_SIGMAS = 3.0             # |cos(M, B B^T)| of a linear unit on an even link below 3 / d (random level 1/d)
+
+
+def short(name: str) -> str:
+    return name.replace("lowrank_", "")
+
+
+def check_claims(run: Run, a: LowRankAnalysis) -> None:
+    """The figure's claims, each computed from the data with a stated threshold."""
+    cfg = run.cfg
+    classes = a.classes
+    sm, ln = a.softmax, a.linear
+    fin = lambda x: x[-1].mean(-1)                                             # noqa: E731  final, mean over seeds
+    names = ", ".join(short(c) for c in classes)
+    # Theorem 4.4 (and Fig. 10 for the links): softmax drives rho to 0 and M to c B B^T
+    r1, r2 = fin(sm.rho1), fin(sm.rho2)
+    run.check("softmax-rho1-to-zero", f"softmax: final rho_1(M, B), worst class of {names} (at init: "
+              f"{sm.rho1[0].mean():.2g})", r1.max(), r1.max() < RHO1_MAX, f"< {RHO1_MAX:g}")
+    run.check("softmax-rho2-to-zero", f"softmax: final rho_2(M, B), worst class of {names} (at init: "
+              f"{sm.rho2[0].mean():.2g})", r2.max(), r2.max() < RHO2_MAX, f"< {RHO2_MAX:g}")
+    dist = distance_to_cBB(sm.M, a.B).mean(-1)                           # (K,)
+    run.check("softmax-M-is-cBBT", f"softmax: min_c ||M - c BB^T||_F / ||M||_F, worst class of {names}",
+              dist.max(), dist.max() < DIST_MAX, f"< {DIST_MAX:g}")
+    # softmax beats linear on the nonlinear links; on the linear class itself linear attention is the natural
+    # estimator, so the comparison is reported separately (SPEC's Fig. 4 statement covers it)
+    ratio = sm.final.mean(-1) / ln.final.mean(-1)                         # (K,)
+    links = [i for i, c in enumerate(classes) if c != "lowrank_linear"]
+    if links:
+        worst = max(links, key=lambda i: ratio[i])
+        run.check("softmax-beats-linear-on-links", "softmax / linear ICL error, worst nonlinear link "
+                  f"({', '.join(f'{short(classes[i])}: {ratio[i]:.2g}' for i in links)})", ratio[worst],
+                  ratio[worst] < LINK_RATIO_MAX, f"< {LINK_RATIO_MAX:g}")
+    if "lowrank_linear" in classes:
+        i = classes.index("lowrank_linear")
+        run.check("softmax-beats-linear-on-linear-class", "softmax / linear ICL error on the linear class "
+                  "F_B^lin itself", ratio[i], ratio[i] < 1.0, "< 1")
+    # linear attention gets no signal on the even links: no better than predicting 0, M not aligned with B B^T
+    even = [i for i, c in enumerate(classes) if c in EVEN_LINKS]
+    if even:
+        zr = ln.final.mean(-1)[even] / a.zero[even]
+        run.check("linear-no-gain-on-even-links", "linear ICL error / error of predicting 0, worst even link "
+                  f"({', '.join(short(classes[i]) for i in even)})", zr.min(), zr.min() >= ZERO_RATIO_MIN,
+                  f">= {ZERO_RATIO_MIN:g}")
+        al = np.abs(ln.align[-1][even])                                     # (E, S)
+        thr = ALIGN_SIGMAS / cfg["d"]
+        run.check("linear-M-unaligned-on-even-links", "linear: max |cos(M, BB^T)| over even links and seeds "
+                  f"(softmax, same links: {np.abs(sm.align[-1][even]).mean():.2f})", al.max(), al.max() < thr,
+                  f"< {thr:.2g} (3 / d; an i.i.d. random M gives about 1 / d)")
+    run.record(rho1={m: a.model(m).rho1[-1].mean(-1) for m in MODELS}, rho2={m: a.model(m).rho2[-1].mean(-1) for m in MODELS},
+               rho1_init={m: a.model(m).rho1[0].mean(-1) for m in MODELS},
+               rho2_init={m: a.model(m).rho2[0].mean(-1) for m in MODELS},
+               distance_to_cBB={m: distance_to_cBB(a.model(m).M, a.B).mean(-1) for m in MODELS},
+               M_norm={m: a.model(m).norm[-1].mean(-1) for m in MODELS},
+               cos_M_BBT_per_seed={m: a.model(m).align[-1] for m in MODELS},
+               M_norm_init={m: a.model(m).norm[0].mean(-1) for m in MODELS},
+               icl_error={m: a.model(m).final.mean(-1) for m in MODELS}, softmax_over_linear=ratio,
+               zero_predictor=a.zero, mean_predictor=a.mean, oracle_cBB=a.oracle_cBB,
+               oracle_cBB_scale=a.oracle_cBB_scale, oracle_wI=a.oracle_wI, oracle_wI_scale=a.oracle_wI_scale,
+               classes=classes)
