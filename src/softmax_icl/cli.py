@@ -311,7 +311,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", type=Path, help="directory for the executed notebook, its figures and record "
                                                "(default: runs/<figure>-<profile>/)")
     p.add_argument("--in-place", action="store_true",
-                   help="overwrite notebooks/<figure>.ipynb and the book's figures and record")
+                   help="overwrite notebooks/<figure>.ipynb and the book's figures and record (only at the "
+                        "default profile with no -p: the book shows that run)")
     p.set_defaults(func=cmd_run)
 
     def executor(p):
