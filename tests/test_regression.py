@@ -59,6 +59,9 @@ def test_compare_accepts_rounding_and_rejects_a_flipped_verdict_or_a_moved_numbe
     ok = compare_records(_record(), _record(value=1.0 + DEFAULT_RTOL / 2))
     assert all(r.ok for r in ok)
     assert not all(r.ok for r in compare_records(_record(), _record(passed=False)))
+    other = _record()
+    other["claims"][0]["statement"] = "s (at init: 4.31)"
+    assert [r.path for r in compare_records(_record(), other) if not r.ok] == ["claims.c.statement"]
     moved = compare_records(_record(), _record(numbers={"x": [1.0, 2.0 * (1 + 2 * DEFAULT_RTOL)], "label": "L = 1"}))
     assert [r.path for r in moved if not r.ok] == ["key_numbers.x[1]"]
     shape = compare_records(_record(), _record(numbers={"x": [1.0], "label": "L = 1"}))

@@ -7,7 +7,8 @@ a rounding difference can flip sits on a knife's edge, which the chapters must a
 
 What is compared, leaf by leaf:
 
-* every check of the reference record: its verdict (``passed``, exactly) and its value (numerically);
+* every check of the reference record: its verdict (``passed``) and its statement, exactly (both are printed in
+  the verdict line that nbval compares), and its value numerically;
 * every key number (``key_numbers``), walked recursively through dicts and lists: numbers within the tolerance,
   strings, booleans and the structure itself (dict keys, list lengths) exactly;
 * a check or key number present in one record only is a difference.
@@ -132,6 +133,9 @@ def compare_records(reference: dict, new: dict, tolerances: dict | None = None) 
             continue
         n = new_claims[cid]
         rows.append(Row(f"claims.{cid}.verdict", _verdict(c), _verdict(n), None, c["passed"] == n["passed"]))
+        if c.get("statement") != n.get("statement"):     # printed in the verdict line, which must be identical
+            rows.append(Row(f"claims.{cid}.statement", c.get("statement"), n.get("statement"), None, False,
+                            "the statement differs (a measured number in it?)"))
         rows += _leaves(f"claims.{cid}.value", c.get("value"), n.get("value"), None, tolerances)
     for cid, n in new_claims.items():
         if cid not in ref_claims:
