@@ -60,7 +60,7 @@ def settings_markdown() -> str:
     out += [f"| {_md(a)} | {_md(b)} | {_md(c)} |" for a, b, c in GENERAL_CHOICES]
     for fig in FIGURES.values():
         example = next(iter(fig.params))
-        out += ["", f"## {fig.title}", "",
+        out += ["", f"(settings-{fig.name.replace('_', '-')})=", f"## {fig.title}", "",
                 f"Notebook `notebooks/{fig.notebook}` ({fig.paper}). Change a setting with "
                 f"`softmax-icl run {fig.name} -p NAME VALUE` (e.g. `softmax-icl run {fig.name} -p {example} "
                 f"{_md(fmt(fig.params[example].value('default'))).replace(' ', '')}`), which writes to "
