@@ -11,48 +11,65 @@ from ...metrics import icl_error_grid, spectral_norm, window_halfwidth
 from ...records import Run
 from ...tasks import InputSpec
 from ...training import SweepResult
-from .sweeps import MODELS, Setting, settings, unit_index
+from .sweeps import MODELS, Setting, families, settings, unit_index
 
 
 @dataclass(frozen=True)
 class WindowAnalysis:
-    """Windows at ``n_window`` and ICL errors of every unit, per model (keys of the dicts: "softmax", "linear")."""
+    """Windows at ``n_window`` and ICL errors of every unit, per model (keys of the dicts: "softmax", "linear"), for
+    the two task families (axis 0: the paper's family, then the zero-mean one)."""
 
+    families: tuple               # (paper's class, zero-mean class)
     settings: list                # Setting per column
     n: list                       # context lengths
-    halfwidth: dict               # model -> (setting, seed) half-width of the window, degrees
-    w: dict                       # model -> (setting, seed) ||M||_2
-    error: dict                   # model -> (setting, n, seed) ICL error; "oracle" -> (setting, n); "oracle_w"
+    halfwidth: dict               # model -> (family, setting, seed) half-width of the window, degrees
+    w: dict                       # model -> (family, setting, seed) ||M||_2
+    error: dict                   # model -> (family, setting, n, seed) ICL error
+    oracle: np.ndarray            # (family, setting, n) best-bandwidth Nadaraya-Watson error
+    oracle_w: np.ndarray          # (family, setting, n) its bandwidth
+
+    def ratio(self, num: str, den: str) -> np.ndarray:
+        """(family, setting, n): seed-mean ICL error of model ``num`` over model ``den`` (or "oracle")."""
+        top = self.error[num].mean(-1)
+        return top / (self.oracle if den == "oracle" else self.error[den].mean(-1))
 
 
 def analyse(run: Run, results: dict[str, SweepResult]) -> WindowAnalysis:
-    """Windows, ICL errors (trained units and the Nadaraya-Watson oracle) per setting and n."""
+    """Windows, ICL errors (trained units and the Nadaraya-Watson oracle) per family, setting and n."""
     cfg = run.cfg
     spec = InputSpec(d=cfg["d"])
-    sets, ns = settings(cfg), cfg["n_values"]
-    # attention window half-width (degrees) of every unit at n_window: (model, setting, seed)
-    halfwidth = {m: np.stack([np.degrees(window_halfwidth(m, results[m].M[unit_index(results[m], s, cfg["n_window"])]))
-                              for s in sets]) for m in MODELS}
-    w = {m: np.stack([spectral_norm(results[m].M[unit_index(results[m], s, cfg["n_window"])]) for s in sets])
-         for m in MODELS}
+    sets, ns, fams = settings(cfg), cfg["n_values"], families(cfg)
+
+    def per_family(fn):
+        return np.stack([np.stack([fn(f, s) for s in sets]) for f in fams])
+
+    # attention window half-width (degrees) and ||M|| of every unit at n_window: (family, setting, seed)
+    at_nw = lambda m, f, s: results[m].M[unit_index(results[m], s, cfg["n_window"], f)]  # noqa: E731
+    halfwidth = {m: per_family(lambda f, s: np.degrees(window_halfwidth(m, at_nw(m, f, s)))) for m in MODELS}
+    w = {m: per_family(lambda f, s: spectral_norm(at_nw(m, f, s))) for m in MODELS}
 
     def evaluate():
         err = {}
-        tests = [dict(function_class=cfg["function_class"], L=s.L, sigma=s.sigma) for s in sets]
+        tests = [dict(function_class=f, L=s.L, sigma=s.sigma) for f in fams for s in sets]
         for m in MODELS:
-            # every unit on every setting and n in one pass (same tasks as the oracle); keep its own setting and n
+            # every unit on every family, setting and n in one pass (same tasks as the oracle); keep its own
             res = results[m]
             e, _ = icl_error_grid(m, res.M, tests, ns, spec, n_tasks=cfg["eval_tasks"], eval_seed=cfg["eval_seed"],
-                                  device=run.device)                                       # (unit, setting, n)
-            err[m] = np.stack([np.stack([e[unit_index(res, s, n), i, j] for j, n in enumerate(ns)])
-                               for i, s in enumerate(sets)])                               # (setting, n, seed)
-        err["oracle_w"], err["oracle"], _ = nadaraya_watson_oracle(
+                                  device=run.device)                                       # (unit, test, n)
+            err[m] = np.stack([np.stack([np.stack([e[unit_index(res, s, n, f), k * len(sets) + i, j]
+                                                   for j, n in enumerate(ns)]) for i, s in enumerate(sets)])
+                               for k, f in enumerate(fams)])                               # (family, setting, n, seed)
+        ow, oe, _ = nadaraya_watson_oracle(
             tests, ns, spec, n_tune=min(4096, cfg["eval_tasks"]), n_eval=cfg["eval_tasks"],
             tune_seed=cfg["eval_seed"] + 100, eval_seed=cfg["eval_seed"], device=run.device)
+        err["oracle_w"], err["oracle"] = (v.reshape(len(fams), len(sets), len(ns)) for v in (ow, oe))
         return err
 
-    key = {"layout": 3, "train": {m: results[m].sweep for m in MODELS}, "eval_tasks": cfg["eval_tasks"], "eval_seed": cfg["eval_seed"]}
-    return WindowAnalysis(settings=sets, n=ns, halfwidth=halfwidth, w=w, error=run.cached("evaluate", key, evaluate))
+    key = {"layout": 4, "train": {m: results[m].sweep for m in MODELS}, "eval_tasks": cfg["eval_tasks"],
+           "eval_seed": cfg["eval_seed"]}
+    ev = run.cached("evaluate", key, evaluate)
+    return WindowAnalysis(families=fams, settings=sets, n=ns, halfwidth=halfwidth, w=w,
+                          error={m: ev[m] for m in MODELS}, oracle=ev["oracle"], oracle_w=ev["oracle_w"])
 
 
 __all__ = ["Setting", "WindowAnalysis", "analyse"]

@@ -14,6 +14,9 @@ def _window_validate(cfg: dict) -> None:
     if cfg["n_window"] not in cfg["n_values"]:
         raise ParameterError(f"parameter 'n_window' = {cfg['n_window']} must be one of n_values = "
                              f"{cfg['n_values']!r}")
+    if cfg["zero_mean_class"] == cfg["function_class"]:
+        raise ParameterError(f"parameter 'zero_mean_class' = {cfg['zero_mean_class']!r} must differ from "
+                             "function_class (it is the second task family)")
     if sorted(cfg["L_values"]) != cfg["L_values"]:
         raise ParameterError(f"parameter 'L_values' must be increasing, got {cfg['L_values']!r}")
 
@@ -28,6 +31,10 @@ FIGURE = Figure(
                    check_text="an integer >= 2"),
         "function_class": Param("str", {"default": "cosine"}, "pretraining and test function class",
                                 allowed=tuple(FUNCTION_CLASSES), source="spec"),
+        "zero_mean_class": Param("str", {"default": "cosine_centered"},
+                                 "second task family, with zero mean over x and no offset, on which the softmax-vs-"
+                                 "linear comparison is about the window alone (trained and tested like the first)",
+                                 allowed=tuple(FUNCTION_CLASSES)),
         "L_values": Param("list[float]", {"default": [0.5, 2.0, 8.0]},
                           "small, medium, large Lipschitz constant of the three settings", check=positive,
                           check_text="positive numbers"),
@@ -54,4 +61,10 @@ FIGURE = Figure(
                             source="spec"),
         **seed_params(),
     },
+    notes=(
+        "Window adaptation: on the sphere E[x] = 0, so linear attention, whose prediction is linear in x_q, cannot "
+        "output a task's offset (for the cosine class cos(phi) E[cos(L w^T x)]), while softmax attention, whose "
+        "weights sum to one, can. The second family cosine_centered is the same cosine task less its mean over x: "
+        "there the softmax-vs-linear comparison is about the window alone.",
+    ),
 )

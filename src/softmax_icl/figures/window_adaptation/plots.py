@@ -45,7 +45,7 @@ def example_context(cfg: dict, s: Setting, seed: int, n: int):
 def plot_figure(run: Run, a: WindowAnalysis, results: dict[str, SweepResult]):
     cfg = run.cfg
     sets = a.settings
-    fig, axes = plt.subplots(3, len(sets), figsize=(3.3 * len(sets), 8.4))
+    fig, axes = plt.subplots(4, len(sets), figsize=(3.3 * len(sets), 11.0))
     n_w = cfg["n_window"]
     for j, s in enumerate(sets):
         ex = example_context(cfg, s, cfg["eval_seed"], n_w)
@@ -57,29 +57,31 @@ def plot_figure(run: Run, a: WindowAnalysis, results: dict[str, SweepResult]):
         ax = axes[1, j]
         for m in MODELS:
             res = results[m]
-            i = unit_index(res, s, n_w)[0]
+            i = unit_index(res, s, n_w, a.families[0])[0]
             M = torch.tensor(res.M[i : i + 1], dtype=torch.float32)
             wts = attention_weights(m, ex["x"][None, None], ex["xq"][None, None], M[None])[0, 0, 0].numpy()
             order = np.argsort(ex["angle"])
             ax.plot(np.degrees(ex["angle"][order]), wts[order] / np.abs(wts).max(), "o-", ms=2.5, lw=0.8,
-                    color=MODEL_COLORS[m], label=f"{m} (half-width {a.halfwidth[m][j].mean():.0f}°)")
+                    color=MODEL_COLORS[m], label=f"{m} (half-width {a.halfwidth[m][0, j].mean():.0f}°)")
         ax.axhline(0, color="0.7", lw=0.6)
         ax.set(xlabel="angle to query (degrees)", ylabel="attention weight / max", xlim=(-180, 180), ylim=(-1.05, 1.1))
         ax.legend(loc="lower center", fontsize="x-small")
-        ax = axes[2, j]
-        for m in MODELS:
-            e = a.error[m][j]
-            ax.plot(a.n, e.mean(-1), "o-", color=MODEL_COLORS[m], label=f"{m} attention")
-            if e.shape[-1] > 1:
-                ax.fill_between(a.n, e.min(-1), e.max(-1), color=MODEL_COLORS[m], alpha=0.2, lw=0)
-        ax.plot(a.n, a.error["oracle"][j], "k--", lw=1, label="best-bandwidth NW")
-        ax.set(xscale="log", yscale="log", xlabel="context length n", ylabel="ICL error (MSE)")
-        ax.set_xticks(a.n, [str(n) for n in a.n])
-        ax.minorticks_off()
+        for k, fam in enumerate(a.families):
+            ax = axes[2 + k, j]
+            for m in MODELS:
+                e = a.error[m][k, j]
+                ax.plot(a.n, e.mean(-1), "o-", color=MODEL_COLORS[m], label=f"{m} attention")
+                if e.shape[-1] > 1:
+                    ax.fill_between(a.n, e.min(-1), e.max(-1), color=MODEL_COLORS[m], alpha=0.2, lw=0)
+            ax.plot(a.n, a.oracle[k, j], "k--", lw=1, label="best-bandwidth NW")
+            ax.set(xscale="log", yscale="log", xlabel="context length n", ylabel=f"ICL error, {fam}")
+            ax.set_xticks(a.n, [str(n) for n in a.n])
+            ax.minorticks_off()
     axes[0, 0].legend(loc="best", fontsize="x-small")
     axes[2, 0].legend(loc="best", fontsize="x-small")
     fig.suptitle(f"Top: one task per setting. Middle: attention weights of pretrained units (n = {n_w}). "
-                 "Bottom: ICL error vs n (band: min-max over seeds)", fontsize="small")
+                 f"Bottom rows: ICL error vs n on the paper's tasks ({a.families[0]}) and on the same tasks less their mean "
+                 f"({a.families[1]}) (band: min-max over seeds)", fontsize="small")
     return fig
 
 
@@ -91,7 +93,7 @@ def plot_training(run: Run, results: dict[str, SweepResult]):
     for ax, m in zip(axes, MODELS):
         res = results[m]
         for s, c in zip(sets, colors):
-            idx = unit_index(res, s, run.cfg["n_window"])
+            idx = unit_index(res, s, run.cfg["n_window"], run.cfg["function_class"])
             norms = spectral_norm(res.M_history[:, idx])
             ax.plot(res.log_steps, norms.mean(1), color=c, label=s.label)
         ax.set(title=f"{m} attention", xlabel="pretraining step", ylabel="‖M‖₂", yscale="log")
