@@ -118,3 +118,29 @@ def test_sweeps_use_the_basis_seed_and_validation_names_the_parameter():
         resolve("low_rank", "smoke", {"k": 10})
     with pytest.raises(ParameterError, match="'classes'"):
         resolve("low_rank", "smoke", {"classes": ["relu"]})
+
+
+def test_softmax_prediction_on_the_affine_link_is_the_linear_class_plus_two():
+    """Softmax weights sum to one: the affine link's prediction is the linear class's + 2, so the errors (and every
+    gradient) are the same -- the affine link is not independent evidence for Theorem 4.4."""
+    spec = InputSpec(d=D, k=K, task_seed=0)
+    M = np.random.default_rng(3).standard_normal((1, D, D))
+    rows = [dict(function_class=c, L=1.0, sigma=0.2, n=12) for c in ("lowrank_linear", "lowrank_affine")]
+    err, _ = icl_error_of_matrices("softmax", np.repeat(M, 2, 0), rows, spec, n_tasks=2000, eval_seed=4)
+    assert err[0] == pytest.approx(err[1], rel=1e-5)
+    lin, _ = icl_error_of_matrices("linear", np.repeat(M, 2, 0), rows, spec, n_tasks=2000, eval_seed=4)
+    assert lin[1] > lin[0] + 3.0                                   # linear attention cannot output the +2
+
+
+def test_theory_and_floor_sweeps():
+    from softmax_icl.figures.low_rank.sweeps import FLOOR_SCHEDULES, floor_sweep, theory_sweep
+    cfg = resolve("low_rank", "smoke")
+    th = theory_sweep(cfg)
+    assert {(c["n"], c["sigma"]) for c in th.configs()} == {(n, s) for n in (cfg["theory_n"], cfg["n"])
+                                                             for s in (0.0, cfg["theory_sigma"])}
+    assert th.classes == ("lowrank_linear",)
+    fl = [floor_sweep(cfg, T, s) for s in FLOOR_SCHEDULES for T in cfg["floor_steps"]]
+    assert [f.steps for f in fl] == list(cfg["floor_steps"]) * 2
+    assert {f.lr_schedule for f in fl} == set(FLOOR_SCHEDULES)
+    with pytest.raises(ParameterError, match="floor_steps"):
+        resolve("low_rank", "smoke", {"floor_steps": [300]})

@@ -12,7 +12,8 @@ import numpy as np
 from ...metrics import icl_error_of_matrices, rho1, rho2, spectral_norm
 from ...records import Run
 from ...training import SweepResult
-from .sweeps import MODELS, basis, input_spec
+from ...tasks import low_rank_basis
+from .sweeps import FLOOR_SCHEDULES, MODELS, basis, input_spec
 
 #: Scales scanned for the reference units M = c B B^T and M = w I (tuned per class on a separate set).
 SCALE_GRID = tuple(np.round(np.geomspace(0.3, 300.0, 24), 6))
@@ -48,6 +49,27 @@ class UnitCurves:
 
 
 @dataclass(frozen=True)
+class TheoremUnits:
+    """Theorem 4.4 on the linear class: softmax units at n in ``n`` x sigma in ``sigma`` (axes 0, 1), S seeds."""
+
+    n: list
+    sigma: list
+    rho1: np.ndarray              # (N, Sig, S)
+    rho2: np.ndarray              # (N, Sig, S)
+    rho2_other_basis: np.ndarray  # (N, Sig, S) rho_2 against another random basis B' (the control)
+
+
+@dataclass(frozen=True)
+class FloorStudy:
+    """The rho floor: final rho of linear-class units against the training length, per learning-rate schedule."""
+
+    schedules: tuple
+    steps: list
+    rho1: np.ndarray              # (schedule, T, S)
+    rho2: np.ndarray              # (schedule, T, S)
+
+
+@dataclass(frozen=True)
 class LowRankAnalysis:
     """Both models' curves and the reference predictors (per class, (K,))."""
 
@@ -65,6 +87,10 @@ class LowRankAnalysis:
     zero_curve_set: np.ndarray    # the same references on the curves' tasks
     oracle_cBB_curve_set: np.ndarray
     oracle_wI_curve_set: np.ndarray
+
+    theorem: TheoremUnits
+    floor: FloorStudy
+    affine_minus_linear: float    # softmax: max over seeds ||M_affine - M_linear||_F / ||M_linear||_F (0: identical)
 
     def model(self, m: str) -> UnitCurves:
         return getattr(self, m)
@@ -136,4 +162,17 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> LowRankAnalysis:
     refs = {name: ev[name] for name in ("zero", "mean", "oracle_cBB", "oracle_wI", "oracle_cBB_scale",
                                         "oracle_wI_scale", "zero_curve_set", "oracle_cBB_curve_set",
                                         "oracle_wI_curve_set")}
-    return LowRankAnalysis(classes=classes, B=B, log_steps=results["softmax"].log_steps, **curves, **refs)
+    th = results["theory"]
+    B_other = low_rank_basis(cfg["d"], cfg["k"], cfg["basis_seed"] + 1000).numpy()
+    ns, sig = [cfg["theory_n"], cfg["n"]], [0.0, cfg["theory_sigma"]]
+    idx = np.array([[th.select(n=n, sigma=s) for s in sig] for n in ns])        # (N, Sig, S)
+    theorem = TheoremUnits(n=ns, sigma=sig, rho1=rho1(th.M[idx], B), rho2=rho2(th.M[idx], B),
+                           rho2_other_basis=rho2(th.M[idx], B_other))
+    fl = np.array([[results[f"floor_{sch}_{T}"].M for T in cfg["floor_steps"]] for sch in FLOOR_SCHEDULES])
+    floor = FloorStudy(schedules=FLOOR_SCHEDULES, steps=list(cfg["floor_steps"]), rho1=rho1(fl, B), rho2=rho2(fl, B))
+    gap = np.nan
+    if "lowrank_affine" in classes and "lowrank_linear" in classes:
+        Ma, Ml = (curves["softmax"].M[classes.index(c)] for c in ("lowrank_affine", "lowrank_linear"))
+        gap = float((np.linalg.norm(Ma - Ml, axis=(-2, -1)) / np.linalg.norm(Ml, axis=(-2, -1))).max())
+    return LowRankAnalysis(classes=classes, B=B, log_steps=results["softmax"].log_steps, **curves, **refs,
+                           theorem=theorem, floor=floor, affine_minus_linear=gap)

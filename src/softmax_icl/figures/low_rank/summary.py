@@ -27,3 +27,20 @@ def key_numbers_table(a: LowRankAnalysis) -> str:
                          f"{refs}")
     lines.append("||M||_2 at initialisation: " + ", ".join(f"{m} {fmt(a.model(m).norm[0].mean())}" for m in MODELS))
     return "\n".join(lines)
+
+
+def theorem_table(a: LowRankAnalysis) -> str:
+    """Theorem 4.4 at n = 2 and sigma > 0, the rho floor against the training length, and the affine link."""
+    th, fl = a.theorem, a.floor
+    lines = ["Theorem 4.4, linear class (softmax): final rho_2(M, B) [against another basis B'], mean over seeds"]
+    for i, n in enumerate(th.n):
+        lines.append(f"  n = {n:<5}" + "".join(f"  sigma = {s:g}: {fmt(th.rho2[i, j].mean())} "
+                                               f"[{fmt(th.rho2_other_basis[i, j].mean())}]"
+                                               for j, s in enumerate(th.sigma)))
+    lines.append(f"rho floor, linear class (softmax): final rho_2 after {', '.join(map(str, fl.steps))} steps")
+    for k, sch in enumerate(fl.schedules):
+        lines.append(f"  {sch + ' lr':<13}" + "".join(f"{fmt(v):>9}" for v in fl.rho2[k].mean(-1)))
+    if a.affine_minus_linear == a.affine_minus_linear:                       # not NaN: both classes present
+        lines.append("softmax units on the affine link vs the linear class: max ||M_affine - M_linear||_F / "
+                     f"||M_linear||_F = {a.affine_minus_linear:.1e} (the same units: weights sum to one)")
+    return "\n".join(lines)

@@ -24,13 +24,39 @@ def input_spec(cfg: dict) -> InputSpec:
     return InputSpec(d=cfg["d"], k=cfg["k"], task_seed=cfg["basis_seed"])
 
 
+def _common(cfg: dict, steps: int, schedule: str) -> dict:
+    return dict(L=(cfg["L"],), seeds=cfg["seeds"], d=cfg["d"], k=cfg["k"], param=cfg["param"], steps=steps,
+                batch_size=cfg["batch_size"], lr=cfg["lr"], data_seed=cfg["data_seed"], init_seed=cfg["init_seed"],
+                task_seed=cfg["basis_seed"], log_every=max(1, steps // cfg["snapshots"]), lr_schedule=schedule)
+
+
 def sweep_for(cfg: dict, model: str) -> Sweep:
-    return Sweep(model=model, classes=tuple(cfg["classes"]), L=(cfg["L"],), sigma=(cfg["sigma"],), n=(cfg["n"],),
-                 seeds=cfg["seeds"], d=cfg["d"], k=cfg["k"], param=cfg["param"], steps=cfg["steps"],
-                 batch_size=cfg["batch_size"], lr=cfg["lr"], data_seed=cfg["data_seed"], init_seed=cfg["init_seed"],
-                 task_seed=cfg["basis_seed"], log_every=max(1, cfg["steps"] // cfg["snapshots"]))
+    return Sweep(model=model, classes=tuple(cfg["classes"]), sigma=(cfg["sigma"],), n=(cfg["n"],),
+                 **_common(cfg, cfg["steps"], cfg["lr_schedule"]))
+
+
+def theory_sweep(cfg: dict) -> Sweep:
+    """Theorem 4.4 on the linear class: n in {theory_n, n} x sigma in {0, theory_sigma} (softmax)."""
+    return Sweep(model="softmax", classes=("lowrank_linear",), sigma=(0.0, cfg["theory_sigma"]),
+                 n=(cfg["theory_n"], cfg["n"]), **_common(cfg, cfg["steps"], cfg["lr_schedule"]))
+
+
+FLOOR_SCHEDULES = ("constant", "cosine")
+
+
+def floor_sweep(cfg: dict, steps: int, schedule: str) -> Sweep:
+    """The rho floor: the linear class at the chapter's n and sigma, trained for ``steps`` with ``schedule``."""
+    return Sweep(model="softmax", classes=("lowrank_linear",), sigma=(cfg["sigma"],), n=(cfg["n"],),
+                 **_common(cfg, steps, schedule))
 
 
 def train(run: Run) -> dict[str, SweepResult]:
-    """Both sweeps (softmax, linear), each one batched program, through the cache."""
-    return {m: run.train(f"train_{m}", sweep_for(run.cfg, m)) for m in MODELS}
+    """The two main sweeps (softmax, linear), the Theorem 4.4 sweep and the rho-floor sweeps (one program each),
+    through the cache."""
+    cfg = run.cfg
+    out = {m: run.train(f"train_{m}", sweep_for(cfg, m)) for m in MODELS}
+    out["theory"] = run.train("train_theory", theory_sweep(cfg))
+    for sch in FLOOR_SCHEDULES:
+        for T in cfg["floor_steps"]:
+            out[f"floor_{sch}_{T}"] = run.train(f"train_floor_{sch}_{T}", floor_sweep(cfg, T, sch))
+    return out
