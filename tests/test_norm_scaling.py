@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl.figures.norm_scaling import stages as ns
+from types import SimpleNamespace
+
+from softmax_icl.figures.norm_scaling import analysis as an
+from softmax_icl.figures.norm_scaling import sweeps as sw_mod
 from softmax_icl.profiles import ParameterError
 from softmax_icl.registry import resolve
 from softmax_icl.tasks import ClassBlock, InputSpec, draw_raw, evaluate_class, make_batch, nonisotropic_covariance
@@ -31,7 +34,7 @@ def test_profiles_resolve_and_bad_values_are_named():
 
 def test_sweeps_cover_the_grids_once():
     cfg = resolve("norm_scaling", "default")
-    sw = ns.sweeps(cfg)
+    sw = sw_mod.sweeps(cfg)
     assert set(sw) == {"iso", "n", "noniso", "whitened", "full"}
     pairs = sw["iso"].pairs
     assert len(pairs) == len(set(pairs)) == len(cfg["L_values"]) + len(cfg["sigma_values"]) - 1
@@ -66,8 +69,8 @@ def test_final_M_averages_the_last_fraction_of_the_logs():
     hist = np.arange(T, dtype=float)[:, None, None, None] * np.ones((T, C, d, d))
     res = SweepResult(sweep={}, configs=[{}] * C, log_steps=np.arange(T) * 10, M_history=hist,
                       loss_history=np.zeros((T, C)), final_state={})
-    assert ns.final_M(res, 0.25)[0, 0, 0] == pytest.approx(7.5)        # round(0.25 * 8) = 2: logs 7 and 8
-    assert ns.final_M(res, 0.0)[0, 0, 0] == pytest.approx(8.0)
+    assert an.final_M(res, 0.25)[0, 0, 0] == pytest.approx(7.5)        # round(0.25 * 8) = 2: logs 7 and 8
+    assert an.final_M(res, 0.0)[0, 0, 0] == pytest.approx(8.0)
 
 
 def _fake_analysis(norm_pop, norm, Ls=(0.1, 0.3, 1.0, 3.0, 10.0)):
@@ -75,24 +78,24 @@ def _fake_analysis(norm_pop, norm, Ls=(0.1, 0.3, 1.0, 3.0, 10.0)):
                L_sigma=1.0)
     configs = [dict(function_class="relu", L=L, sigma=0.1, n=50, seed=s) for L in Ls for s in (0, 1)]
     rep = lambda v: np.repeat(np.asarray(v, dtype=float), 2)          # noqa: E731
-    u = {"configs": configs, "norm": rep(norm), "w": rep(norm), "norm_pop": rep(norm_pop), "w_pop": rep(norm_pop)}
-    return {"cfg": cfg, "units": {"iso": u}}
+    u = SimpleNamespace(configs=configs, norm=rep(norm), w=rep(norm), norm_pop=rep(norm_pop), w_pop=rep(norm_pop))
+    return SimpleNamespace(cfg=cfg, units={"iso": u})
 
 
 def test_L_trend_stops_at_the_saturation_boundary():
     a = _fake_analysis(norm_pop=[1, 3, 8, 9.5, 10], norm=[1.1, 2.9, 8.2, 8.0, 8.1])
-    t = ns.L_trend(a, "iso", "relu")
-    assert t["boundary"] == 2                                          # 8 >= 0.75 * 10 first at L = 1
-    assert np.all(t["ratios_in"] > 1) and t["ratios_in"].size == 2   # the dip after saturation is not checked
-    assert t["snr_boundary"] == pytest.approx(50 * 1.0 / 0.01)
+    t = an.L_trend(a, "iso", "relu")
+    assert t.boundary == 2                                             # 8 >= 0.75 * 10 first at L = 1
+    assert np.all(t.ratios_in > 1) and t.ratios_in.size == 2         # the dip after saturation is not checked
+    assert t.snr_boundary == pytest.approx(50 * 1.0 / 0.01)
     bad = _fake_analysis(norm_pop=[1, 3, 8, 9.5, 10], norm=[1.1, 1.0, 8.2, 8.0, 8.1])
-    assert ns.L_trend(bad, "iso", "relu")["ratios_in"].min() < 1      # a violation inside the regime is caught
+    assert an.L_trend(bad, "iso", "relu").ratios_in.min() < 1      # a violation inside the regime is caught
 
 
 def test_equal_L_over_sigma_pairs():
     configs = [dict(function_class="relu", L=L, sigma=s, n=50, seed=0)
                for L, s in ((0.1, 0.1), (1.0, 1.0), (0.3, 0.1), (1.0, 0.1), (1.0, 0.3))]
-    a = {"units": {"iso": {"configs": configs}}}
-    pairs = ns.L_over_sigma_pairs(a, "relu")
+    a = SimpleNamespace(units={"iso": SimpleNamespace(configs=configs)})
+    pairs = an.L_over_sigma_pairs(a, "relu")
     assert pairs == [(0, 1)]                                           # (0.1, 0.1) ~ (1, 1); (1, 0.1) has no partner
     assert math.isclose(configs[0]["L"] / configs[0]["sigma"], configs[1]["L"] / configs[1]["sigma"])

@@ -144,18 +144,18 @@ def test_block_form_of_the_ideal_weights_and_of_a_perturbation():
     WV = np.zeros((d + 1, d + 1))
     WV[d, d] = 1.0
     b = th.block_form(WK, WQ, WV)
-    assert b["w"] == pytest.approx(w)
+    assert b.w == pytest.approx(w)
     for k in ("xblock_identity_distance", "label_row_ratio", "label_col_ratio", "offblock_ratio", "value_x_ratio"):
-        assert b[k] == pytest.approx(0.0, abs=1e-12), k
-    assert b["value_label"] == pytest.approx(1.0)
+        assert getattr(b, k) == pytest.approx(0.0, abs=1e-12), k
+    assert b.value_label == pytest.approx(1.0)
     # a label row r in A = W_K^T W_Q: put it in W_K's label column against W_Q's x-block
     r = np.array([0.3, 0.0, -0.4])
     WK2 = WK.copy()
     WK2[:d, d] = r / np.sqrt(w)
     b2 = th.block_form(WK2, WQ, WV)
-    assert b2["A"][d, :d] == pytest.approx(r)
-    assert b2["label_row_ratio"] == pytest.approx(0.5 / (w * math.sqrt(d)))
-    assert b2["label_col_ratio"] == pytest.approx(0.0, abs=1e-12)
+    assert b2.A[d, :d] == pytest.approx(r)
+    assert b2.label_row_ratio == pytest.approx(0.5 / (w * math.sqrt(d)))
+    assert b2.label_col_ratio == pytest.approx(0.0, abs=1e-12)
 
 
 # -- Monte Carlo loss terms --------------------------------------------------------------------------

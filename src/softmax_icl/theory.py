@@ -235,11 +235,25 @@ def best_multiple(M, base) -> tuple[np.ndarray, np.ndarray]:
     return c, resid
 
 
-def block_form(WK, WQ, WV) -> dict:
+@dataclass(frozen=True)
+class BlockForm:
+    """Measurements of full key/query/value weights against the slides' block form (see :func:`block_form`)."""
+
+    A: np.ndarray
+    w: np.ndarray
+    xblock_identity_distance: np.ndarray
+    label_row_ratio: np.ndarray
+    label_col_ratio: np.ndarray
+    offblock_ratio: np.ndarray
+    value_label: np.ndarray
+    value_x_ratio: np.ndarray
+
+
+def block_form(WK, WQ, WV) -> BlockForm:
     """How close full key/query/value weights on tokens ``[x; y]`` are to the slides' block form.
 
     ``A = W_K^T W_Q`` ((d+1) x (d+1)) should have its x-block ``~ w I`` and label row and column ~ 0;
-    the label row of ``W_V`` should read the label only. Returns arrays over the leading axes:
+    the label row of ``W_V`` should read the label only. Returns (a :class:`BlockForm`) arrays over the leading axes:
 
     * ``w``: best multiple of ``I`` for the x-block (``tr / d``);
     * ``xblock_identity_distance``: ``||X - w I||_F / ||X||_F``;
@@ -258,11 +272,10 @@ def block_form(WK, WQ, WV) -> dict:
     w, resid = best_multiple(X, np.eye(d))
     row = np.linalg.norm(A[..., d, :d], axis=-1)
     col = np.sqrt((A[..., :d, d] ** 2).sum(-1) + A[..., d, d] ** 2)
-    return {
-        "A": A, "w": w, "xblock_identity_distance": resid, "label_row_ratio": row / xnorm,
-        "label_col_ratio": col / xnorm, "offblock_ratio": np.sqrt(row**2 + col**2) / xnorm,
-        "value_label": WV[..., d, d], "value_x_ratio": np.linalg.norm(WV[..., d, :d], axis=-1) / np.abs(WV[..., d, d]),
-    }
+    return BlockForm(A=A, w=w, xblock_identity_distance=resid, label_row_ratio=row / xnorm,
+                     label_col_ratio=col / xnorm, offblock_ratio=np.sqrt(row**2 + col**2) / xnorm,
+                     value_label=WV[..., d, d],
+                     value_x_ratio=np.linalg.norm(WV[..., d, :d], axis=-1) / np.abs(WV[..., d, d]))
 
 
 # -- population loss by Monte Carlo ---------------------------------------------------------------

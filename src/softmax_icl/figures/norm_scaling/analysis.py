@@ -1,0 +1,458 @@
+"""Analysis of the norm-scaling figure: trained window scales against the population optimum.
+
+Every trained unit is compared with the population optimum of its own setting, found by a Monte Carlo scan of
+the loss over ``M = w I`` (or ``w Sigma^{-p}``) that evaluates all ``w`` (and ``p``) in one stacked program
+(:func:`softmax_icl.theory.loss_terms`). The results are frozen dataclasses read by attribute.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ... import theory as th
+from ...metrics import spectral_norm
+from ...records import Run
+from ...tasks import InputSpec, nonisotropic_covariance
+from ...training import SweepResult
+
+SLOPE_WINDOW = 0.25 * math.log(10)   # local exponents of the population curves: fit over +-1/4 decade
+SCAN_CHUNK = 512            # tasks per chunk of the Monte Carlo scans (fixed so paired evaluations share draws)
+P_GRID = np.round(np.linspace(0.0, 1.5, 13), 4)     # exponents p of the scan over M = w Sigma^-p
+SETTINGS = ("isotropic", "nonisotropic", "nonisotropic_whitened")
+SETTING_LABEL = {"isotropic": "isotropic", "nonisotropic": "non-isotropic",
+                 "nonisotropic_whitened": "non-isotropic, whitened tasks"}
+#: input distribution of each sweep
+SETTING_OF = {"iso": "isotropic", "n": "isotropic", "full": "isotropic", "noniso": "nonisotropic",
+              "whitened": "nonisotropic_whitened"}
+
+
+# -- typed results ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CovarianceScan:
+    """Scan over ``M = w Sigma^-p`` (all p of P_GRID x w of ``cov_w``) for one non-isotropic setting."""
+
+    rows: list
+    scan: th.LossTerms
+    trained: th.LossTerms
+
+
+@dataclass(frozen=True)
+class PopulationScans:
+    """Monte Carlo scans (cached): isotropic settings over ``M = w I``, the trained units on the same draws, the
+    ReLU curves at the n of ``n_curve`` and the two non-isotropic settings over ``M = w Sigma^-p``."""
+
+    iso_rows: list
+    iso_scan: th.LossTerms
+    iso_trained: th.LossTerms
+    curve_rows: list
+    curve_scan: th.LossTerms
+    cov_w: np.ndarray
+    cov: dict                 # "noniso" / "whitened" -> CovarianceScan
+    full_trained: th.LossTerms
+
+
+@dataclass(frozen=True)
+class Units:
+    """The trained units of one sweep, in the order of ``configs``, with their population counterparts."""
+
+    configs: list
+    w: np.ndarray             # best multiple of the predicted direction (I or Sigma^-1)
+    resid: np.ndarray
+    norm: np.ndarray          # final ||M||_2
+    norm_history: np.ndarray  # (T, C)
+    steps: np.ndarray
+    snr: np.ndarray
+    w_pop: np.ndarray
+    loss_pop: np.ndarray
+    norm_pop: np.ndarray
+    loss_trained: np.ndarray
+    w_sat: np.ndarray | None = None         # isotropic: noiseless limit of the optimal w at each unit's n
+    in_regime: np.ndarray | None = None     # iso / n sweeps: inside the chosen Theorem 3.4 regime
+    # non-isotropic settings only
+    loss_pop_p1: np.ndarray | None = None
+    loss_by_p: np.ndarray | None = None
+    p_star: np.ndarray | None = None
+    p_trained: np.ndarray | None = None
+    p_cost: np.ndarray | None = None
+    dist_cov: np.ndarray | None = None
+    dist_iso: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class Curve:
+    """Population-optimal w against s = n L^2 / sigma^2 at one n (ReLU), its local exponent and regime."""
+
+    s: np.ndarray
+    w: np.ndarray
+    w_sat: float
+    slope: np.ndarray | None = None
+    inside: np.ndarray | None = None
+    bounds: tuple = (np.nan, np.nan)
+    fit: th.SlopeFit | None = None
+
+
+@dataclass(frozen=True)
+class FitEntry:
+    """Log-log fit of trained (and population-optimal) w against one variable, inside the regime."""
+
+    variable: str
+    x: np.ndarray
+    w: np.ndarray
+    w_pop: np.ndarray
+    n_points: int
+    groups: list | None
+    ranges: dict              # Theorem 3.4 version -> (lo, hi) of the slope against this variable
+    fit: th.SlopeFit | None = None
+    fit_pop: th.SlopeFit | None = None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    cfg: dict
+    w_grid: np.ndarray
+    scans: PopulationScans
+    M: dict                   # sweep -> final M (C, d, d)
+    cov: np.ndarray           # diagonal of Sigma
+    units: dict               # sweep -> Units
+    block: th.BlockForm
+    WV: np.ndarray
+    curves: dict              # n -> Curve (n_curve)
+    trained_curves: dict      # n -> Curve (the n of the trained units)
+    fits: dict = field(default_factory=dict)    # variable -> FitEntry
+
+
+@dataclass(frozen=True)
+class LTrend:
+    L: np.ndarray
+    norm: np.ndarray
+    w: np.ndarray
+    norm_pop: np.ndarray
+    boundary: int
+    ratios_in: np.ndarray
+    snr_boundary: float
+
+
+@dataclass(frozen=True)
+class SigmaTrend:
+    sigma: np.ndarray
+    w: np.ndarray
+    w_pop: np.ndarray
+    boundary: int
+    ratios_in: np.ndarray
+
+
+@dataclass(frozen=True)
+class NTrend:
+    n: np.ndarray
+    w: np.ndarray
+    w_pop: np.ndarray
+    ratios: np.ndarray
+
+
+# -- helpers --------------------------------------------------------------------------------------------
+
+def final_M(res: SweepResult, frac: float) -> np.ndarray:
+    """Mean of the logged M over the last ``frac`` of training (at least the last log)."""
+    T = len(res.log_steps)
+    k = max(1, int(round(frac * (T - 1))))
+    return res.M_history[-k:].mean(0)
+
+
+def w_grid(cfg: dict) -> np.ndarray:
+    return np.geomspace(cfg["w_min"], cfg["w_max"], cfg["scan_points"])
+
+
+def _spec(cfg: dict, setting: str) -> InputSpec:
+    return InputSpec(d=cfg["d"], input_dist=setting)
+
+
+def _row(c: dict) -> dict:
+    return dict(function_class=c["function_class"], L=c["L"], n=c["n"])
+
+
+def _unique_rows(configs: list[dict]) -> list[dict]:
+    seen, out = set(), []
+    for c in configs:
+        key = (c["function_class"], float(c["L"]), int(c["n"]))
+        if key not in seen:
+            seen.add(key)
+            out.append(_row(c))
+    return out
+
+
+def _row_index(rows: list[dict], c: dict) -> int:
+    for i, r in enumerate(rows):
+        if r["function_class"] == c["function_class"] and math.isclose(r["L"], c["L"]) and r["n"] == c["n"]:
+            return i
+    raise KeyError(c)
+
+
+def seed_mean(values: np.ndarray, configs: list[dict], keys: list[tuple]) -> np.ndarray:
+    """Mean over seeds of ``values`` for each key (function_class, L, sigma, n)."""
+    out = []
+    for cls, L, s, n in keys:
+        idx = [i for i, c in enumerate(configs) if c["function_class"] == cls and math.isclose(c["L"], L)
+               and math.isclose(c["sigma"], s) and c["n"] == n]
+        out.append(np.mean(values[idx]))
+    return np.array(out)
+
+
+# -- population scans -------------------------------------------------------------------------------
+
+def population_scans(run: Run, res: dict[str, SweepResult], Ms: dict[str, np.ndarray]) -> PopulationScans:
+    """Monte Carlo scans (cached): the loss over M = w I / w Sigma^-p for every trained setting, the trained
+    units' own loss on the same draws, and the ReLU curves w*(n L^2 / sigma^2) at the n of ``n_curve``."""
+    cfg = run.cfg
+    wg = w_grid(cfg)
+    d = cfg["d"]
+    kw = dict(n_tasks=cfg["scan_tasks"], seed=cfg["eval_seed"] + 200, device=run.device, chunk=SCAN_CHUNK)
+
+    def compute():
+        # isotropic: every (class, L, n) trained, plus the trained units on the same draws
+        iso_cfgs = res["iso"].configs + res["n"].configs
+        rows = _unique_rows(iso_cfgs)
+        n_draw = max(r["n"] for r in rows)
+        spec = _spec(cfg, "isotropic")
+        iso_scan = th.loss_terms(spec, rows, wg[:, None, None] * np.eye(d), n_draw=n_draw, **kw)
+        iso_trained = th.loss_terms(spec, [_row(c) for c in iso_cfgs], np.concatenate([Ms["iso"], Ms["n"]]),
+                                    paired=True, n_draw=n_draw, **kw)
+        # ReLU population curves at larger n (L = 1; other L follow from s = n L^2 / sigma^2)
+        crow = [dict(function_class="relu", L=1.0, n=n) for n in cfg["n_curve"]]
+        curve_scan = th.loss_terms(spec, crow, wg[:, None, None] * np.eye(d),
+                                   **{**kw, "chunk": None})      # not paired: memory-bounded chunks
+        # non-isotropic settings: M = w Sigma^-p for every p of P_GRID, and the trained units
+        cov = nonisotropic_covariance(d).numpy()
+        wsub = wg[(wg >= 0.1) & (wg <= 100)][::2]
+        mats = np.concatenate([wsub[:, None, None] * np.diag(cov ** -p) for p in P_GRID])
+        covs = {}
+        for key, setting in (("noniso", "nonisotropic"), ("whitened", "nonisotropic_whitened")):
+            crows = _unique_rows(res[key].configs)
+            cspec = _spec(cfg, setting)
+            covs[key] = CovarianceScan(crows, th.loss_terms(cspec, crows, mats, **kw),
+                                       th.loss_terms(cspec, [_row(c) for c in res[key].configs], Ms[key],
+                                                     paired=True, **kw))
+        # the full-parameter units: their x-block as M, on the isotropic draws
+        full_trained = th.loss_terms(_spec(cfg, "isotropic"), [_row(c) for c in res["full"].configs],
+                                     Ms["full"], paired=True, n_draw=n_draw, **kw)
+        return PopulationScans(rows, iso_scan, iso_trained, crow, curve_scan, wsub, covs, full_trained)
+
+    key = {"train": {k: r.sweep for k, r in res.items()}, "scan_tasks": cfg["scan_tasks"], "w": wg.tolist(),
+           "seed": kw["seed"], "n_curve": cfg["n_curve"], "p": P_GRID.tolist(), "chunk": SCAN_CHUNK,
+           "average_last": cfg["average_last"]}
+    return run.cached("population_scan", key, compute)
+
+
+# -- analysis ---------------------------------------------------------------------------------------
+
+def _units(cfg: dict, key: str, r: SweepResult, M: np.ndarray, base: np.ndarray, scans: PopulationScans,
+           iso_sigma: np.ndarray, n_iso: int) -> Units:
+    d, wg = cfg["d"], w_grid(cfg)
+    cov = nonisotropic_covariance(d).numpy()
+    cfgs = r.configs
+    w, resid = th.best_multiple(M, base)
+    sig = np.array([c["sigma"] for c in cfgs])
+    common = dict(configs=cfgs, w=w, resid=resid, norm=spectral_norm(M), norm_history=spectral_norm(r.M_history),
+                  steps=r.log_steps, snr=th.snr([c["n"] for c in cfgs], [c["L"] for c in cfgs], sig))
+    if key in ("iso", "n", "full"):
+        sc, rows = scans.iso_scan, scans.iso_rows
+        ri = np.array([_row_index(rows, c) for c in cfgs])
+        loss = sc.bias[ri] + sig[:, None] ** 2 * sc.noise[ri]
+        w_pop, loss_pop = th.refine_minimum(wg, loss)
+        if key == "full":
+            loss_trained = scans.full_trained.loss(sig)
+        else:   # the isotropic and n-sweep units were evaluated together, in that order
+            sl = slice(0, n_iso) if key == "iso" else slice(n_iso, None)
+            loss_trained = scans.iso_trained.loss(iso_sigma)[sl]
+        # saturation level of the ReLU window at this n: argmin of the bias (noise -> 0)
+        w_sat = np.array([th.saturation_w(wg, sc.bias[_row_index(rows, c)]) for c in cfgs])
+        in_regime = None
+        if key in ("iso", "n"):
+            in_regime = np.array([c["function_class"] == "relu" for c in cfgs]) & \
+                (w_pop >= cfg["regime_w"]) & (w_pop < cfg["regime_saturation"] * w_sat)
+        return Units(**common, w_pop=w_pop, loss_pop=loss_pop, norm_pop=w_pop, loss_trained=loss_trained,
+                     w_sat=w_sat, in_regime=in_regime)
+    cs = scans.cov[key]
+    sc, rows = cs.scan, cs.rows
+    ri = np.array([_row_index(rows, c) for c in cfgs])
+    W = len(scans.cov_w)
+    loss = (sc.bias[ri] + sig[:, None] ** 2 * sc.noise[ri]).reshape(len(cfgs), len(P_GRID), W)
+    best_w, best_l = th.refine_minimum(scans.cov_w, loss)                       # (C, P)
+    p_star, _ = th.refine_minimum(P_GRID, best_l, log=False)
+    j1 = int(np.argmin(np.abs(P_GRID - 1.0)))
+    jb = best_l.argmin(-1)
+    p_trained = th.covariance_exponent(M, cov)
+    # what the trained exponent costs in the population: loss at p_trained (best w) over the minimum
+    p_cost = np.array([np.interp(pt, P_GRID, bl) / bl.min() - 1 if np.isfinite(pt) else np.nan
+                       for pt, bl in zip(p_trained, best_l)])
+    return Units(**common, w_pop=best_w[:, j1], loss_pop=best_l.min(-1),
+                 norm_pop=np.array([bw[j] * np.max(cov ** -P_GRID[j]) for bw, j in zip(best_w, jb)]),
+                 loss_trained=cs.trained.loss(sig), loss_pop_p1=best_l[:, j1], loss_by_p=best_l, p_star=p_star,
+                 p_trained=p_trained, p_cost=p_cost, dist_cov=th.normalized_distance(M, base),
+                 dist_iso=th.normalized_distance(M, np.eye(d)))
+
+
+def analyse(run: Run, res: dict[str, SweepResult]) -> Analysis:
+    """Window scales, population optima, regimes, slope fits and covariance/block-form measurements."""
+    cfg = run.cfg
+    d, wg = cfg["d"], w_grid(cfg)
+    cov = nonisotropic_covariance(d).numpy()
+    base = {"iso": np.eye(d), "n": np.eye(d), "full": np.eye(d), "noniso": th.window_base(d, "nonisotropic"),
+            "whitened": th.window_base(d, "nonisotropic")}
+    Ms = {k: final_M(r, cfg["average_last"]) for k, r in res.items()}
+    scans = population_scans(run, res, Ms)
+    iso_sigma = np.array([c["sigma"] for c in res["iso"].configs + res["n"].configs])
+    units = {key: _units(cfg, key, res[key], Ms[key], base[key], scans, iso_sigma, len(res["iso"].configs))
+             for key in ("iso", "n", "noniso", "whitened", "full")}
+    fs = res["full"].final_state
+    block = th.block_form(fs["WK"], fs["WQ"], fs["WV"])
+
+    # population curves w*(s) at the n of n_curve (ReLU, L = 1) and their local exponents
+    s_grid = np.geomspace(1.0, 1e8, 241)
+    curves = {}
+    cs = scans.curve_scan
+    for i, r in enumerate(scans.curve_rows):
+        n = r["n"]
+        w_star = th.optimal_w_curve(wg, cs.bias[i], cs.noise[i], s_grid, n)
+        w_sat = th.saturation_w(wg, cs.bias[i])
+        inside = (w_star >= cfg["regime_w"]) & (w_star < cfg["regime_saturation"] * w_sat)
+        curves[n] = Curve(s_grid, w_star, w_sat, slope=th.local_slopes(s_grid, w_star, half_width=SLOPE_WINDOW),
+                          inside=inside,
+                          bounds=(s_grid[inside].min(), s_grid[inside].max()) if inside.any() else (np.nan, np.nan),
+                          fit=th.fit_loglog(s_grid[inside], w_star[inside]) if inside.sum() >= 3 else None)
+    # the same curves at the n of the trained units (from the ReLU rows of the isotropic scan)
+    rows, sc = scans.iso_rows, scans.iso_scan
+    trained_curves = {}
+    for n in sorted({c["n"] for c in units["iso"].configs + units["n"].configs}):
+        cand = [k for k, r in enumerate(rows) if r["function_class"] == "relu" and r["n"] == n]
+        i = min(cand, key=lambda k: abs(math.log(rows[k]["L"])))      # the row with L closest to 1
+        L = rows[i]["L"]
+        trained_curves[n] = Curve(s_grid, th.optimal_w_curve(wg, sc.bias[i] / L**2, sc.noise[i], s_grid, n),
+                                  th.saturation_w(wg, sc.bias[i]))
+    return Analysis(cfg, wg, scans, Ms, cov, units, block, fs["WV"], curves, trained_curves,
+                    slope_fits(cfg, units["iso"], units["n"]))
+
+
+def sweep_index(u: Units, cls: str, sweep: str, cfg: dict) -> np.ndarray:
+    """Indices of the units of one sweep direction: 'L' (sigma fixed), 'sigma' (L = L_sigma) of the iso sweep."""
+    out = []
+    for i, c in enumerate(u.configs):
+        if c["function_class"] != cls:
+            continue
+        if sweep == "L" and math.isclose(c["sigma"], cfg["sigma"]):
+            out.append(i)
+        elif sweep == "sigma" and math.isclose(c["L"], cfg["L_sigma"]):
+            out.append(i)
+    return np.array(out, dtype=int)
+
+
+def slope_fits(cfg: dict, u_iso: Units, u_n: Units) -> dict:
+    """Log-log fits of trained w inside the regime (ReLU, isotropic) against L, sigma, n and pooled against s."""
+    d = cfg["d"]
+    fits = {}
+
+    def add(name, variable, x, w, w_pop, groups=None):
+        ok = (w > 0) & np.isfinite(w)
+        g = None if groups is None else np.asarray(groups)[ok]
+        fit = fit_pop = None
+        if np.unique(x[ok]).size >= 2 and ok.sum() > (1 if g is None else len(set(g))):
+            fit = th.fit_loglog(x[ok], w[ok], groups=None if g is None else list(g))
+            fit_pop = th.fit_loglog(x[ok], w_pop[ok], groups=None if g is None else list(g))
+        fits[name] = FitEntry(variable, x, w, w_pop, int(ok.sum()), groups,
+                              {v: th.theorem34_slope_range(d, variable, v) for v in th.THEOREM_34_VERSIONS},
+                              fit, fit_pop)
+
+    for sweep, var in (("L", "L"), ("sigma", "sigma")):
+        idx = sweep_index(u_iso, "relu", sweep, cfg)
+        idx = idx[u_iso.in_regime[idx]]
+        x = np.array([u_iso.configs[i][var] for i in idx], dtype=float)
+        add(var, var, x, u_iso.w[idx], u_iso.w_pop[idx])
+    idx = np.nonzero(u_n.in_regime)[0]
+    add("n", "n", np.array([u_n.configs[i]["n"] for i in idx], dtype=float), u_n.w[idx], u_n.w_pop[idx],
+        groups=[u_n.configs[i]["L"] for i in idx])       # one constant per L: w ~ C(L) n^slope
+    # pooled: every ReLU unit inside the regime, against s
+    ii = np.nonzero(u_iso.in_regime)[0]
+    add("snr", "snr", np.concatenate([u_iso.snr[ii], u_n.snr[idx]]),
+        np.concatenate([u_iso.w[ii], u_n.w[idx]]), np.concatenate([u_iso.w_pop[ii], u_n.w_pop[idx]]))
+    return fits
+
+
+# -- trends over the sweeps ------------------------------------------------------------------------
+
+def panels(a: Analysis) -> list[tuple[str, str]]:
+    return [(key, cls) for key in ("iso", "noniso") for cls in a.cfg["classes"]]
+
+
+def L_trend(a: Analysis, key: str, cls: str) -> LTrend:
+    """Seed-mean final ||M||_2 over the L sweep of one panel, its population counterpart and the regime boundary:
+    the first L at which the population-optimal ||M*||_2 reaches ``regime_saturation`` of its maximum."""
+    cfg, u = a.cfg, a.units[key]
+    Ls = np.array(cfg["L_values"])
+    keys = [(cls, L, cfg["sigma"], cfg["n"]) for L in Ls]
+    norm = seed_mean(u.norm, u.configs, keys)
+    w = seed_mean(u.w, u.configs, keys)
+    pop = seed_mean(u.norm_pop, u.configs, keys)
+    b = int(np.argmax(pop >= cfg["regime_saturation"] * pop.max()))
+    ratios = norm[1:] / norm[:-1]
+    return LTrend(Ls, norm, w, pop, b, ratios[:b], float(th.snr(cfg["n"], Ls[b], cfg["sigma"])))
+
+
+def sigma_trend(a: Analysis, cls: str) -> SigmaTrend:
+    cfg, u = a.cfg, a.units["iso"]
+    sig = np.array(cfg["sigma_values"])
+    keys = [(cls, cfg["L_sigma"], s, cfg["n"]) for s in sig]
+    w = seed_mean(u.w, u.configs, keys)
+    pop = seed_mean(u.w_pop, u.configs, keys)
+    sat = pop >= cfg["regime_saturation"] * pop.max()
+    b = int(len(sig) - 1 - np.argmax(sat[::-1]))            # last sigma still at the saturated window
+    ratios = w[1:] / w[:-1]
+    return SigmaTrend(sig, w, pop, b, ratios[b:])
+
+
+def n_trend(a: Analysis, L: float) -> NTrend:
+    cfg, u = a.cfg, a.units["n"]
+    ns = np.array(cfg["n_values"])
+    keys = [("relu", L, cfg["sigma"], n) for n in ns]
+    w = seed_mean(u.w, u.configs, keys)
+    return NTrend(ns, w, seed_mean(u.w_pop, u.configs, keys), w[1:] / w[:-1])
+
+
+def L_over_sigma_pairs(a: Analysis, cls: str) -> list[tuple[int, int]]:
+    """Pairs of isotropic units (same class, n and seed) with equal L / sigma but different L."""
+    cf = a.units["iso"].configs
+    out = []
+    for i, c in enumerate(cf):
+        for j, e in enumerate(cf):
+            if j <= i or c["function_class"] != cls or e["function_class"] != cls or c["seed"] != e["seed"]:
+                continue
+            if not math.isclose(c["L"], e["L"]) and math.isclose(c["L"] / c["sigma"], e["L"] / e["sigma"],
+                                                                 rel_tol=1e-9):
+                out.append((i, j))
+    return out
+
+
+def key_numbers(a: Analysis) -> dict:
+    cfg, units = a.cfg, a.units
+    out = {"L_values": cfg["L_values"], "final_norm": {}, "population_norm": {}}
+    for key, cls in panels(a):
+        t = L_trend(a, key, cls)
+        out["final_norm"][f"{cls}_{key}"] = t.norm
+        out["population_norm"][f"{cls}_{key}"] = t.norm_pop
+    out["sigma_sweep_w"] = {cls: sigma_trend(a, cls).w for cls in cfg["classes"]}
+    out["n_sweep_w"] = {str(L): n_trend(a, L).w for L in cfg["n_sweep_L"]}
+    out["fits"] = {k: {"slope": f.fit.slope, "stderr": f.fit.stderr, "population_slope": f.fit_pop.slope,
+                       "n_points": f.n_points} for k, f in a.fits.items() if f.fit is not None}
+    out["regime_s_bounds"] = {str(n): c.bounds for n, c in a.curves.items()}
+    out["saturation_w"] = {str(n): c.w_sat for n, c in a.curves.items()}
+    out["covariance"] = {k: {"dist_sigma_inv": units[k].dist_cov, "dist_identity": units[k].dist_iso,
+                             "p_trained": units[k].p_trained, "p_population": units[k].p_star}
+                         for k in ("noniso", "whitened")}
+    b = a.block
+    out["full_block"] = {k: getattr(b, k) for k in ("w", "xblock_identity_distance", "label_row_ratio",
+                                                    "label_col_ratio", "offblock_ratio", "value_label",
+                                                    "value_x_ratio")}
+    return out
+

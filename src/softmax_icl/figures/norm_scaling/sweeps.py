@@ -1,0 +1,58 @@
+"""What the norm-scaling figure trains (Collins et al. 2024, Figure 3; Theorem 3.4; covariance lemma).
+
+Five batched pretraining programs (one per input distribution / parameterisation / context grid):
+
+* ``iso``: classes x [(L, sigma) for L in L_values] + [(L_sigma, s) for s in sigma_values] x seeds, n fixed;
+* ``n``: ReLU x [(L, sigma) for L in n_sweep_L] x n_values x seeds (one task stream per context length);
+* ``noniso``: classes x L_values x seeds with the SPEC's non-isotropic inputs;
+* ``whitened``: the same with tasks that are functions of the whitened input (the covariance lemma's symmetry);
+* ``full``: classes x full_L x seeds with full W_K, W_Q, W_V on raw tokens.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...records import Run
+from ...training import Sweep, SweepResult
+
+WHITENED_L = (0.1, 0.3, 1.0, 3.0)                    # L of the whitened-task units (subset of L_values)
+
+
+def _sweep(cfg: dict, **kw) -> Sweep:
+    base = dict(d=cfg["d"], seeds=cfg["seeds"], steps=cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
+                data_seed=cfg["data_seed"], init_seed=cfg["init_seed"], log_every=max(1, cfg["steps"] // 50),
+                param="KQ")
+    base.update(kw)
+    return Sweep(**base)
+
+
+def iso_pairs(cfg: dict) -> tuple:
+    pairs = [(L, cfg["sigma"]) for L in cfg["L_values"]]
+    pairs += [(cfg["L_sigma"], s) for s in cfg["sigma_values"] if (cfg["L_sigma"], s) not in pairs]
+    return tuple(pairs)
+
+
+def whitened_L(cfg: dict) -> tuple:
+    Ls = tuple(L for L in cfg["L_values"] if any(math.isclose(L, w) for w in WHITENED_L))
+    return Ls if len(Ls) >= 2 else tuple(cfg["L_values"])
+
+
+def sweeps(cfg: dict) -> dict[str, Sweep]:
+    classes, n, sigma = tuple(cfg["classes"]), (cfg["n"],), (cfg["sigma"],)
+    return {
+        "iso": _sweep(cfg, classes=classes, pairs=iso_pairs(cfg), n=n),
+        "n": _sweep(cfg, classes=("relu",), pairs=tuple((L, cfg["sigma"]) for L in cfg["n_sweep_L"]),
+                    n=tuple(cfg["n_values"])),
+        "noniso": _sweep(cfg, classes=classes, L=tuple(cfg["L_values"]), sigma=sigma, n=n,
+                         input_dist="nonisotropic"),
+        "whitened": _sweep(cfg, classes=classes, L=whitened_L(cfg), sigma=sigma, n=n,
+                           input_dist="nonisotropic_whitened"),
+        "full": _sweep(cfg, classes=classes, L=tuple(cfg["full_L"]), sigma=sigma, n=n, param="full",
+                       lr=cfg["lr_full"]),
+    }
+
+
+def train(run: Run) -> dict[str, SweepResult]:
+    """Every sweep of the figure, each one batched program, through the cache."""
+    return {k: run.train(f"train_{k}", s) for k, s in sweeps(run.cfg).items()}
