@@ -89,10 +89,6 @@ class Figure:
     params: dict = field(default_factory=dict)
     validate: Callable[[dict], None] | None = None   # cross-parameter checks; raise ParameterError
     notes: tuple = ()                                # figure-specific choices and deviations, for the book
-    # ids of checks that test something the papers do not claim (an alternative theory version, a setting that
-    # breaks a theorem's condition, a comparison the spec asks to report either way): their verdict is a result
-    # whichever way it goes, and they are counted apart from the papers' claims
-    findings: tuple = ()
     # regression tolerances (softmax_icl.compare): path prefix (e.g. "key_numbers.slope" or "claims.<id>.value") ->
     # relative tolerance instead of DEFAULT_RTOL, or None for a number that is not compared; say why in a comment
     tolerances: dict = field(default_factory=dict)

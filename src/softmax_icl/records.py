@@ -27,7 +27,7 @@ from .cache import cached
 from .plotting import save, use_style
 from .base import OUTPUT_DIR_ENV, atomic_write_bytes, resolve_device
 from .profiles import fmt, validate_device
-from .registry import FIGURES, resolve
+from .registry import resolve
 from .registry import figure as figure_of
 from .training import Sweep, SweepResult, train_sweep
 
@@ -227,13 +227,15 @@ class Run:
         return self.cached(tag, sweep.to_dict(), lambda: train_sweep(sweep, self.device, desc=tag))
 
     # -- results -------------------------------------------------------------------------------
-    def check(self, id: str, statement: str, value: Any, passed: bool, threshold: str, *, kind: str | None = None,
-              source: str = "", control_of: str | None = None, anchor: str | None = None) -> Claim:
-        """Record one check. ``kind`` is "claim", "finding" or "control" (see :class:`Claim`)."""
-        if kind is None:
-            kind = "finding" if id in FIGURES[self.figure].findings else "claim"
+    def check(self, id: str, statement: str, value: Any, passed: bool, threshold: str, *, kind: str, source: str,
+              control_of: str | None = None, anchor: str | None = None) -> Claim:
+        """Record one check. ``kind`` ("claim", "finding" or "control") and ``source`` (what it tests, quoted
+        briefly, or "beyond the papers") are required: SPEC Part 4 (see :class:`Claim`)."""
         if kind not in KINDS:
             raise ValueError(f"kind={kind!r} is not allowed; allowed values: {', '.join(KINDS)}")
+        if not str(source).strip():
+            raise ValueError(f"check {id!r} names no source (the paper's figure, theorem, caption or slide it tests, "
+                             "or 'beyond the papers')")
         if (kind == "control") != (control_of is not None):
             raise ValueError("a control names the check it controls (control_of), and only a control does")
         claim = Claim(id, statement, bool(passed), _plain(value), threshold, kind, source, control_of, anchor)

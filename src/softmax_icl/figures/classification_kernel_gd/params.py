@@ -83,7 +83,6 @@ FIGURE = Figure(
                              check=non_negative, check_text="an integer >= 0"),
         **seed_params(),
     },
-    findings=(),                     # every check passes its kind and source explicitly
     notes=(
         "Task readings (the sources do not fix the data model; SPEC 2.4): uniform argmax (per-context class "
         "vectors c_1..c_C ~ U^d, inputs x_i ~ U^d, label argmax_k c_k^T x; the book's 'paper's task'); class-balanced "

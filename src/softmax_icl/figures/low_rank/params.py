@@ -67,8 +67,6 @@ FIGURE = Figure(
                             check_text="an integer >= 1", source="spec"),
         **seed_params(),
     },
-    # the paper claims softmax < linear on the nonlinear links only; on F_B^lin itself linear is the right estimator
-    findings=("softmax-beats-linear-on-linear-class",),
     notes=(
         "Low rank: the learning rate was 0.01 (0.005 at paper) until 2026-11-23, lowered from the other chapters' 0.1 "
         "in exploratory runs until rho_2 passed its threshold: with a constant Adam step the off-subspace entries of M "

@@ -106,9 +106,6 @@ FIGURE = Figure(
                                            "independent pretraining runs per configuration", check=positive,
                                            check_text="an integer >= 1")},
     },
-    # the exponents implied by the proof sketch (the theorem as stated gives the slides' range, a claim); the lemma on
-    # SPEC's non-isotropic tasks, which break its symmetry condition (the whitened tasks meet it: a claim); p vs p*
-    findings=("exponent-in-sketch-range", "covariance-lemma-noniso", "covariance-exponent-matches-population"),
     notes=(
         "Window scale w of a trained M: its least-squares multiple of the predicted direction (I, or Sigma^-1 for "
         "non-isotropic inputs); the final M is the mean of the logged M over the last `average_last` of training "
