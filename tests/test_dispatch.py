@@ -57,3 +57,19 @@ def test_runner_names_the_same_environment_variables_as_base():
 def test_unknown_executor_is_refused():
     with pytest.raises(ValueError, match="allowed values: serial, local, slurm, gpus"):
         run_jobs([], "threads")
+
+
+def test_slurm_executor_takes_partition_gpus_and_time(tmp_path, monkeypatch):
+    """What `--executor slurm --slurm-partition gpu --slurm-gpus-per-node 1 --time 30` asks of submitit (a fake
+    `srun` on PATH stands in for the cluster; nothing is submitted)."""
+    pytest.importorskip("submitit")
+    from softmax_icl.dispatch import submitit_executor
+
+    srun = tmp_path / "bin" / "srun"
+    srun.parent.mkdir()
+    srun.write_text("#!/bin/sh\nexit 0\n")
+    srun.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{srun.parent}:{__import__('os').environ['PATH']}")
+    ex = submitit_executor("slurm", tmp_path / "logs", timeout_min=30, slurm_partition="gpu", slurm_gpus_per_node=1)
+    params = ex._executor.parameters
+    assert (params["partition"], params["gpus_per_node"], params["time"]) == ("gpu", 1, 30)

@@ -172,7 +172,10 @@ def dispatch(args, root: Path, jobs: list, what: str) -> bool:
     folder = root / "runs" / "submitit" / time.strftime("%Y%m%d-%H%M%S")
     print(f"{what}: {len(jobs)} notebook run(s) through the {args.executor} executor"
           + (f" (logs in {folder})" if args.executor in ("local", "slurm") else ""), flush=True)
-    results = run_jobs(jobs, args.executor, folder=folder, devices=devices, **options)
+    try:
+        results = run_jobs(jobs, args.executor, folder=folder, devices=devices, **options)
+    except RuntimeError as exc:       # e.g. submitit finds no Slurm here, or no GPU is visible
+        raise ParameterError(f"executor {args.executor!r}: {exc}") from exc
     for r in results:
         print(f"  {r.label}: " + (f"{r.seconds:.0f} s -> {r.destination}" if r.ok else f"FAILED: {r.error}"))
     return all(r.ok for r in results)
