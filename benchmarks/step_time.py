@@ -61,29 +61,26 @@ def sync(dev: torch.device) -> None:
 # The step, three ways
 
 
-def eager_step(sw: Sweep, dev: torch.device):
+def _adam_step(sw: Sweep, dev: torch.device, wrap=None):
+    """The trainer's step on a fresh program; ``wrap`` (e.g. ``torch.compile``) wraps its sampling + loss."""
     prog = SweepProgram(sw, dev)
     opt = torch.optim.Adam(list(prog.unit.parameters()), lr=sw.lr)
-
-    def step():
-        loss = prog.loss()
-        opt.zero_grad(set_to_none=True)
-        loss.sum().backward()
-        opt.step()
-    return step, "eager"
-
-
-def compiled_step(sw: Sweep, dev: torch.device):
-    prog = SweepProgram(sw, dev)
-    opt = torch.optim.Adam(list(prog.unit.parameters()), lr=sw.lr)
-    loss_fn = torch.compile(prog.loss)
+    loss_fn = prog.loss if wrap is None else wrap(prog.loss)
 
     def step():
         loss = loss_fn()
         opt.zero_grad(set_to_none=True)
         loss.sum().backward()
         opt.step()
-    return step, "torch.compile (sampling + loss)"
+    return step
+
+
+def eager_step(sw: Sweep, dev: torch.device):
+    return _adam_step(sw, dev), "eager"
+
+
+def compiled_step(sw: Sweep, dev: torch.device):
+    return _adam_step(sw, dev, torch.compile), "torch.compile (sampling + loss; backward through AOTAutograd)"
 
 
 def graphed_step(sw: Sweep, dev: torch.device):
