@@ -80,3 +80,20 @@ def test_page_when_nothing_changes_and_default_figure_list(tmp_path):
     page = scales_markdown(res)                     # figures found on disk; titles from the registry or the name
     assert "## gamma" in page and "None: every check compared has the same verdict at both scales." in page
     assert "## Figures with no paper-profile record yet\n\nNone." in page
+
+
+def test_missing_paper_record_gets_a_rough_cpu_estimate(tmp_path):
+    from softmax_icl.registry import resolve
+    from softmax_icl.scales import cost_ratio
+
+    d, p = resolve("generalization", "default"), resolve("generalization", "paper")
+    ratio, used = cost_ratio("generalization")
+    expected = p["steps"] / d["steps"] * p["batch_size"] / d["batch_size"] * p["seeds"] / d["seeds"]
+    assert used == ["steps", "batch_size", "seeds"] and abs(ratio - expected) < 1e-12
+    assert cost_ratio("no_such_figure") is None
+    res = tmp_path / "results"
+    _write(res / "generalization.json", _record("default", [_check("g", True, 1.5)], total=60.0))
+    page = scales_markdown(res, figures=["generalization"])
+    assert f"roughly {ratio:.0f} times the work" in page and f"about {60.0 * ratio / 60:.0f} min" in page
+    page = scales_markdown(res, figures=["generalization"], missing_reasons={"generalization": "measured: 3 min"})
+    assert "times the work" not in page and "measured: 3 min" in page

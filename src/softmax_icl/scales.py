@@ -23,6 +23,30 @@ DEFAULT_MISSING_REASON = ("not run yet: the session that made the book had no GP
                           "run on its CPU")
 
 
+#: What a figure's training cost grows with (where it has them): the training length (the largest growth among its
+#: step counts), the batch and the seeds. A rough paper/default cost ratio is the product of their growths; the
+#: paper profile's larger grids (more L, sigma or n values) are not counted, so it errs low.
+COST_PARAMS = (("steps", "steps_main"), ("batch_size",), ("seeds",))
+
+
+def cost_ratio(figure: str) -> tuple[float, list[str]] | None:
+    """Rough paper/default compute ratio of ``figure`` and the parameters it rests on (None if unknown)."""
+    try:
+        from .registry import resolve
+        d, p = resolve(figure, "default"), resolve(figure, "paper")
+    except Exception:
+        return None
+    ratio, used = 1.0, []
+    for group in COST_PARAMS:
+        growth = {k: p[k] / d[k] for k in group
+                  if isinstance(d.get(k), (int, float)) and isinstance(p.get(k), (int, float)) and d[k] > 0}
+        if growth:
+            k = max(growth, key=growth.get)
+            ratio *= growth[k]
+            used.append(k)
+    return (ratio, used) if used else None
+
+
 def _load(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
@@ -168,8 +192,16 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
         for f in missing:
             why = reasons.get(f, DEFAULT_MISSING_REASON)
             d = default[f]
-            if d is not None and d.get("timings", {}).get("total") is not None:
-                why += f" (its default profile took {float(d['timings']['total']):.0f} s of notebook compute)"
+            total = None if d is None else d.get("timings", {}).get("total")
+            if total is not None:
+                why += f" (its default profile took {float(total):.0f} s of notebook compute"
+                cost = cost_ratio(f)
+                if cost is not None and f not in reasons:
+                    ratio, used = cost
+                    why += (f" on `{d.get('provenance', {}).get('device', '?')}`; the paper profile, roughly "
+                            f"{ratio:.0f} times the work ({' x '.join(used)} grow by that much; its larger grids "
+                            f"not counted), would need at least about {float(total) * ratio / 60:.0f} min there")
+                why += ")"
             if d is None:
                 why += " (and it has no default-profile record either)"
             out.append(f"* **{_md(titles.get(f, f))}** (`{f}`): {_md(why)}.")
