@@ -68,3 +68,62 @@ def test_sweeps_cover_the_grid_and_validation_names_the_parameter():
         resolve("generalization", "smoke", {"n_train": 16})
     with pytest.raises(ParameterError, match="pretrain_classes"):
         resolve("generalization", "smoke", {"pretrain_classes": ["lowrank_linear"]})
+
+
+def test_loss_trend_is_zero_on_a_flat_noisy_loss_and_negative_on_a_falling_one():
+    from softmax_icl.figures.generalization.analysis import loss_trend
+    rng = np.random.default_rng(0)
+    T = 51
+    flat = 1.0 + 0.01 * rng.standard_normal((T, 3))
+    falling = np.linspace(2.0, 1.0, T)[:, None] * np.ones((1, 2))
+    change, se = loss_trend(np.concatenate([flat, falling], 1), window=0.25)
+    assert np.all(np.abs(change[:3]) <= np.maximum(0.02, 3 * se[:3]))
+    # the last quarter (12 of 50 log points) of a line from 2 to 1: from 1.22 to 1, mean 1.11
+    np.testing.assert_allclose(change[3:], (1.0 - 1.22) / 1.11, rtol=1e-9)
+
+
+def test_two_branch_fit_recovers_a_and_b_and_the_crossover():
+    from softmax_icl.figures.generalization.analysis import two_branch_fit
+    Lp = np.array([0.1, 0.2, 0.5, 1, 2, 5, 10])
+    a_, b_ = two_branch_fit(Lp, np.stack([0.03 * Lp**2 + 0.12, 2.0 * Lp**2 + 0.02]))
+    np.testing.assert_allclose(a_, [0.03, 2.0], rtol=1e-8)
+    np.testing.assert_allclose(b_, [0.12, 0.02], rtol=1e-8)
+    np.testing.assert_allclose(np.sqrt(b_ / a_), [2.0, 0.1], rtol=1e-8)
+
+
+def test_relu_error_is_exactly_quadratic_in_L_prime_for_a_fixed_unit():
+    """f_{L'} = L' g for the ReLU class, so a fixed unit's error is a L'^2 + b (the two branches of Theorem 3.5) up to
+    the noise cross term, which averages out: the fit leaves relative residuals of a few percent at most."""
+    from softmax_icl.figures.generalization.analysis import two_branch_fit
+    Lp = np.array([0.1, 0.3, 1.0, 3.0, 10.0])
+    tests = [dict(function_class="relu", L=float(L), sigma=0.5) for L in Lp]
+    err, _ = icl_error_grid("softmax", 5.0 * np.eye(2)[None], tests, [64], InputSpec(d=2), n_tasks=4000)
+    e = err[0, :, 0]
+    a_, b_ = two_branch_fit(Lp, e)
+    assert np.abs((a_ * Lp**2 + b_) / e - 1).max() < 0.05
+
+
+def test_identity_initialisation_starts_from_a_positive_window():
+    import torch
+    from softmax_icl.models import AttentionUnit
+    seed_idx = torch.tensor([0, 1])
+    for param in ("M", "KQ"):
+        u = AttentionUnit("softmax", param, 3, seed_idx, [5, 6], 0.1, "cpu", init_identity=2.0)
+        M = u.matrix().detach().numpy()
+        assert np.all(np.trace(M, axis1=1, axis2=2) / 3 > 1.5)
+        base = AttentionUnit("softmax", param, 3, seed_idx, [5, 6], 0.1, "cpu").matrix().detach().numpy()
+        assert np.all(np.abs(np.trace(base, axis1=1, axis2=2)) < 0.5)
+
+
+def test_theory_sweeps_cover_both_L_and_every_n():
+    from softmax_icl.figures.generalization.sweeps import theory_dims, theory_sweep
+    cfg = resolve("generalization", "smoke")
+    dims = theory_dims(cfg)
+    assert [d for d, _ in dims] == [cfg["d"], cfg["large_d"]]
+    for d, ns in dims:
+        sw = theory_sweep(cfg, d, ns)
+        assert sw.d == d and sw.classes == (cfg["theory_class"],)
+        assert {(c["L"], c["n"]) for c in sw.configs()} == {(L, n) for L in (cfg["L_pretrain"][0], cfg["L_test"])
+                                                            for n in ns}
+    with pytest.raises(ParameterError, match="L_prime_factors"):
+        resolve("generalization", "smoke", {"L_prime_factors": [2.0, 5.0]})

@@ -18,10 +18,12 @@ from ...metrics import icl_error_grid, spectral_norm
 from ...records import Run
 from ...tasks import InputSpec
 from ...training import SweepResult
-from .sweeps import MODELS
+from .sweeps import MODELS, theory_dims
 
 #: Nadaraya-Watson bandwidths M = w I scanned for the oracle (tuned per test class and n).
 ORACLE_W_GRID = tuple(np.round(np.geomspace(0.1, 1000.0, 24), 6))
+#: Fraction of pretraining (the last log points) over which the loss trend is measured.
+CONVERGENCE_WINDOW = 0.25
 #: Signed bandwidths M = w I along which the pretraining loss of the mismatch class is scanned.
 LANDSCAPE_W = tuple(np.round(np.concatenate([-np.geomspace(100.0, 0.1, 13), [0.0], np.geomspace(0.1, 1000.0, 17)]), 6))
 
@@ -37,6 +39,60 @@ def loglog_slope(ns, err) -> np.ndarray:
 def index_of(seq, v) -> int:
     """Position of ``v`` in ``seq``: the nearest number, or the exact string."""
     return int(np.argmin([abs(float(x) - float(v)) for x in seq])) if not isinstance(v, str) else list(seq).index(v)
+
+
+def loss_trend(loss_history: np.ndarray, window: float = CONVERGENCE_WINDOW) -> tuple[np.ndarray, np.ndarray]:
+    """Fitted relative change of the training loss over the last ``window`` of pretraining, and its standard error.
+
+    ``loss_history`` (T, C): mean loss since the previous log point (row 0 is step 0, nothing trained). A straight
+    line is fitted to the last log points; the change it predicts across the window is divided by their mean loss.
+    Returns two (C,) arrays.
+    """
+    h = np.asarray(loss_history, dtype=np.float64)[1:]
+    k = max(3, int(round(window * len(h))))
+    y = h[-k:]
+    x = np.arange(k, dtype=np.float64)
+    xc = x - x.mean()
+    slope = (xc[:, None] * (y - y.mean(0))).sum(0) / (xc**2).sum()
+    resid = y - y.mean(0) - slope * xc[:, None]
+    se = np.sqrt((resid**2).sum(0) / max(k - 2, 1) / (xc**2).sum())
+    mean = y.mean(0)
+    return slope * (k - 1) / mean, se * (k - 1) / mean
+
+
+def two_branch_fit(L_prime, err) -> tuple[np.ndarray, np.ndarray]:
+    """Fit err(L') = a L'^2 + b (Theorem 3.5's two branches: bias ~ L'^2 above, a flat noise floor below) by least
+    squares on relative residuals, along the last axis. Returns (a, b), each of the leading shape."""
+    Lp = np.asarray(L_prime, dtype=np.float64)
+    e = np.asarray(err, dtype=np.float64)
+    flat = e.reshape(-1, e.shape[-1])
+    ab = np.stack([np.linalg.lstsq(np.stack([Lp**2 / row, 1.0 / row], 1), np.ones_like(row), rcond=None)[0]
+                   for row in flat])
+    return ab[:, 0].reshape(e.shape[:-1]), ab[:, 1].reshape(e.shape[:-1])
+
+
+@dataclass(frozen=True)
+class TheoryAtD:
+    """Theorem 3.5 at one input dimension: units of the theorem's class pretrained at L_unit[0] (small, the control)
+    and L_unit[1] = L_test (matched), one per context length n and seed (S)."""
+
+    d: int
+    n: list                       # (N,) pretraining (and test) context lengths
+    L_unit: list                  # pretraining L of the two unit families
+    L_prime: np.ndarray           # (F,) test L'
+    error: np.ndarray             # (2, N, S, F, N): unit (L, n_pretrain, seed) on test L' at test n
+    oracle: np.ndarray            # (F, N) best-bandwidth NW, re-tuned per L' and n
+    w_signed: np.ndarray          # (2, N, S) tr(M) / d
+
+    @property
+    def at_nmax(self) -> np.ndarray:
+        """(2, S, F): units pretrained and tested at the largest n, every L'."""
+        return self.error[:, -1, :, :, -1]
+
+    def matched_rate(self, f1: int) -> np.ndarray:
+        """(S, N): the matched unit pretrained at each n, tested at that n on L' = L_test (column ``f1``)."""
+        N = len(self.n)
+        return np.stack([self.error[1, j, :, f1, j] for j in range(N)], -1)
 
 
 @dataclass(frozen=True)
@@ -60,6 +116,9 @@ class GeneralizationAnalysis:
     w_signed: np.ndarray          # (P, nL, S) tr(M) / d: negative = the unit attends away from the query
     landscape: np.ndarray         # (nL, W) pretraining loss of the mismatch class along M = w I
     landscape_w: np.ndarray       # (W,)
+    theory: list                  # TheoryAtD per dimension
+    loss_change: dict             # sweep name -> (C,) fitted relative loss change over the last quarter
+    loss_change_se: dict          # sweep name -> (C,) its standard error
 
 
 def analyse(run: Run, results: dict[str, SweepResult]) -> GeneralizationAnalysis:
@@ -85,9 +144,18 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> GeneralizationAnalysis
                               [cfg["n_train"]], n_tasks=min(4096, cfg["eval_tasks"]), eval_seed=cfg["eval_seed"] + 200,
                               **kw)
         out["landscape"] = land[..., 0].T                                         # (nL, W)
+        for d, ns_d in theory_dims(cfg):
+            res, spec_d = results[f"theory_d{d}"], InputSpec(d=d)
+            tl = theory_tests(cfg)
+            out[f"theory_d{d}"], _ = icl_error_grid("softmax", res.M, tl, ns_d, spec_d, n_tasks=cfg["eval_tasks"],
+                                                    eval_seed=cfg["eval_seed"], device=run.device)   # (C, F, N)
+            _, out[f"theory_d{d}_oracle"], _ = nadaraya_watson_oracle(
+                tl, ns_d, spec_d, n_tune=min(4096, cfg["eval_tasks"]), n_eval=cfg["eval_tasks"],
+                tune_seed=cfg["eval_seed"] + 100, eval_seed=cfg["eval_seed"], device=run.device)
         return out
 
-    key = {"layout": 3, "train": {m: results[m].sweep for m in MODELS}, "tests": tests, "n_test": ns,
+    key = {"layout": 4, "train": {m: r.sweep for m, r in results.items()}, "tests": tests, "n_test": ns,
+           "theory_tests": theory_tests(cfg),
            "eval_tasks": cfg["eval_tasks"], "eval_seed": cfg["eval_seed"], "w_grid": list(ORACLE_W_GRID)}
     ev = run.cached("evaluate", key, evaluate)
     soft, lin = results["softmax"], results["linear"]
@@ -96,6 +164,15 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> GeneralizationAnalysis
         """(..., C) -> (P, nL, ...) by selection: by value, not by position in the sweep."""
         return np.stack([np.stack([values(soft.select(function_class=c, L=L)) for L in Ls]) for c in classes])
 
+    theory = []
+    for d, ns_d in theory_dims(cfg):
+        res = results[f"theory_d{d}"]
+        Lu = [cfg["L_pretrain"][0], cfg["L_test"]]
+        idx = np.array([[res.select(L=L, n=n) for n in ns_d] for L in Lu])       # (2, N, S)
+        theory.append(TheoryAtD(d=d, n=ns_d, L_unit=Lu, L_prime=np.array(cfg["L_prime_factors"]) * cfg["L_test"],
+                                error=ev[f"theory_d{d}"][idx], oracle=ev[f"theory_d{d}_oracle"],
+                                w_signed=np.trace(res.M[idx], axis1=-2, axis2=-1) / d))
+    trends = {name: loss_trend(r.loss_history) for name, r in results.items()}
     return GeneralizationAnalysis(
         classes=classes, L=Ls, n=ns, tests=tests, n_train=cfg["n_train"], L_test=cfg["L_test"],
         softmax=per_unit(lambda i: ev["softmax"][i]),
@@ -105,4 +182,11 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> GeneralizationAnalysis
         M_norm_history=per_unit(lambda i: spectral_norm(soft.M_history[:, i])),
         log_steps=soft.log_steps,
         w_signed=per_unit(lambda i: np.trace(soft.M[i], axis1=-2, axis2=-1)) / cfg["d"],
-        landscape=ev["landscape"], landscape_w=np.asarray(LANDSCAPE_W))
+        landscape=ev["landscape"], landscape_w=np.asarray(LANDSCAPE_W), theory=theory,
+        loss_change={k: v[0] for k, v in trends.items()}, loss_change_se={k: v[1] for k, v in trends.items()})
+
+
+def theory_tests(cfg: dict) -> list[dict]:
+    """The test settings of the Theorem 3.5 sweep: the theorem's class at L' = factor x L_test."""
+    return [dict(function_class=cfg["theory_class"], L=f * cfg["L_test"], sigma=cfg["sigma"])
+            for f in cfg["L_prime_factors"]]

@@ -7,7 +7,7 @@ import numpy as np
 
 from ...plotting import MODEL_COLORS
 from ...records import Run
-from .analysis import GeneralizationAnalysis, index_of
+from .analysis import GeneralizationAnalysis, index_of, two_branch_fit
 
 CLASS_COLORS = {"affine": "#0072b2", "relu": "#e69f00", "cosine": "#009e73"}
 L_STYLES = {0: (":", "v"), 1: ("-", "o"), 2: ("--", "s")}
@@ -107,4 +107,41 @@ def plot_grid(run: Run, a: GeneralizationAnalysis):
            f"(n = {a.n_train})")
     ax.set_xscale("symlog", linthresh=0.1)
     ax.legend(fontsize="x-small")
+    return fig
+
+
+def plot_theory(run: Run, a: GeneralizationAnalysis):
+    """Theorem 3.5 at every d: error against the test L' (units pretrained at a small L and at L_test, with the
+    fitted two-branch curves a L'^2 + b, and the re-tuned oracle), and error against n (matched units, the
+    control unit, the oracle, and the theorem's rate)."""
+    fig, axes = plt.subplots(1, 2 * len(a.theory), figsize=(4.2 * 2 * len(a.theory), 3.6), squeeze=False)
+    colors = ("#cc79a7", "#0072b2")
+    for k, th in enumerate(a.theory):
+        ax = axes[0, 2 * k]
+        aa, bb = two_branch_fit(th.L_prime, th.at_nmax.mean(1))
+        grid = np.geomspace(th.L_prime[0], th.L_prime[-1], 200)
+        for u, L in enumerate(th.L_unit):
+            e = th.at_nmax[u]                                                # (S, F)
+            ax.plot(th.L_prime, e.mean(0), "o", color=colors[u], label=f"pretrained L = {L:g}")
+            ax.plot(grid, aa[u] * grid**2 + bb[u], "-", color=colors[u], lw=1, alpha=0.8)
+            ax.axvline(np.sqrt(bb[u] / aa[u]), color=colors[u], ls=":", lw=1)
+        ax.plot(th.L_prime, th.oracle[:, -1], "k--", lw=1, label="best-bandwidth NW (re-tuned)")
+        ax.set(xscale="log", yscale="log", xlabel="test Lipschitz constant L'", ylabel="ICL error (MSE)",
+               title=f"d = {th.d}, n = {th.n[-1]}: error vs test L'")
+        ax.legend(fontsize="x-small")
+        ax = axes[0, 2 * k + 1]
+        f1 = index_of(th.L_prime, th.L_unit[1])
+        r = th.matched_rate(f1)
+        ax.plot(th.n, r.mean(0), "o-", color=colors[1], label=f"pretrained at L = {th.L_unit[1]:g} and at each n")
+        ax.plot(th.n, th.error[0, -1, :, f1, :].mean(0), "s-", color=colors[0],
+                label=f"pretrained at L = {th.L_unit[0]:g}, n = {th.n[-1]}")
+        ax.plot(th.n, th.oracle[f1], "k--", lw=1, label="best-bandwidth NW (re-tuned)")
+        ns = np.asarray(th.n, dtype=float)
+        ax.plot(ns, r.mean(0)[0] * (ns / ns[0]) ** (-1.0 / (th.d + 2)), color="0.5", ls="-.", lw=1,
+                label="theorem's rate n^(-1/(d+2))")
+        ax.set(xscale="log", yscale="log", xlabel="context length n (pretraining and test)",
+               ylabel="ICL error (MSE)", title=f"d = {th.d}: error vs n at L' = {th.L_unit[1]:g}")
+        ax.set_xticks(th.n, [str(n) for n in th.n])
+        ax.minorticks_off()
+        ax.legend(fontsize="x-small")
     return fig
