@@ -152,6 +152,9 @@ def _ratio_panel(ax, rows, title):
         ax.errorbar(x, y, yerr=err, marker="o", ms=4, capsize=3, label=label(task))
     ax.axhline(1.0, color="0.3", lw=0.8)
     ax.set(xscale="log", xlabel="context length n", ylabel="test CE ratio softmax / linear", title=title)
+    ns = sorted({r.n for r in rows})
+    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.minorticks_off()
     ax.title.set_fontsize("small")
     ax.legend(fontsize="x-small")
 
@@ -186,11 +189,13 @@ def plot_maps(run: Run, ev: Evaluation):
         lr = np.log2(m.ratio)
         vmax = max(0.5, float(np.abs(lr).max()))
         im = ax.imshow(lr, origin="lower", cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto")
+        ax.grid(False)
         for i in range(len(m.taus)):
             for j in range(len(m.ns)):
                 tie = m.lo[i, j] <= 1 <= m.hi[i, j]
+                dark = abs(lr[i, j]) > 0.6 * vmax
                 ax.text(j, i, f"{m.ratio[i, j]:.2f}" + (" ×" if tie else ""), ha="center", va="center",
-                        fontsize="x-small")
+                        fontsize="small", color="white" if dark else "black")
         lt = np.log(m.taus)
         cy = [np.interp(np.log(c), lt, np.arange(len(m.taus))) if np.isfinite(c) else np.nan for c in m.crossover]
         ax.plot(np.arange(len(m.ns)), cy, "k--", lw=1.5, label="crossover")
@@ -232,6 +237,7 @@ def plot_kernel_shape(run: Run, ev: Evaluation):
                          (axes[1], k.A_uni[0], "uniform task (control)")):
         v = float(np.abs(A).max())
         im = ax.imshow(A, cmap="RdBu_r", vmin=-v, vmax=v)
+        ax.grid(False)
         ax.set(title=title, xlabel="query coordinate", ylabel="key coordinate")
         ax.set_xticks(range(A.shape[0]), [f"x{i + 1}" for i in range(A.shape[0])])
         ax.set_yticks(range(A.shape[0]), [f"x{i + 1}" for i in range(A.shape[0])])
