@@ -9,6 +9,7 @@ import torch
 from types import SimpleNamespace
 
 from softmax_icl.figures.norm_scaling import analysis as an
+from softmax_icl.figures.norm_scaling import dynamics
 from softmax_icl.figures.norm_scaling import sweeps as sw_mod
 from softmax_icl.profiles import ParameterError
 from softmax_icl.registry import resolve
@@ -30,12 +31,20 @@ def test_profiles_resolve_and_bad_values_are_named():
         resolve("norm_scaling", "default", {"classes": ["affine"]})
     with pytest.raises(ParameterError, match="regime_saturation"):
         resolve("norm_scaling", "default", {"regime_saturation": 1.5})
+    with pytest.raises(ParameterError, match="t34_train_n"):
+        resolve("norm_scaling", "default", {"t34_train_n": 1000})
+    with pytest.raises(ParameterError, match="dyn_L"):
+        resolve("norm_scaling", "default", {"dyn_L": [1.0]})
 
 
 def test_sweeps_cover_the_grids_once():
     cfg = resolve("norm_scaling", "default")
     sw = sw_mod.sweeps(cfg)
-    assert set(sw) == {"iso", "n", "noniso", "whitened", "full"}
+    assert set(sw) == {"iso", "n", "noniso", "whitened", "full", "dyn_iso", "dyn_noniso"} | {
+        f"t34_d{d}" for d in cfg["t34_d"]}
+    assert sw["dyn_iso"].lr == cfg["dyn_lr"] and sw["dyn_iso"].init_scale == cfg["dyn_init"]
+    assert sw["dyn_noniso"].input_dist == "nonisotropic" and sw["dyn_iso"].steps == cfg["dyn_steps"]
+    assert all(sw[f"t34_d{d}"].d == d and sw[f"t34_d{d}"].n == (cfg["t34_train_n"],) for d in cfg["t34_d"])
     pairs = sw["iso"].pairs
     assert len(pairs) == len(set(pairs)) == len(cfg["L_values"]) + len(cfg["sigma_values"]) - 1
     assert sw["noniso"].input_dist == "nonisotropic" and sw["whitened"].input_dist == "nonisotropic_whitened"
@@ -99,3 +108,28 @@ def test_equal_L_over_sigma_pairs():
     pairs = an.L_over_sigma_pairs(a, "relu")
     assert pairs == [(0, 1)]                                           # (0.1, 0.1) ~ (1, 1); (1, 0.1) has no partner
     assert math.isclose(configs[0]["L"] / configs[0]["sigma"], configs[1]["L"] / configs[1]["sigma"])
+
+
+def _growth_result(rates, T=101, C=None):
+    """Fake dynamics sweep: ||M|| = 0.01 exp(rate t) up to a plateau at step 50 (M = ||M|| I / 1, d = 2)."""
+    steps = np.arange(T) * 10
+    configs = [dict(function_class="relu", L=L, sigma=0.1, n=50, seed=s) for s, row in enumerate(rates)
+               for L, _ in zip((0.1, 0.3, 1.0), row)]
+    r = np.array([v for row in rates for v in row])
+    t = np.minimum(steps, 500)[:, None]
+    norm = 0.01 * np.exp(r[None, :] * t)
+    hist = norm[:, :, None, None] * np.eye(2)
+    return SweepResult(sweep={}, configs=configs, log_steps=steps, M_history=hist,
+                       loss_history=np.zeros((T, len(configs))), final_state={})
+
+
+def test_growth_rate_is_the_early_slope_of_log_norm_and_the_ordering_takes_the_worst_seed():
+    res = _growth_result([[0.001, 0.002, 0.004], [0.001, 0.003, 0.002]])
+    g = dynamics.growth(res, "isotropic", early=0.2)
+    assert g.early_slope == pytest.approx([0.001, 0.002, 0.004, 0.001, 0.003, 0.002])
+    assert g.late_slope == pytest.approx(np.zeros(6), abs=1e-12)         # settled: no growth in the last quarter
+    o = dynamics.ordering([g], ["relu"], [0.1, 0.3, 1.0], "early_slope")
+    assert o.worst_step == pytest.approx(-0.001) and "seed 1" in o.worst_where
+    ok = dynamics.ordering([dynamics.growth(_growth_result([[0.001, 0.002, 0.004]]), "iso", 0.2)], ["relu"],
+                           [0.1, 0.3, 1.0], "early_slope")
+    assert ok.worst_step == pytest.approx(0.001)

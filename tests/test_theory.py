@@ -299,3 +299,44 @@ def test_half_width_of_the_softmax_window():
     assert th.half_width_deg(math.log(2)) == pytest.approx(90.0)
     assert th.half_width_deg(2 * math.log(2)) == pytest.approx(60.0)
     assert th.half_width_deg(1e-3) == pytest.approx(180.0)
+
+
+def test_three_versions_of_theorem_34_and_the_sketch_with_any_noise_exponent():
+    for d in (3, 5, 8):
+        assert th.theorem34_exponents(d, "slides") == pytest.approx((1 / d, 2 / d))
+        assert th.theorem34_exponents(d, "sketch") == pytest.approx(th.sketch_exponents(d / 2))
+        assert th.theorem34_exponents(d, "sphere") == pytest.approx(th.sketch_exponents((d - 1) / 2))
+        assert th.theorem34_exponents(d, "sphere") == pytest.approx((1 / (d + 1), 2 / (d + 1)))
+        # the explicit-constant bounds scale with the same exponents
+        s = np.array([1e6, 1e8])
+        lo, hi = th.sketch_window_bounds(d, s, noise_exponent=(d - 1) / 2)
+        assert np.diff(np.log(lo)) / np.diff(np.log(s)) == pytest.approx(1 / (d + 1))
+        assert np.diff(np.log(hi)) / np.diff(np.log(s)) == pytest.approx(2 / (d + 1))
+
+
+def test_sphere_noise_limit_matches_the_closed_form_for_d3_and_grows_like_w_to_the_d_minus_1_over_2():
+    w = np.array([0.5, 2.0, 10.0, 50.0])
+    exact = (np.sinh(2 * w) / (2 * w)) / (np.sinh(w) / w) ** 2          # d = 3: E[e^{wc}] = sinh(w) / w
+    assert th.sphere_noise_limit(3, w) == pytest.approx(exact, rel=1e-4)
+    ww = np.array([2000.0, 4000.0])
+    for d in (3, 5, 8):
+        k = np.diff(np.log(th.sphere_noise_limit(d, ww))) / np.diff(np.log(ww))
+        assert k[0] == pytest.approx((d - 1) / 2, abs=0.02)
+
+
+def test_relu_window_scan_noise_term_matches_its_large_n_limit_and_the_general_scan():
+    w = np.array([0.5, 2.0, 8.0])
+    sc = th.relu_window_scan(5, [50, 3000], w, n_tasks=64, seed=3)
+    # many points in the window: n E[sum a^2] is the n -> inf limit
+    assert 3000 * sc.noise[1] == pytest.approx(th.sphere_noise_limit(5, w), rel=0.03)
+    # float64 gives the same numbers
+    sc64 = th.relu_window_scan(5, [50, 3000], w, n_tasks=64, seed=3, dtype=torch.float64)
+    assert sc.bias == pytest.approx(sc64.bias, rel=1e-4) and sc.noise == pytest.approx(sc64.noise, rel=1e-4)
+    # the general (independent) Monte Carlo of loss_terms agrees within a few standard errors at n = 50
+    lt = th.loss_terms(InputSpec(d=5), [dict(function_class="relu", L=1.0, n=50)], w[:, None, None] * np.eye(5),
+                       n_tasks=4096, seed=5)
+    big = th.relu_window_scan(5, [50], w, n_tasks=4096, seed=7)
+    se_b = np.sqrt(lt.bias_se[0] ** 2 + big.bias_se[0] ** 2)
+    assert np.all(np.abs(lt.bias[0] - big.bias[0]) < 4 * se_b)
+    se_v = np.sqrt(lt.noise_se[0] ** 2 + big.noise_se[0] ** 2)
+    assert np.all(np.abs(lt.noise[0] - big.noise[0]) < 4 * se_v)

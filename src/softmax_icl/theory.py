@@ -39,7 +39,8 @@ from .base import derive_seed, resolve_device
 
 THEOREM_34_VERSIONS = {
     "slides": "exponents 1/d and 2/d on n L^2 / sigma^2 (as stated on the slides)",
-    "sketch": "exponents 1/(d+2) and 2/(d+2) (implied by the slides' proof sketch)",
+    "sketch": "exponents 1/(d+2) and 2/(d+2) (implied by the slides' proof sketch, noise term w^{d/2})",
+    "sphere": "exponents 1/(d+1) and 2/(d+1) (the sketch with the noise term of inputs on S^{d-1}, w^{(d-1)/2})",
 }
 
 #: how each variable enters the signal-to-noise ratio s = n L^2 / sigma^2 (its power)
@@ -61,8 +62,21 @@ def theorem34_exponents(d: int, version: str) -> tuple[float, float]:
         raise ValueError(f"version={version!r} is not one of {sorted(THEOREM_34_VERSIONS)}")
     if d < 1:
         raise ValueError(f"d={d} must be >= 1")
-    k = d if version == "slides" else d + 2
+    k = {"slides": d, "sketch": d + 2, "sphere": d + 1}[version]
     return 1.0 / k, 2.0 / k
+
+
+def sketch_exponents(noise_exponent: float) -> tuple[float, float]:
+    """(lower, upper) exponent of ``s`` that the proof sketch gives for a noise term ``sigma^2 w^k / n``.
+
+    With bias between ``L^2/w^2`` and ``L^2/w`` (see :func:`sketch_window_bounds`): ``w_lo ~ s^{1/(2(k+1))}``
+    and ``w_hi ~ s^{1/(k+1)}``; ``k = d/2`` gives the sketch's ``[1/(d+2), 2/(d+2)]`` and ``k = (d-1)/2`` (inputs
+    on S^{d-1}) gives ``[1/(d+1), 2/(d+1)]``.
+    """
+    k = float(noise_exponent)
+    if k <= 0:
+        raise ValueError(f"noise_exponent={k} must be > 0")
+    return 1.0 / (2.0 * (k + 1.0)), 1.0 / (k + 1.0)
 
 
 def theorem34_slope_range(d: int, variable: str, version: str) -> tuple[float, float]:
@@ -78,7 +92,7 @@ def theorem34_slope_range(d: int, variable: str, version: str) -> tuple[float, f
     return tuple(sorted((p * lo, p * hi)))
 
 
-def sketch_window_bounds(d: int, s, c_noise: float = 1.0, c_bias: float = 1.0):
+def sketch_window_bounds(d: int, s, c_noise: float = 1.0, c_bias: float = 1.0, noise_exponent: float | None = None):
     """The range of optimal ``w`` that the slides' proof sketch implies, with explicit constants.
 
     Sketch: noise term ``N(w) = c_noise sigma^2 w^{d/2} / n``; bias between ``c_bias L^2 / w^2`` and
@@ -89,9 +103,11 @@ def sketch_window_bounds(d: int, s, c_noise: float = 1.0, c_bias: float = 1.0):
         w_lo = sqrt(c_bias / U),   w_hi = (s U / c_noise)^{2/d},   U ~ s^{-2/(d+2)},
 
     i.e. ``w_lo ~ s^{1/(d+2)}`` and ``w_hi ~ s^{2/(d+2)}``.
+
+    ``noise_exponent`` replaces the sketch's ``d/2`` (e.g. ``(d-1)/2`` on the sphere).
     """
     s = np.asarray(s, dtype=np.float64)
-    a = d / 2.0
+    a = d / 2.0 if noise_exponent is None else float(noise_exponent)
     # minimise g(w) = c_noise w^a / s + c_bias / w:  a c_noise w^{a-1} / s = c_bias / w^2
     w_min = (c_bias * s / (a * c_noise)) ** (1.0 / (a + 1.0))
     U = c_noise * w_min**a / s + c_bias / w_min
@@ -439,3 +455,116 @@ def half_width_deg(w) -> np.ndarray:
     w = np.asarray(w, dtype=np.float64)
     c = np.clip(1 - math.log(2) / w, -1, 1)
     return np.degrees(np.arccos(c))
+
+
+# -- Theorem 3.4 across n and d: the ReLU class over M = w I, batched over w and n --------------------
+
+@dataclass(frozen=True)
+class WindowScan:
+    """Population terms of the ReLU class (L = 1) over ``M = w I`` at several context lengths.
+
+    ``bias`` and ``noise`` (N, W): ``E[(sum_i a_i f(x_i) - f(x_q))^2]`` at ``L = 1`` and ``E[sum_i a_i^2]``, one
+    row per ``ns``; the loss at ``(L, sigma)`` is ``L^2 bias + sigma^2 noise``. ``*_se``: standard errors over tasks.
+    """
+
+    d: int
+    ns: tuple
+    w: np.ndarray
+    bias: np.ndarray
+    noise: np.ndarray
+    bias_se: np.ndarray
+    noise_se: np.ndarray
+    n_tasks: int
+
+
+def relu_window_scan(d: int, ns, w, n_tasks: int, seed: int = 0, chunk: int = 32,
+                     dtype: torch.dtype = torch.float32) -> WindowScan:
+    """Monte Carlo of the ReLU class's bias and noise terms over ``M = w I`` for every ``n`` of ``ns`` at once.
+
+    Independent of :func:`loss_terms` (its own sampler, float64): by rotation invariance the query is fixed at
+    ``e_1`` (so ``x_i^T M x_q = w c_i`` with ``c_i`` the first coordinate of ``x_i``); the coefficients
+    ``l1, l2 ~ U[-1, 1]`` are averaged in closed form (``E[l^2] = 1/3``, the offset ``b`` cancels because the
+    weights sum to one). The contexts of the shorter ``n`` are prefixes of the longest. Every ``w`` sees the same
+    draws; for each task and ``w`` the sums over a segment of the context are taken relative to the segment's
+    largest ``c`` and combined in log-sum-exp fashion, so no term that matters underflows at large ``w``. The
+    inputs are drawn in float64 and the per-task sums computed in ``dtype`` (float32: every weight is at most 1
+    relative to the largest, so what float32 drops is below 1e-38 of it); the sums over tasks are float64.
+    """
+    ns = tuple(sorted(int(n) for n in ns))
+    wt = torch.as_tensor(np.asarray(w, dtype=np.float64)).to(dtype)
+    W, n_max = wt.numel(), ns[-1]
+    bounds = (0,) + ns
+    g = torch.Generator().manual_seed(derive_seed(seed, 3413))
+    sums = {k: torch.zeros(len(ns), W, dtype=torch.float64) for k in ("b", "b2", "v", "v2")}
+    done = 0
+    with torch.no_grad():
+        while done < n_tasks:
+            b = min(chunk, n_tasks - done)
+            x = torch.randn(b, n_max, d, generator=g, dtype=torch.float64)
+            x = x / x.norm(dim=-1, keepdim=True)
+            q = torch.randn(b, d, generator=g, dtype=torch.float64)
+            q = q / q.norm(dim=-1, keepdim=True)
+            c = x[..., 0].to(dtype)                                     # (b, n): cosine to the query e_1
+            p = (x @ q.unsqueeze(-1)).to(dtype)                         # (b, n, 1): q^T x_i
+            G = torch.cat([torch.ones_like(p), p.clamp_min(0), (-p).clamp_min(0)], -1)      # (b, n, 3)
+            gq = torch.stack([q[:, 0].clamp_min(0), (-q[:, 0]).clamp_min(0)], -1).to(dtype)  # (b, 2)
+            logm = None                                                 # running shift (b, W) of the prefix
+            S = None                                                    # prefix sums (b, W, 3) and (b, W)
+            for k, n in enumerate(ns):
+                seg = slice(bounds[k], n)
+                cm = c[:, seg].max(-1).values                                              # (b,)
+                E = torch.exp(wt[None, :, None] * (c[:, None, seg] - cm[:, None, None]))    # (b, W, m)
+                A = torch.bmm(E, G[:, seg])                                                # (b, W, 3)
+                A2 = (E * E).sum(-1)                                                       # (b, W)
+                lm = wt[None, :] * cm[:, None]                                             # (b, W) log-scale
+                if S is None:
+                    logm, S, S2 = lm, A, A2
+                else:
+                    new = torch.maximum(logm, lm)
+                    f_old, f_new = torch.exp(logm - new), torch.exp(lm - new)
+                    S = S * f_old[..., None] + A * f_new[..., None]
+                    S2 = S2 * f_old**2 + A2 * f_new**2
+                    logm = new
+                pred = S[..., 1:] / S[..., :1]                                             # (b, W, 2)
+                err = ((pred - gq[:, None, :]) ** 2).sum(-1) / 3.0                         # E over l1, l2
+                v = S2 / S[..., 0] ** 2
+                err, v = err.double(), v.double()
+                sums["b"][k] += err.sum(0)
+                sums["b2"][k] += (err**2).sum(0)
+                sums["v"][k] += v.sum(0)
+                sums["v2"][k] += (v**2).sum(0)
+            done += b
+    m = {k: (t / n_tasks).numpy() for k, t in sums.items()}
+
+    def se(a, a2):
+        return np.sqrt(np.clip(a2 - a**2, 0, None) / n_tasks)
+
+    return WindowScan(d, ns, np.asarray(w, dtype=np.float64), m["b"], m["v"], se(m["b"], m["b2"]),
+                      se(m["v"], m["v2"]), int(n_tasks))
+
+
+def sphere_noise_limit(d: int, w) -> np.ndarray:
+    """``lim_{n->inf} n E[sum_i a_i^2]`` for ``M = w I`` and inputs on ``S^{d-1}``:
+    ``E[e^{2 w c}] / E[e^{w c}]^2`` with ``c`` the cosine between two uniform points (density
+    ``~ (1 - c^2)^{(d-3)/2}``), by quadrature in ``t = 1 - c`` on a geometric grid. It grows like
+    ``w^{(d-1)/2}`` for large ``w`` (the slides' sketch writes ``w^{d/2}``); for ``d = 3``,
+    ``E[e^{w c}] = sinh(w) / w``.
+    """
+    w = np.atleast_1d(np.asarray(w, dtype=np.float64))
+    t = np.geomspace(1e-14, 2.0, 20001)
+    lt = np.log(t)
+    dens = np.exp(0.5 * (d - 3) * (np.log(t) + np.log(np.clip(2 - t, 1e-300, None))))   # unnormalised
+
+    def moment(k):        # E[exp(-k w t)] (t = 1 - c): integral in log t of dens * exp(-k w t) * t
+        y = dens[None, :] * np.exp(-k * w[:, None] * t[None, :]) * t[None, :]
+        return np.trapezoid(y, lt, axis=-1)
+
+    z = np.trapezoid(dens * t, lt)
+    return moment(2.0) * z / moment(1.0) ** 2
+
+
+def noise_exponent_fit(w, n_noise, w_lo: float, w_hi: float) -> SlopeFit:
+    """Power-law fit ``n E[sum a_i^2] ~ w^k`` over ``w_lo <= w <= w_hi``."""
+    w, y = np.asarray(w, dtype=np.float64), np.asarray(n_noise, dtype=np.float64)
+    m = (w >= w_lo) & (w <= w_hi)
+    return fit_loglog(w[m], y[m])

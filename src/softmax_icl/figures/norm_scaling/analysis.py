@@ -18,7 +18,7 @@ from ...records import Run
 from ...tasks import InputSpec, nonisotropic_covariance
 from ...training import SweepResult
 
-SLOPE_WINDOW = 0.25 * math.log(10)   # local exponents of the population curves: fit over +-1/4 decade
+MAIN_SWEEPS = ("iso", "n", "noniso", "whitened", "full")   # the sweeps this module analyses
 SCAN_CHUNK = 512            # tasks per chunk of the Monte Carlo scans (fixed so paired evaluations share draws)
 P_GRID = np.round(np.linspace(0.0, 1.5, 13), 4)     # exponents p of the scan over M = w Sigma^-p
 SETTINGS = ("isotropic", "nonisotropic", "nonisotropic_whitened")
@@ -42,14 +42,12 @@ class CovarianceScan:
 
 @dataclass(frozen=True)
 class PopulationScans:
-    """Monte Carlo scans (cached): isotropic settings over ``M = w I``, the trained units on the same draws, the
-    ReLU curves at the n of ``n_curve`` and the two non-isotropic settings over ``M = w Sigma^-p``."""
+    """Monte Carlo scans (cached): isotropic settings over ``M = w I``, the trained units on the same draws and the
+    two non-isotropic settings over ``M = w Sigma^-p``."""
 
     iso_rows: list
     iso_scan: th.LossTerms
     iso_trained: th.LossTerms
-    curve_rows: list
-    curve_scan: th.LossTerms
     cov_w: np.ndarray
     cov: dict                 # "noniso" / "whitened" -> CovarianceScan
     full_trained: th.LossTerms
@@ -84,15 +82,11 @@ class Units:
 
 @dataclass(frozen=True)
 class Curve:
-    """Population-optimal w against s = n L^2 / sigma^2 at one n (ReLU), its local exponent and regime."""
+    """Population-optimal w against s = n L^2 / sigma^2 at one n (ReLU) and its noiseless saturation level."""
 
     s: np.ndarray
     w: np.ndarray
     w_sat: float
-    slope: np.ndarray | None = None
-    inside: np.ndarray | None = None
-    bounds: tuple = (np.nan, np.nan)
-    fit: th.SlopeFit | None = None
 
 
 @dataclass(frozen=True)
@@ -120,7 +114,6 @@ class Analysis:
     units: dict               # sweep -> Units
     block: th.BlockForm
     WV: np.ndarray
-    curves: dict              # n -> Curve (n_curve)
     trained_curves: dict      # n -> Curve (the n of the trained units)
     fits: dict = field(default_factory=dict)    # variable -> FitEntry
 
@@ -205,7 +198,7 @@ def seed_mean(values: np.ndarray, configs: list[dict], keys: list[tuple]) -> np.
 
 def population_scans(run: Run, res: dict[str, SweepResult], Ms: dict[str, np.ndarray]) -> PopulationScans:
     """Monte Carlo scans (cached): the loss over M = w I / w Sigma^-p for every trained setting, the trained
-    units' own loss on the same draws, and the ReLU curves w*(n L^2 / sigma^2) at the n of ``n_curve``."""
+    units' own loss on the same draws."""
     cfg = run.cfg
     wg = w_grid(cfg)
     d = cfg["d"]
@@ -220,10 +213,6 @@ def population_scans(run: Run, res: dict[str, SweepResult], Ms: dict[str, np.nda
         iso_scan = th.loss_terms(spec, rows, wg[:, None, None] * np.eye(d), n_draw=n_draw, **kw)
         iso_trained = th.loss_terms(spec, [_row(c) for c in iso_cfgs], np.concatenate([Ms["iso"], Ms["n"]]),
                                     paired=True, n_draw=n_draw, **kw)
-        # ReLU population curves at larger n (L = 1; other L follow from s = n L^2 / sigma^2)
-        crow = [dict(function_class="relu", L=1.0, n=n) for n in cfg["n_curve"]]
-        curve_scan = th.loss_terms(spec, crow, wg[:, None, None] * np.eye(d),
-                                   **{**kw, "chunk": None})      # not paired: memory-bounded chunks
         # non-isotropic settings: M = w Sigma^-p for every p of P_GRID, and the trained units
         cov = nonisotropic_covariance(d).numpy()
         wsub = wg[(wg >= 0.1) & (wg <= 100)][::2]
@@ -238,10 +227,10 @@ def population_scans(run: Run, res: dict[str, SweepResult], Ms: dict[str, np.nda
         # the full-parameter units: their x-block as M, on the isotropic draws
         full_trained = th.loss_terms(_spec(cfg, "isotropic"), [_row(c) for c in res["full"].configs],
                                      Ms["full"], paired=True, n_draw=n_draw, **kw)
-        return PopulationScans(rows, iso_scan, iso_trained, crow, curve_scan, wsub, covs, full_trained)
+        return PopulationScans(rows, iso_scan, iso_trained, wsub, covs, full_trained)
 
-    key = {"train": {k: r.sweep for k, r in res.items()}, "scan_tasks": cfg["scan_tasks"], "w": wg.tolist(),
-           "seed": kw["seed"], "n_curve": cfg["n_curve"], "p": P_GRID.tolist(), "chunk": SCAN_CHUNK,
+    key = {"train": {k: res[k].sweep for k in MAIN_SWEEPS}, "scan_tasks": cfg["scan_tasks"], "w": wg.tolist(),
+           "seed": kw["seed"], "p": P_GRID.tolist(), "chunk": SCAN_CHUNK,
            "average_last": cfg["average_last"]}
     return run.cached("population_scan", key, compute)
 
@@ -302,7 +291,7 @@ def analyse(run: Run, res: dict[str, SweepResult]) -> Analysis:
     cov = nonisotropic_covariance(d).numpy()
     base = {"iso": np.eye(d), "n": np.eye(d), "full": np.eye(d), "noniso": th.window_base(d, "nonisotropic"),
             "whitened": th.window_base(d, "nonisotropic")}
-    Ms = {k: final_M(r, cfg["average_last"]) for k, r in res.items()}
+    Ms = {k: final_M(res[k], cfg["average_last"]) for k in MAIN_SWEEPS}
     scans = population_scans(run, res, Ms)
     iso_sigma = np.array([c["sigma"] for c in res["iso"].configs + res["n"].configs])
     units = {key: _units(cfg, key, res[key], Ms[key], base[key], scans, iso_sigma, len(res["iso"].configs))
@@ -310,20 +299,8 @@ def analyse(run: Run, res: dict[str, SweepResult]) -> Analysis:
     fs = res["full"].final_state
     block = th.block_form(fs["WK"], fs["WQ"], fs["WV"])
 
-    # population curves w*(s) at the n of n_curve (ReLU, L = 1) and their local exponents
+    # population curves w*(s) at the n of the trained units (from the ReLU rows of the isotropic scan)
     s_grid = np.geomspace(1.0, 1e8, 241)
-    curves = {}
-    cs = scans.curve_scan
-    for i, r in enumerate(scans.curve_rows):
-        n = r["n"]
-        w_star = th.optimal_w_curve(wg, cs.bias[i], cs.noise[i], s_grid, n)
-        w_sat = th.saturation_w(wg, cs.bias[i])
-        inside = (w_star >= cfg["regime_w"]) & (w_star < cfg["regime_saturation"] * w_sat)
-        curves[n] = Curve(s_grid, w_star, w_sat, slope=th.local_slopes(s_grid, w_star, half_width=SLOPE_WINDOW),
-                          inside=inside,
-                          bounds=(s_grid[inside].min(), s_grid[inside].max()) if inside.any() else (np.nan, np.nan),
-                          fit=th.fit_loglog(s_grid[inside], w_star[inside]) if inside.sum() >= 3 else None)
-    # the same curves at the n of the trained units (from the ReLU rows of the isotropic scan)
     rows, sc = scans.iso_rows, scans.iso_scan
     trained_curves = {}
     for n in sorted({c["n"] for c in units["iso"].configs + units["n"].configs}):
@@ -332,7 +309,7 @@ def analyse(run: Run, res: dict[str, SweepResult]) -> Analysis:
         L = rows[i]["L"]
         trained_curves[n] = Curve(s_grid, th.optimal_w_curve(wg, sc.bias[i] / L**2, sc.noise[i], s_grid, n),
                                   th.saturation_w(wg, sc.bias[i]))
-    return Analysis(cfg, wg, scans, Ms, cov, units, block, fs["WV"], curves, trained_curves,
+    return Analysis(cfg, wg, scans, Ms, cov, units, block, fs["WV"], trained_curves,
                     slope_fits(cfg, units["iso"], units["n"]))
 
 
@@ -445,8 +422,6 @@ def key_numbers(a: Analysis) -> dict:
     out["n_sweep_w"] = {str(L): n_trend(a, L).w for L in cfg["n_sweep_L"]}
     out["fits"] = {k: {"slope": f.fit.slope, "stderr": f.fit.stderr, "population_slope": f.fit_pop.slope,
                        "n_points": f.n_points} for k, f in a.fits.items() if f.fit is not None}
-    out["regime_s_bounds"] = {str(n): c.bounds for n, c in a.curves.items()}
-    out["saturation_w"] = {str(n): c.w_sat for n, c in a.curves.items()}
     out["covariance"] = {k: {"dist_sigma_inv": units[k].dist_cov, "dist_identity": units[k].dist_iso,
                              "p_trained": units[k].p_trained, "p_population": units[k].p_star}
                          for k in ("noniso", "whitened")}
@@ -456,3 +431,18 @@ def key_numbers(a: Analysis) -> dict:
                                                     "value_x_ratio")}
     return out
 
+
+def w_pop_other_L(a: Analysis, key: str) -> np.ndarray:
+    """Control counterpart of each isotropic unit: the population-optimal w of the *next* L of its own sweep
+    (cyclic; same class, n and sigma), from the same scan."""
+    cfg, u = a.cfg, a.units[key]
+    sc, rows, wg = a.scans.iso_scan, a.scans.iso_rows, a.w_grid
+    grid = cfg["L_values"] if key == "iso" else cfg["n_sweep_L"]
+    out = []
+    for c in u.configs:
+        j = next(k for k, L in enumerate(grid) if math.isclose(L, c["L"])) if any(
+            math.isclose(L, c["L"]) for L in grid) else 0
+        other = dict(c, L=grid[(j + 1) % len(grid)])
+        i = _row_index(rows, other)
+        out.append(th.refine_minimum(wg, sc.bias[i] + c["sigma"] ** 2 * sc.noise[i])[0])
+    return np.array(out)

@@ -13,7 +13,9 @@ from ...records import Run
 from .analysis import (P_GRID, SETTING_LABEL, SETTING_OF, Analysis, L_trend, n_trend, panels, seed_mean,
                        sigma_trend, sweep_index)
 from .claims import COV_DIST_TOL, W_RATIO_TOL
+from .dynamics import Growth
 from .sweeps import whitened_L
+from .theorem34 import Theorem34, TrainedLargeN
 
 CLASS_COLORS = {"relu": "#1f77b4", "cosine": "#ff7f0e"}
 
@@ -140,12 +142,9 @@ def _annotate_fit(ax, f: dict, var: str) -> str:
 
 
 def plot_regime(run: Run, a: Analysis):
-    """Left: trained w of every ReLU unit against s = n L^2 / sigma^2 over the population curves w*(s).
-    Right: local exponent d log w* / d log s of the population curves, against both theory ranges."""
+    """Trained w of every ReLU unit against s = n L^2 / sigma^2 over the population curves w*(s) of their n."""
     cfg, units = run.cfg, a.units
-    d = cfg["d"]
-    fig, axes = plt.subplots(1, 2, figsize=(12.5, 4.6))
-    ax = axes[0]
+    fig, ax = plt.subplots(1, 1, figsize=(7.0, 4.6))
     ns = sorted(a.trained_curves)
     cmap = plt.cm.plasma(np.linspace(0.05, 0.8, len(ns)))
     col = dict(zip(ns, cmap))
@@ -158,39 +157,82 @@ def plot_regime(run: Run, a: Analysis):
         relu = np.array([c["function_class"] == "relu" for c in u.configs])
         for n in ns:
             m = relu & np.array([c["n"] == n for c in u.configs])
-            ins = m & u.in_regime
-            out = m & ~u.in_regime
-            ax.scatter(u.snr[ins], np.maximum(u.w[ins], cfg["w_min"]), color=col[n], s=18, zorder=3)
-            ax.scatter(u.snr[out], np.maximum(u.w[out], cfg["w_min"]), facecolor="none", edgecolor=col[n],
-                       s=18, zorder=3)
-    f = a.fits["snr"]
-    if f.fit is not None:
-        xs = np.geomspace(f.x.min(), f.x.max(), 20)
-        ax.plot(xs, f.fit.predict(xs), color="k", lw=2, label=f"fit inside regime: slope {f.fit.slope:.3f}")
-    ax.scatter([], [], color="0.3", s=18, label="trained, inside the regime")
-    ax.scatter([], [], facecolor="none", edgecolor="0.3", s=18, label="trained, outside")
+            ax.scatter(u.snr[m], np.maximum(u.w[m], cfg["w_min"]), color=col[n], s=18, zorder=3)
+    ax.scatter([], [], color="0.3", s=18, label="trained units")
     ax.plot([], [], color="0.3", ls=":", lw=0.7, label="noiseless limit (saturation)")
-    ax.axhline(cfg["regime_w"], color="0.5", lw=0.8, ls="--")
     ax.set(xscale="log", yscale="log", xlabel="n L² / σ²", ylabel="window scale w",
            title="ReLU, isotropic: trained units over the population optimum", ylim=(cfg["w_min"], None))
     ax.legend(fontsize="x-small", loc="upper left")
-    ax = axes[1]
-    for v, colr in (("sketch", "#2ca02c"), ("slides", "#9467bd")):
-        lo, hi = th.theorem34_exponents(d, v)
-        ax.axhspan(lo, hi, color=colr, alpha=0.18, lw=0, label=f"{v}: [{lo:.3f}, {hi:.3f}]")
-    ncol = plt.cm.plasma(np.linspace(0.05, 0.8, len(a.curves)))
-    for (n, c), cl in zip(a.curves.items(), ncol):
-        ax.plot(c.s, c.slope, color=cl, lw=1.2, label=f"optimum, n = {n}")
-        if c.inside.any():
-            ax.plot(c.s[c.inside], c.slope[c.inside], color=cl, lw=3, alpha=0.6)
-    if f.fit is not None:
-        lo_ci, hi_ci = f.fit.ci()
-        s_mid = float(np.exp(np.log(f.x).mean()))
-        ax.errorbar([s_mid], [f.fit.slope], yerr=[[f.fit.slope - lo_ci], [hi_ci - f.fit.slope]], fmt="ko",
-                    ms=5, capsize=3, label="trained units: fitted exponent (95% CI)")
-    ax.set(xscale="log", xlabel="n L² / σ²", ylabel="local exponent d log w* / d log(n L²/σ²)",
-           title="Local exponent of the population optimum (thick: inside the regime)", ylim=(-0.05, 1.05))
-    ax.legend(fontsize="x-small", loc="upper right")
+    return fig
+
+
+RANGE_COLORS = {"slides": "#9467bd", "sphere": "#2ca02c", "sketch": "#d62728"}
+
+
+def plot_theorem34(run: Run, t: Theorem34, big: TrainedLargeN):
+    """Top: local exponent of the population optimum against s for every n, one panel per d, with the three ranges;
+    dots at s = n (L/sigma)^2 of the chapter. Bottom: the noise term against w; trained units at large n."""
+    ds = t.ds
+    fig, axes = plt.subplots(2, max(len(ds), 2), figsize=(4.6 * max(len(ds), 2), 8.2), squeeze=False)
+    ncol = plt.cm.viridis(np.linspace(0.0, 0.9, len(t.ns)))
+    for ax, d in zip(axes[0], ds):
+        for v in ("slides", "sphere", "sketch"):
+            lo, hi = th.theorem34_exponents(d, v)
+            ax.axhspan(lo, hi, color=RANGE_COLORS[v], alpha=0.13, lw=0, label=f"{v} [{lo:.3f}, {hi:.3f}]")
+        for n, cl in zip(t.ns, ncol):
+            c = t.curves[(d, n)]
+            ax.plot(c.s, c.slope, color=cl, lw=1.2, label=f"n = {n}")
+            ax.plot([n * t.rho_check], [t.exponent[(d, n, t.rho_check)]], "o", color=cl, ms=5, mec="k", mew=0.6)
+        ax.set(xscale="log", xlabel="s = n L² / σ²", ylabel="local exponent d log w* / d log s", ylim=(-0.05, 1.05),
+               title=f"d = {d} (dots: L/σ = {t.rho_check ** 0.5:g})")
+        ax.legend(fontsize="xx-small", loc="upper right")
+    for ax in axes[0, len(ds):]:
+        ax.set_visible(False)
+    ax = axes[1, 0]
+    for d, cl in zip(ds, plt.cm.tab10(np.arange(len(ds)))):
+        z = t.noise[d]
+        ax.plot(z.w, z.mc, color=cl, lw=1.2, label=f"d = {d}: Monte Carlo, n = {z.n}")
+        ax.plot(z.w, z.limit, color=cl, lw=0.9, ls="--", label=f"d = {d}: n → ∞ (exponent {z.exponent:.2f} on "
+                                                                  "[30, 300])")
+    ax.axvspan(30, 300, color="0.9", lw=0, zorder=0)
+    ax.set(xscale="log", yscale="log", xlabel="w  (M = w I)", ylabel="n E[Σ aᵢ²]",
+           title="noise term: slope (d−1)/2 at large w, not d/2", ylim=(0.5, None))
+    ax.legend(fontsize="xx-small", loc="upper left")
+    ax = axes[1, 1]
+    for d, mk in zip(ds, ("o", "s", "^", "D")):
+        m = big.d == d
+        ax.scatter(big.w_pop[m], big.w[m], marker=mk, s=24, color="C0", label=f"d = {d}: own L")
+        ax.scatter(big.w_pop_other[m], big.w[m], marker=mk, s=24, facecolor="none", edgecolor="C3",
+                   label=f"d = {d}: other L (control)")
+    lim = np.array([min(big.w.min(), big.w_pop.min(), big.w_pop_other.min()) / 1.5,
+                    max(big.w.max(), big.w_pop.max(), big.w_pop_other.max()) * 1.5])
+    ax.plot(lim, lim, color="k", lw=0.8)
+    ax.fill_between(lim, lim / W_RATIO_TOL, lim * W_RATIO_TOL, color="0.85", lw=0)
+    ax.set(xscale="log", yscale="log", xlim=lim, ylim=lim, xlabel="population-optimal w", ylabel="trained w",
+           title=f"trained units at n = {run.cfg['t34_train_n']}")
+    ax.legend(fontsize="xx-small", loc="upper left")
+    for ax in axes[1, 2:]:
+        ax.set_visible(False)
+    return fig
+
+
+def plot_dynamics(run: Run, growths: list[Growth]):
+    """||M||_2 against step from a small init with a small Adam step, one curve per L (seed mean)."""
+    cfg = run.cfg
+    Ls = cfg["dyn_L"]
+    fig, axes = plt.subplots(len(growths), len(cfg["classes"]), figsize=(4.6 * len(cfg["classes"]), 3.4 * len(growths)),
+                             sharex=True, squeeze=False)
+    colors = _L_colors(Ls)
+    for row, g in zip(axes, growths):
+        for ax, cls in zip(row, cfg["classes"]):
+            for L, col in zip(Ls, colors):
+                idx = [i for i, c in enumerate(g.configs) if c["function_class"] == cls and math.isclose(c["L"], L)]
+                ax.plot(g.steps, g.norm_history[:, idx].mean(1), color=col, lw=1.3, label=f"L = {L:g}")
+            ax.axvspan(0, cfg["dyn_early"] * g.steps[-1], color="0.92", lw=0, zorder=0)
+            ax.set(yscale="log", title=f"{cls}, {g.setting} inputs", xlabel="pretraining step", ylabel="‖M‖₂")
+    axes[0, -1].legend(fontsize="x-small", loc="lower right")
+    fig.suptitle(f"‖M‖₂ from init scale {cfg['dyn_init']:g} with Adam at lr {cfg['dyn_lr']:g} (mean of "
+                 f"{cfg['seeds']} seeds); shaded: where the growth rate is measured", fontsize="small")
     return fig
 
 

@@ -6,6 +6,8 @@ import numpy as np
 
 from ... import theory as th
 from .analysis import SETTING_LABEL, SETTING_OF, Analysis, L_trend, n_trend, panels, sigma_trend
+from .dynamics import Growth, Ordering
+from .theorem34 import Theorem34, TrainedLargeN
 
 
 def _row_fmt(vals, width=7) -> str:
@@ -37,14 +39,7 @@ def key_numbers_table(a: Analysis) -> str:
         lines.append(f"{f'L = {L:g} trained':<28}" + _row_fmt(t.w))
         lines.append(f"{f'L = {L:g} optimum':<28}" + _row_fmt(t.w_pop))
     lines.append("")
-    lines.append("Population curves (ReLU): theory regime in n L^2/sigma^2 and noiseless saturation of w")
-    for n, c in a.curves.items():
-        lo, hi = c.bounds
-        fit = c.fit
-        lines.append(f"  n = {n:<5} regime s in [{lo:.3g}, {hi:.3g}], w_sat = {c.w_sat:.3g}, population exponent "
-                     f"in regime = {fit.slope:.3f}" if fit else f"  n = {n:<5} no regime")
-    lines.append("")
-    lines.append("Log-log slopes of trained w inside the regime (ReLU, isotropic)")
+    lines.append("Log-log slopes of trained w inside the chosen regime (ReLU, isotropic; descriptive, not a check)")
     lines.append(f"  {'against':<10}{'units':>6}{'slope':>8}{'± s.e.':>8}{'optimum':>9}   sketch range    slides range")
     for k, f in a.fits.items():
         rs, rl = f.ranges["sketch"], f.ranges["slides"]
@@ -76,41 +71,6 @@ def key_numbers_table(a: Analysis) -> str:
     return "\n".join(lines)
 
 
-def _versions_text(slope: float, d: int) -> str:
-    v = th.which_version(slope, d)
-    return {0: "neither range", 1: f"only the {v[0] if v else ''} range", 2: "both ranges"}[len(v)]
-
-
-def exponent_summary(a: Analysis) -> str:
-    """Which version of Theorem 3.4 the fitted exponents support, computed from the fits."""
-    d, f = a.cfg["d"], a.fits["snr"]
-    lines = []
-    for v in ("sketch", "slides"):
-        lo, hi = th.theorem34_exponents(d, v)
-        lines.append(f"{v:>7} version: w between (n L²/σ²)^{lo:.3f} and (n L²/σ²)^{hi:.3f}  (d = {d})")
-    if f.fit is None:
-        return "\n".join(lines + ["Too few trained settings inside the regime to fit an exponent."])
-    fit = f.fit
-    lo_ci, hi_ci = fit.ci()
-    lines.append(f"Trained units inside the regime ({f.n_points}): exponent {fit.slope:.3f}, 95% CI "
-                 f"[{lo_ci:.3f}, {hi_ci:.3f}] -> in {_versions_text(fit.slope, d)}")
-    lines.append(f"Population optimum at the same settings: exponent {f.fit_pop.slope:.3f} -> in "
-                 f"{_versions_text(f.fit_pop.slope, d)}")
-    for n, c in a.curves.items():
-        if c.fit is not None:
-            lines.append(f"Population optimum, n = {n}, whole regime: exponent {c.fit.slope:.3f} -> in "
-                         f"{_versions_text(c.fit.slope, d)}")
-    sup = th.which_version(fit.slope, d)
-    if len(sup) == 1:
-        lines.append(f"The data support the {sup[0]} version (its range contains the fitted exponent; the other's "
-                     "does not).")
-    elif len(sup) == 2:
-        lines.append("The fitted exponent lies where the two ranges overlap: the data do not separate them.")
-    else:
-        lines.append("The fitted exponent lies outside both ranges.")
-    return "\n".join(lines)
-
-
 def covariance_summary(a: Analysis) -> str:
     """Median over units inside the window regime of the covariance measurements, per setting."""
     cfg = a.cfg
@@ -126,3 +86,86 @@ def covariance_summary(a: Analysis) -> str:
                      f"+{100 * np.median(u.loss_pop_p1[ok] / u.loss_pop[ok] - 1):.1f}% (median)")
     return "\n".join(lines)
 
+
+VERSIONS = ("slides", "sphere", "sketch")
+
+
+def theorem34_table(t: Theorem34) -> str:
+    """The local exponent d log w*/d log s of the population optimum at s = n L^2/sigma^2, per d, n and L/sigma."""
+    lines = ["Local exponent d log w*/d log s of the population-optimal w (ReLU), read at s = n L²/σ²",
+             "  ranges: " + "; ".join(f"d = {d}: slides [{1 / d:.3f}, {2 / d:.3f}], sphere [{1 / (d + 1):.3f}, "
+                                      f"{2 / (d + 1):.3f}], sketch [{1 / (d + 2):.3f}, {2 / (d + 2):.3f}]"
+                                      for d in t.ds)]
+    for rho in t.rhos:
+        lines.append(f"  L/σ = {rho ** 0.5:g}" + ("  (the chapter's L/σ; the checks read this row)"
+                                                  if rho == t.rho_check else ""))
+        lines.append(f"    {'n':>8}" + "".join(f"{f'd = {d}':>10}" for d in t.ds))
+        for n in t.ns:
+            lines.append(f"    {n:>8}" + "".join(f"{t.exponent[(d, n, rho)]:>10.3f}" for d in t.ds))
+    lines.append("  noiseless saturation w_sat = argmin_w bias(w):")
+    for d in t.ds:
+        lines.append(f"    d = {d}: " + ", ".join(f"n = {n}: {t.curves[(d, n)].w_sat:.3g}" for n in t.ns))
+    return "\n".join(lines)
+
+
+def _where(e: float, d: int) -> str:
+    inside = [v for v in VERSIONS if th.theorem34_exponents(d, v)[0] <= e <= th.theorem34_exponents(d, v)[1]]
+    return ("inside the " + ", ".join(inside) + " range" + ("s" if len(inside) > 1 else "")) if inside \
+        else "outside all three ranges"
+
+
+def theorem34_conclusion(t: Theorem34) -> str:
+    """Where the exponent goes as n grows, for each d, computed from the table (no regime cut-off)."""
+    rho, ns = t.rho_check, t.ns
+    lines = [f"At L/σ = {rho ** 0.5:g} (the chapter's setting), as n grows from {ns[0]} to {ns[-1]}:"]
+    for d in t.ds:
+        e = [t.exponent[(d, n, rho)] for n in ns]
+        steps = np.diff(e)
+        trend = "falls at every step" if np.all(steps < 0) else "rises at every step" if np.all(steps > 0) else \
+            f"moves non-monotonically (steps {', '.join(f'{x:+.3f}' for x in steps)})"
+        lines.append(f"  d = {d}: the exponent {trend}, {e[0]:.3f} -> {e[-1]:.3f} (last step {steps[-1]:+.3f}); "
+                     f"at n = {ns[-1]} it is {_where(e[-1], d)}.")
+    lines.append("Across L/σ at the largest n:")
+    for d in t.ds:
+        vals = [t.exponent[(d, ns[-1], r)] for r in t.rhos]
+        lines.append(f"  d = {d}: " + ", ".join(f"L/σ = {r ** 0.5:g}: {v:.3f}" for r, v in zip(t.rhos, vals)))
+    return "\n".join(lines)
+
+
+def noise_table(t: Theorem34) -> str:
+    lines = ["Noise term n E[Σ a_i²] against w (inputs on S^(d-1)): fitted exponent over w in [30, 300]"]
+    for d in t.ds:
+        z = t.noise[d]
+        lines.append(f"  d = {d}: closed form (n -> inf) {z.exponent:.3f}; Monte Carlo at n = {z.n} "
+                     + (f"{z.exponent_mc:.3f}" if np.isfinite(z.exponent_mc) else "(too few w with 1/E[Σa²] >= 100)")
+                     + f"; largest |MC / closed form - 1| where 1/E[Σa²] >= 100: {z.mc_max_rel_dev:.3f}; "
+                     f"sketch d/2 = {d / 2:g}, sphere (d-1)/2 = {(d - 1) / 2:g}")
+    return "\n".join(lines)
+
+
+def trained_large_n_table(big: TrainedLargeN) -> str:
+    lines = ["Trained ReLU units at large n against the population curve of their own (d, n, s)"]
+    for i, c in enumerate(big.configs):
+        lines.append(f"  d = {big.d[i]}, n = {c['n']}, L = {c['L']:g}, seed {c['seed']}: trained w = {big.w[i]:.3g} "
+                     f"(residual from w I {big.resid[i]:.3f}), optimum {big.w_pop[i]:.3g}, optimum of the other L "
+                     f"{big.w_pop_other[i]:.3g}")
+    return "\n".join(lines)
+
+
+def dynamics_table(growths: list[Growth], early: Ordering, late: Ordering) -> str:
+    lines = ["Growth of ||M||_2: slope of log ||M||_2 per 1000 steps, early (first part) and late (last quarter), "
+             "seed mean; steps to half the final norm"]
+    lines.append(f"  {'panel':<28}" + "".join(f"{f'L = {L:g}':>11}" for L in early.L))
+    for (setting, cls), tab in early.by_panel.items():
+        lines.append(f"  {cls + ', ' + setting + ' early':<28}" + "".join(f"{1000 * v:>11.2f}" for v in
+                                                                            np.nanmean(tab, 0)))
+        lines.append(f"  {cls + ', ' + setting + ' late':<28}" + "".join(
+            f"{1000 * v:>11.2f}" for v in np.nanmean(late.by_panel[(setting, cls)], 0)))
+    for g in growths:
+        for cls in sorted({c["function_class"] for c in g.configs}):
+            th_ = [np.nanmean([g.t_half[i] for i, c in enumerate(g.configs) if c["function_class"] == cls
+                               and c["L"] == L]) for L in early.L]
+            lines.append(f"  {cls + ', ' + g.setting + ' t_half':<28}" + "".join(f"{v:>11.0f}" for v in th_))
+    lines.append(f"  smallest early step between consecutive L: {1000 * early.worst_step:.3f} per 1000 steps "
+                 f"({early.worst_where})")
+    return "\n".join(lines)

@@ -6,7 +6,10 @@ Five batched pretraining programs (one per input distribution / parameterisation
 * ``n``: ReLU x [(L, sigma) for L in n_sweep_L] x n_values x seeds (one task stream per context length);
 * ``noniso``: classes x L_values x seeds with the SPEC's non-isotropic inputs;
 * ``whitened``: the same with tasks that are functions of the whitened input (the covariance lemma's symmetry);
-* ``full``: classes x full_L x seeds with full W_K, W_Q, W_V on raw tokens.
+* ``full``: classes x full_L x seeds with full W_K, W_Q, W_V on raw tokens;
+* ``t34_d<d>``: ReLU x t34_train_L x seeds at n = t34_train_n, one program per d of t34_d (Theorem 3.4);
+* ``dyn_iso``, ``dyn_noniso``: classes x dyn_L x seeds from a small init with a small Adam step (Figure 3's
+  dynamics).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from ...records import Run
 from ...training import Sweep, SweepResult
 
 WHITENED_L = (0.1, 0.3, 1.0, 3.0)                    # L of the whitened-task units (subset of L_values)
+DYN_SETTINGS = {"iso": "isotropic", "noniso": "nonisotropic"}      # the dynamics panels' input distributions
 
 
 def _sweep(cfg: dict, **kw) -> Sweep:
@@ -50,6 +54,14 @@ def sweeps(cfg: dict) -> dict[str, Sweep]:
                            input_dist="nonisotropic_whitened"),
         "full": _sweep(cfg, classes=classes, L=tuple(cfg["full_L"]), sigma=sigma, n=n, param="full",
                        lr=cfg["lr_full"]),
+        # Theorem 3.4: ReLU units at the largest n the profile affords, one program per d
+        **{f"t34_d{d}": _sweep(cfg, d=d, classes=("relu",), L=tuple(cfg["t34_train_L"]), sigma=sigma,
+                               n=(cfg["t34_train_n"],)) for d in cfg["t34_d"]},
+        # Figure 3's dynamics: small init, small Adam step, dense logs
+        **{f"dyn_{key}": _sweep(cfg, classes=classes, L=tuple(cfg["dyn_L"]), sigma=sigma, n=n, lr=cfg["dyn_lr"],
+                                init_scale=cfg["dyn_init"], steps=cfg["dyn_steps"],
+                                log_every=max(1, cfg["dyn_steps"] // 100), input_dist=dist)
+           for key, dist in DYN_SETTINGS.items()},
     }
 
 
