@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .profiles import PROFILES
+from .profiles import PROFILES, fmt
 from .registry import FIGURES
-from .profiles import fmt
+from .scales import scales_markdown
 
 #: Where a value comes from, in words a reader understands (``Param.source`` -> text).
 SOURCES = {
@@ -174,7 +174,9 @@ def results_markdown(results_dir: Path) -> str:
 def write_pages(book_dir: Path) -> list[Path]:
     book_dir = Path(book_dir)
     pages = {book_dir / "settings.md": settings_markdown(),
-             book_dir / "results_summary.md": results_markdown(book_dir / "results")}
+             book_dir / "results_summary.md": results_markdown(book_dir / "results"),
+             book_dir / "scales.md": scales_markdown(book_dir / "results", figures=list(FIGURES),
+                                                     titles={k: f.title for k, f in FIGURES.items()})}
     for path, text in pages.items():
         path.write_text(text)
     return list(pages)
