@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 # written outside the repo, and tests/test_regression.py holds those fresh records against book/results within the
 # declared tolerances (verdicts exactly).
 UNIT_ARGS ?= tests
-NB_ARGS ?= notebooks --nbval-lax
+NB_ARGS ?= notebooks --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 BACKENDS ?= auto torch
 # `make audit`: fresh seed sets per figure (see `softmax-icl audit --help`); EXECUTOR: serial | local | slurm | gpus
 AUDIT_SETS ?= 3

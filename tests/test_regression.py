@@ -92,3 +92,25 @@ def test_nbval_checks_only_the_verdict_lines(figure):
                                                f"in their last digits between machines):\n{cell.source}")
         text = "".join(o.get("text", "") for o in cell.get("outputs", []))
         assert " -- value " not in text, "verdict lines with measured values: re-execute the notebook"
+
+
+def test_statements_compared_up_to_measured_decimals_as_nbval_does():
+    """A statement's measured decimals may round differently on another machine; anything else must match, and the
+    sanitiser nbval uses (make test) masks exactly what compare masks."""
+    import configparser
+    import re
+
+    from softmax_icl.compare import MEASURED, mask_measured
+
+    ref = {"claims": [{"id": "c", "statement": "agreement 0.971 at n = [10, 30]", "passed": True, "value": 1.0,
+                       "threshold": "> 0"}], "key_numbers": {}}
+    rounded = json.loads(json.dumps(ref))
+    rounded["claims"][0]["statement"] = "agreement 0.970 at n = [10, 30]"
+    reworded = json.loads(json.dumps(ref))
+    reworded["claims"][0]["statement"] = "agreement 0.971 at n = [10]"
+    assert all(r.ok for r in compare_records(ref, rounded, {}))
+    assert not all(r.ok for r in compare_records(ref, reworded, {}))
+    cfg = configparser.ConfigParser()
+    cfg.read(Path(__file__).resolve().parents[1] / "notebooks" / "nbval_sanitize.cfg")
+    assert [re.compile(cfg[s]["regex"]).pattern for s in cfg.sections()] == [MEASURED.pattern]
+    assert mask_measured("L = 0.5 -> 2, 1e-3") == "L = # -> 2, #"

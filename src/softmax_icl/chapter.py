@@ -68,6 +68,8 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict") -> str:
     def count(kind: str) -> str:
         items = by_kind[kind]
         noun = {"claim": "claims", "finding": "findings", "control": "controls"}.get(kind, kind)
+        if kind == "control":       # a control does its job when its criterion fails
+            return f"{sum(not _get(c, 'passed') for c in items)}/{len(items)} {noun} fail, as they must"
         return f"{sum(bool(_get(c, 'passed')) for c in items)}/{len(items)} {noun} hold"
 
     summary = "; ".join(count(k) for k in order) if claims else "no checks were recorded"
@@ -81,7 +83,9 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict") -> str:
         header = ["", "check", "what is tested", "value", "required"] + (["source"] if with_source else [])
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for c in by_kind[kind]:
-            row = ["✓ PASS" if _get(c, "passed") else "✗ FAIL", f"`{_cell(_get(c, 'id', ''))}`",
+            as_expected = (not _get(c, "passed")) if kind == "control" else bool(_get(c, "passed"))
+            mark = "✓" if as_expected else "✗"
+            row = [f"{mark} {'PASS' if _get(c, 'passed') else 'FAIL'}", f"`{_cell(_get(c, 'id', ''))}`",
                    _cell(_get(c, "statement", "")), _cell(_fmt(_get(c, "value"))),
                    _cell(_get(c, "threshold", ""))]
             if with_source:

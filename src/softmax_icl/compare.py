@@ -7,8 +7,8 @@ a rounding difference can flip sits on a knife's edge, which the chapters must a
 
 What is compared, leaf by leaf:
 
-* every check of the reference record: its verdict (``passed``) and its statement, exactly (both are printed in
-  the verdict line that nbval compares), and its value numerically;
+* every check of the reference record: its verdict (``passed``) exactly and its statement up to its decimal numbers
+  (:func:`mask_measured`; both are printed in the verdict line that nbval compares), and its value numerically;
 * every key number (``key_numbers``), walked recursively through dicts and lists: numbers within the tolerance,
   strings, booleans and the structure itself (dict keys, list lengths) exactly;
 * a check or key number present in one record only is a difference.
@@ -24,11 +24,23 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 from .profiles import DEFAULT_ATOL, DEFAULT_RTOL, SE_UNITS, fmt
+
+
+#: Decimal numbers (and numbers in scientific notation) in a check's statement are measured context ("argmax
+#: agreement 0.971"): they round differently on another machine, so statements are compared with them masked, as nbval
+#: compares the verdict lines (``notebooks/nbval_sanitize.cfg`` holds the same pattern).
+MEASURED = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?|-?\d+e[-+]?\d+")
+
+
+def mask_measured(text: Any) -> Any:
+    """``text`` with every decimal number replaced by ``#`` (other values unchanged)."""
+    return MEASURED.sub("#", text) if isinstance(text, str) else text
 
 
 @dataclass(frozen=True)
@@ -133,7 +145,7 @@ def compare_records(reference: dict, new: dict, tolerances: dict | None = None) 
             continue
         n = new_claims[cid]
         rows.append(Row(f"claims.{cid}.verdict", _verdict(c), _verdict(n), None, c["passed"] == n["passed"]))
-        if c.get("statement") != n.get("statement"):     # printed in the verdict line, which must be identical
+        if mask_measured(c.get("statement")) != mask_measured(n.get("statement")):   # printed in the verdict line
             rows.append(Row(f"claims.{cid}.statement", c.get("statement"), n.get("statement"), None, False,
                             "the statement differs (a measured number in it?)"))
         rows += _leaves(f"claims.{cid}.value", c.get("value"), n.get("value"), None, tolerances)
