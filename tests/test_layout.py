@@ -79,3 +79,17 @@ def test_cycle_detector_sees_a_cycle(tmp_path, monkeypatch):
         assert "softmax_icl.a" in str(exc) and "softmax_icl.b" in str(exc)
     else:
         raise AssertionError("a cycle went unnoticed")
+
+
+def test_paper_2_never_reaches_the_fused_kernel():
+    """`make test` re-executes under SOFTMAX_ICL_KERNEL=torch only the notebooks the backend can change; that skips the
+    classification notebook, which is only sound while nothing paper 2 computes with imports the kernel."""
+    graph = _graph()
+    reach, todo = set(), [m for m in graph if m.startswith(("softmax_icl.classification",
+                                                            "softmax_icl.figures.classification_kernel_gd"))]
+    while todo:
+        m = todo.pop()
+        if m not in reach:
+            reach.add(m)
+            todo += [n for n in graph.get(m, ()) if n != "softmax_icl.records"]   # records only loads it for provenance
+    assert not any(m.startswith("softmax_icl.kernels") for m in reach), sorted(m for m in reach if "kernels" in m)
