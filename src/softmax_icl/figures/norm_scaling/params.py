@@ -155,6 +155,12 @@ FIGURE = Figure(
                                            check_text="an integer >= 1")},
     },
 
+    tolerances={
+        # direction of M for units without a window (optimal w < regime_w): optimiser noise, redrawn by another
+        # backend's rounding (see analysis.key_numbers); left out of the checks too
+        "key_numbers.covariance.noniso.no_window": None,
+        "key_numbers.covariance.whitened.no_window": None,
+    },
     notes=(
         "Window scale w of a trained M: its least-squares multiple of the predicted direction (I, or Sigma^-1 for "
         "non-isotropic inputs); the final M is the mean of the logged M over the last `average_last` of training "
