@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from softmax_icl.bookgen import results_markdown, settings_markdown
+from softmax_icl.bookgen import page_texts, results_markdown, settings_markdown
 from softmax_icl.registry import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -16,6 +16,11 @@ def test_committed_results_summary_is_generated_from_the_records():
 def test_committed_settings_page_matches_the_registry():
     assert (ROOT / "book" / "settings.md").read_text() == settings_markdown(), \
         "book/settings.md is stale: run `softmax-icl pages`"
+
+
+def test_every_generated_page_is_committed_as_generated():
+    stale = [p.name for p, text in page_texts(ROOT / "book").items() if not p.is_file() or p.read_text() != text]
+    assert not stale, f"stale generated page(s) {stale}: run `softmax-icl pages`"
 
 
 def test_settings_page_lists_every_parameter_of_every_figure():

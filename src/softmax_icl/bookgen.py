@@ -171,12 +171,17 @@ def results_markdown(results_dir: Path) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_pages(book_dir: Path) -> list[Path]:
+def page_texts(book_dir: Path) -> dict[Path, str]:
+    """The generated pages of the book (path -> text), from the registry and the committed records."""
     book_dir = Path(book_dir)
-    pages = {book_dir / "settings.md": settings_markdown(),
-             book_dir / "results_summary.md": results_markdown(book_dir / "results"),
-             book_dir / "scales.md": scales_markdown(book_dir / "results", figures=list(FIGURES),
-                                                     titles={k: f.title for k, f in FIGURES.items()})}
+    return {book_dir / "settings.md": settings_markdown(),
+            book_dir / "results_summary.md": results_markdown(book_dir / "results"),
+            book_dir / "scales.md": scales_markdown(book_dir / "results", figures=list(FIGURES),
+                                                    titles={k: f.title for k, f in FIGURES.items()})}
+
+
+def write_pages(book_dir: Path) -> list[Path]:
+    pages = page_texts(book_dir)
     for path, text in pages.items():
         path.write_text(text)
     return list(pages)
