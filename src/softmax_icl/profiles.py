@@ -174,6 +174,20 @@ def validate_device(device: str) -> str:
 # Shared parameter definitions (each figure picks the ones it needs)
 
 
+def training_params() -> dict:
+    """Pretraining settings shared by the chapters that train M with Adam at the SPEC's batch and evaluation sizes."""
+    return {
+        "batch_size": Param("int", {"smoke": 64, "default": 128, "paper": 512}, "tasks per step per configuration",
+                            check=positive, check_text="an integer >= 1"),
+        "lr": Param("float", {"default": 0.1}, "Adam learning rate", check=positive, check_text="a number > 0"),
+        "param": Param("str", {"default": "KQ"}, "trainable object: M directly or M = M_K^T M_Q",
+                       allowed=("M", "KQ")),
+        "eval_tasks": Param("int", {"smoke": 2000, "default": 10000, "paper": 50000},
+                            "tasks in the fixed evaluation set", check=positive, check_text="an integer >= 1",
+                            source="spec"),
+    }
+
+
 def seed_params() -> dict:
     return {
         "seeds": Param("int", {"smoke": 1, "default": 3, "paper": 5}, "independent pretraining runs per configuration",

@@ -1,6 +1,7 @@
 """Parameters and profiles of the generalisation figure (Collins et al. 2024, Fig. 5 and Theorem 3.5)."""
 
-from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
+from ...profiles import (Figure, Param, ParameterError, at_least, non_negative, positive, seed_params,
+                         training_params)
 from ...profiles import LOW_RANK_CLASSES, FUNCTION_CLASSES
 
 GENERAL_CLASSES = tuple(c for c in FUNCTION_CLASSES if c not in LOW_RANK_CLASSES)
@@ -91,14 +92,7 @@ FIGURE = Figure(
         "large_d_n": Param("list[int]", {"smoke": [32, 128], "default": [64, 256, 1024]},
                            "context lengths of the Theorem 3.5 units at large_d", check=at_least(2),
                            check_text="increasing integers >= 2"),
-        "batch_size": Param("int", {"smoke": 64, "default": 128, "paper": 512}, "tasks per step per configuration",
-                            check=positive, check_text="an integer >= 1"),
-        "lr": Param("float", {"default": 0.1}, "Adam learning rate", check=positive, check_text="a number > 0"),
-        "param": Param("str", {"default": "KQ"}, "trainable object: M directly or M = M_K^T M_Q",
-                       allowed=("M", "KQ")),
-        "eval_tasks": Param("int", {"smoke": 2000, "default": 10000, "paper": 50000},
-                            "tasks in the fixed evaluation set", check=positive, check_text="an integer >= 1",
-                            source="spec"),
+        **training_params(),
         **seed_params(),
     },
     notes=(

@@ -1,6 +1,7 @@
 """Parameters and profiles of the window-adaptation figure (Collins et al. 2024, Fig. 1)."""
 
-from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
+from ...profiles import (Figure, Param, ParameterError, at_least, non_negative, positive, seed_params,
+                         training_params)
 from ...profiles import FUNCTION_CLASSES
 
 
@@ -51,14 +52,7 @@ FIGURE = Figure(
                           check_text="an integer in n_values"),
         "steps": Param("int", {"smoke": 400, "default": 1000, "paper": 5000}, "Adam steps of pretraining",
                        check=positive, check_text="an integer >= 1"),
-        "batch_size": Param("int", {"smoke": 64, "default": 128, "paper": 512}, "tasks per step per configuration",
-                            check=positive, check_text="an integer >= 1"),
-        "lr": Param("float", {"default": 0.1}, "Adam learning rate", check=positive, check_text="a number > 0"),
-        "param": Param("str", {"default": "KQ"}, "trainable object: M directly or M = M_K^T M_Q",
-                       allowed=("M", "KQ")),
-        "eval_tasks": Param("int", {"smoke": 2000, "default": 10000, "paper": 50000},
-                            "tasks in the fixed evaluation set", check=positive, check_text="an integer >= 1",
-                            source="spec"),
+        **training_params(),
         **seed_params(),
     },
     notes=(
