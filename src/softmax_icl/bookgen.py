@@ -73,6 +73,10 @@ def settings_markdown() -> str:
                        f"`-p {name} VALUE` |")
         if fig.notes:
             out += [""] + [f"* {n}" for n in fig.notes]
+        if fig.tolerances:
+            tol = lambda t: "not compared" if t is None else f"relative tolerance {t:g}"  # noqa: E731
+            out += ["", "Regression check (`make test`, `softmax-icl compare`), exceptions to the default tolerance: "
+                    + "; ".join(f"`{_md(k)}`: {tol(t)}" for k, t in fig.tolerances.items()) + "."]
     return "\n".join(out) + "\n"
 
 
