@@ -254,14 +254,26 @@ def test_classification_trainer_loop_adds_no_sync(traffic):
     assert not [e for e in traffic.events if e[0] == "step" and "numpy" in e[1]], traffic.events
 
 
-@pytest.mark.xfail(strict=True, reason="paper 2's sampler and model branch on bool(tensor.any()) every step "
-                   "(classification/tasks.py: the task builder and the stream's sample; classification/models.py: the "
-                   "softmax/linear mix) and build a tensor from host data (as_tensor): device syncs per step on a GPU. "
-                   "The flags are known on the host when the stream is built. Remove this marker once they are.")
-def test_classification_trainer_steps_never_wait_for_the_device(traffic):
-    sweep, train = _cls()
-    train(sweep, "cpu", progress=False)
-    assert [e for e in traffic.events if e[0] == "step"] == []
+#: Paper 2 sweeps that take every branch of the task builder: padded shapes, each reading, prototypes, lengths.
+CLS_SWEEPS = {
+    "main": dict(models=("softmax", "linear"), shapes=((2, 3),), n=(6,)),
+    "readings": dict(models=("softmax", "linear", "linear_sum"), shapes=((2, 3), (3, 4)), n=(5, 7),
+                     tasks=(("uniform", 1, 0.0, 0), ("balanced", 1, 0.0, 0), ("clustered", 1, 0.5, 0),
+                            ("subspace", 1, 0.0, 2), ("uniform", 2, 0.0, 0))),
+    "mixture": dict(models=("linear",), tasks=(("clustered", 1, 1.0, 0),), shapes=((3, 3),), n=(9,), n_min=3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLS_SWEEPS))
+def test_classification_trainer_steps_never_wait_for_the_device(name, traffic):
+    """Nothing in paper 2's loop waits for the device: the sampler's branches are planned when its stream is made
+    (``classification.tasks.BatchPlan``), the model's when the trainer starts, and the snapshots stay on the
+    device."""
+    _, train = _cls()
+    from softmax_icl.classification.models import ClsSweep
+
+    train(ClsSweep(**CLS_SWEEPS[name], seeds=2, steps=4, batch_size=3, log_every=2), "cpu", progress=False)
+    assert traffic.events == []
 
 
 # ---------------------------------------------------------------------------------------------------------------

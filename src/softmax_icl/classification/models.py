@@ -33,11 +33,18 @@ def model_codes(configs: list[dict], device="cpu") -> torch.Tensor:
     return torch.tensor([MODEL_CODES[c["model"]] for c in configs], device=device)
 
 
-def _masked_weights(kind: torch.Tensor, s: torch.Tensor, ctx_mask) -> torch.Tensor:
-    """Attention weights for a stack: ``kind`` (K,) model codes (:data:`MODEL_CODES`), or a bool tensor
-    (true: softmax, false: linear ``s / n``)."""
-    K = s.shape[0]
-    code = torch.where(kind, 0, 1) if kind.dtype == torch.bool else kind
+def model_kind(configs: list[dict], device="cpu") -> torch.Tensor | str:
+    """The configurations' models as :func:`sa_logits` takes them in a training loop: the model's name when every
+    configuration uses the same one, else their codes. Decided on the host, so the forward pass never reads a
+    tensor to choose a branch."""
+    names = {c["model"] for c in configs}
+    return names.pop() if len(names) == 1 else model_codes(configs, device)
+
+
+def _masked_weights(kind, s: torch.Tensor, ctx_mask) -> torch.Tensor:
+    """Attention weights for a stack: ``kind`` a model name of :data:`MODEL_CODES` (every configuration), or per
+    configuration (K,) model codes or a bool tensor (true: softmax, false: linear ``s / n``). A tensor selects
+    elementwise, without reading its values on the host."""
     if ctx_mask is None:
         n = s.shape[-1]
         raw = s
@@ -47,19 +54,21 @@ def _masked_weights(kind: torch.Tensor, s: torch.Tensor, ctx_mask) -> torch.Tens
         raw = s.masked_fill(~ctx_mask, 0.0)
         soft = torch.softmax(s.masked_fill(~ctx_mask, float("-inf")), dim=-1)
     lin = raw / n
-    if bool((code == 0).all()):
-        return soft
-    if bool((code == 1).all()):
-        return lin
-    c = code.view(K, 1, 1)
+    if isinstance(kind, str):
+        if kind not in MODEL_CODES:
+            raise ValueError(f"model={kind!r} is not one of {tuple(MODEL_CODES)}")
+        return (soft, lin, raw)[MODEL_CODES[kind]]
+    code = torch.where(kind, 0, 1) if kind.dtype == torch.bool else kind
+    c = code.view(s.shape[0], 1, 1)
     return torch.where(c == 0, soft, torch.where(c == 1, lin, raw))
 
 
-def sa_logits(kind_softmax: torch.Tensor, WK: torch.Tensor, WQ: torch.Tensor, WV: torch.Tensor, x_ctx, y_ctx, x_q,
+def sa_logits(kind_softmax, WK: torch.Tensor, WQ: torch.Tensor, WV: torch.Tensor, x_ctx, y_ctx, x_q,
               ctx_mask=None) -> torch.Tensor:
     """Logits (K, B, C_max): the y-slot of the query's attention update.
 
-    ``WK, WQ, WV`` (K, D, D) with ``D = d_max + C_max``; ``kind_softmax`` (K,) bool or model codes. Only the x-columns of
+    ``WK, WQ, WV`` (K, D, D) with ``D = d_max + C_max``; ``kind_softmax`` a model name, or (K,) bool or model codes
+    (:func:`_masked_weights`). Only the x-columns of
     ``A = W_K^T W_Q`` (the query's y-slot is 0) and the y-rows of ``W_V`` enter.
     """
     dm = x_ctx.shape[-1]
@@ -214,7 +223,7 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     data_seeds = [derive_seed(sweep.data_seed, s) for s in range(sweep.seeds)]
     stream = ClsStream(configs, dims, data_seeds, dev)
     WK, WQ, WV = init_weights(configs, dims, sweep.init_seed, sweep.init_scale, dev)
-    is_soft = model_codes(configs, dev)
+    is_soft = model_kind(configs, dev)
     if sweep.lr_schedule not in ("constant", "cosine"):
         raise ValueError(f"lr_schedule={sweep.lr_schedule!r} is not one of ('constant', 'cosine')")
 
@@ -226,8 +235,8 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     def cosine(step):
         return sweep.lr_final_frac + (1 - sweep.lr_final_frac) * 0.5 * (1 + math.cos(math.pi * (step - 1) / sweep.steps))
 
-    def snapshot():
-        return {"A": (WK.transpose(1, 2) @ WQ).cpu().numpy().copy(), "WV": WV.detach().cpu().numpy().copy()}
+    def snapshot():            # stays on the device; optimise copies the history to the host once, at the end
+        return {"A": WK.transpose(1, 2) @ WQ, "WV": WV}
 
     hist, seconds = optimise([WK, WQ, WV], step_loss, sweep.steps, sweep.lr, sweep.log_every, snapshot,
                              lr_factor=cosine if sweep.lr_schedule == "cosine" else None, progress=progress, desc=desc)

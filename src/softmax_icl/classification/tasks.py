@@ -130,13 +130,56 @@ def _balanced_draw(zpool, cv, keep, kc, dtype):
     return x, lp.gather(-1, sel)
 
 
+@dataclass(frozen=True)
+class BatchPlan:
+    """Which branches :func:`make_cls_batch` takes for a stack of K configurations, decided once on the host.
+
+    A stream builds its plan when it is made (:meth:`BatchPlan.of`), so drawing a batch never reads a tensor's
+    value from Python: on a GPU every ``bool(tensor.any())`` or boolean-mask index would wait for the device at
+    every training step. The plan holds flags and index tensors (on the stream's device), nothing that depends
+    on the draws.
+    """
+
+    pad_d: bool                      # some configuration uses d < d_max
+    subspace: bool                   # some configuration reads the subspace task
+    mask_scores: bool                # some configuration uses P < P_max or C < C_max
+    mask_classes: bool               # some configuration uses C < C_max
+    drawn: torch.Tensor | None       # rows whose class is drawn first (balanced, clustered)
+    balanced: torch.Tensor | None    # positions, within ``drawn``, of the balanced rows
+    n: torch.Tensor                  # (K,) context lengths
+    n_min: torch.Tensor | None       # (K,) shortest lengths of a mixture; None without one
+    mixture: bool                    # some configuration draws its length from n_min..n
+    short: bool                      # some configuration uses n < n_ctx (fixed lengths)
+
+    @classmethod
+    def of(cls, code, C, P, d, n, n_min, dims: tuple[int, int, int], n_ctx: int, device) -> "BatchPlan":
+        """The plan for configurations with reading codes ``code`` and sizes ``C, P, d, n, n_min`` (ints or (K,)
+        sequences or tensors; ``n_min`` may be None), padded to ``dims = (C_max, P_max, d_max)`` and ``n_ctx``
+        context slots. Reads its inputs on the host: call it outside training loops."""
+        cols = [v if isinstance(v, (list, tuple)) else torch.as_tensor(v).reshape(-1).tolist()
+                for v in (code, C, P, d, n, 0 if n_min is None else n_min)]
+        K = max(len(c) for c in cols)
+        code, C, P, d, n, n_min = ([int(x) for x in c] * (K if len(c) == 1 else 1) for c in cols)
+        Cm, Pm, dm = dims
+        drawn = [i for i, c in enumerate(code) if c in (READINGS["balanced"], READINGS["clustered"])]
+        bal = [j for j, i in enumerate(drawn) if code[i] == READINGS["balanced"]]
+        idx = lambda v: torch.tensor(v, dtype=torch.long, device=device) if v else None  # noqa: E731
+        return cls(pad_d=any(x < dm for x in d), subspace=READINGS["subspace"] in code,
+                   mask_scores=any(x < Pm for x in P) or any(x < Cm for x in C), mask_classes=any(x < Cm for x in C),
+                   drawn=idx(drawn), balanced=idx(bal), n=torch.tensor(n, device=device),
+                   n_min=torch.tensor(n_min, device=device) if any(x > 0 for x in n_min) else None,
+                   mixture=any(x > 0 for x in n_min), short=any(x < n_ctx for x in n))
+
+
 def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau=None, k=None,
-                   n_min=None) -> ClsBatch:
+                   n_min=None, plan: BatchPlan | None = None) -> ClsBatch:
     """Tasks from raw draws already gathered per configuration (leading dims (K, B)).
 
     ``C``, ``P``, ``d``, ``n``: ints or (K,) tensors, each at most the raw draws' size; ``reading`` (codes of
     :data:`READINGS`, default uniform), ``tau`` (clustered spread), ``k`` (subspace dimension) and ``n_min``
     (with ``n_min > 0`` each context draws its length uniformly from ``n_min..n``): None or (K,) tensors.
+    ``plan``: the branches to take (:class:`BatchPlan`), made from these arguments when not given; a stream
+    passes the plan it made once, so building a batch never waits for the device.
 
     * uniform: ``x ~ U^d``, label ``argmax_k max_p p_{k,p}^T x`` over the classes and prototypes in use;
     * balanced: the class ``k ~ U{1..C}`` first, then ``x`` uniform within its class's cell (from a pool);
@@ -148,18 +191,21 @@ def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau
     K, B, n1, dm = zx.shape
     Cm, Pm = zp.shape[2], zp.shape[3]
     dev = zx.device
-    C, P, d, n = (_as_col(v, K, dev) for v in (C, P, d, n))
+    n_ctx = n1 - 1
+    C, P, d = (_as_col(v, K, dev) for v in (C, P, d))
     code = _as_col(0 if reading is None else reading, K, dev)
+    if plan is None:
+        plan = BatchPlan.of(code, C, P, d, _as_col(n, K, dev), n_min, (Cm, Pm, dm), n_ctx, dev)
     ar = torch.arange(dm, device=dev).view(1, -1)
     zpool = raw.get("zpool")
-    if bool((d < dm).any()):
+    if plan.pad_d:
         dmask = (ar < d.view(-1, 1)).to(dtype)                                            # (K, dm)
         zx = zx * dmask.view(K, 1, 1, dm)
         zp = zp * dmask.view(K, 1, 1, 1, dm)
         if zpool is not None:
             zpool = zpool.to(dtype) * dmask.view(K, 1, 1, dm)
-    sub = code == READINGS["subspace"]
-    if bool(sub.any()):
+    if plan.subspace:
+        sub = code == READINGS["subspace"]
         kk = _as_col(k, K, dev)
         kmask = torch.where(sub.view(-1, 1), ar < kk.view(-1, 1), True).to(dtype)
         zp = zp * kmask.view(K, 1, 1, 1, dm)
@@ -168,24 +214,22 @@ def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau
     # unused prototypes and classes get a score below any real one (real scores lie in [-1, 1])
     cmask = torch.arange(Cm, device=dev).view(1, -1) < C.view(-1, 1)                       # (K, Cm)
     keep = None
-    if bool((P < Pm).any()) or bool((C < Cm).any()):
+    if plan.mask_scores:
         pmask = torch.arange(Pm, device=dev).view(1, -1) < P.view(-1, 1)                   # (K, Pm)
         keep = (cmask.unsqueeze(-1) & pmask.unsqueeze(-2)).flatten(1)                       # (K, Cm*Pm)
     sc = _masked_scores(x, pr.flatten(2, 3), keep, dtype)                                  # (K, B, n+1, Cm*Pm)
     lab = torch.div(sc.argmax(-1), Pm, rounding_mode="floor")                             # owner class, (K, B, n+1)
-    drawn = (code == READINGS["balanced"]) | (code == READINGS["clustered"])
-    if bool(drawn.any()):
-        rows = torch.nonzero(drawn).squeeze(-1)
+    if plan.drawn is not None:
+        rows = plan.drawn
         kc = torch.floor(raw["zu"][rows].to(torch.float64) * C[rows].view(-1, 1, 1)).long()
         kc = torch.minimum(kc, (C[rows] - 1).view(-1, 1, 1))                                 # (K', B, n+1)
         cv = pr[rows][:, :, :, 0]                                                          # class vectors (K', B, Cm, dm)
-        clu = (code[rows] == READINGS["clustered"]).view(-1, 1, 1, 1)
         t = _as_col(0.0 if tau is None else tau, K, dev, dtype)[rows].view(-1, 1, 1, 1)
         cx = cv.gather(2, kc.unsqueeze(-1).expand(*kc.shape, dm))
         x_clu = _normalise(cx + t * zx[rows] / d[rows].to(dtype).sqrt().view(-1, 1, 1, 1))
         xr, lr = x_clu, kc
-        bal = ~clu.view(-1)
-        if bool(bal.any()):
+        bal = plan.balanced
+        if bal is not None:
             if zpool is None:
                 raise ValueError("the class-balanced reading needs raw draws with a pool (draw_raw_cls(pool=...))")
             kb = None if keep is None else cmask[rows][bal]
@@ -198,25 +242,24 @@ def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau
         lab = lab.clone()
         x[rows] = xr
         lab[rows] = lr
-    n_ctx = n1 - 1
     y = torch.nn.functional.one_hot(lab[:, :, :n_ctx], Cm).to(dtype)
-    ctx_mask = _context_mask(n, None if n_min is None else _as_col(n_min, K, dev), raw["zl"], n_ctx)
-    class_mask = cmask.view(K, 1, Cm) if bool((C < Cm).any()) else None
+    ctx_mask = _context_mask(plan, raw["zl"], n_ctx)
+    class_mask = cmask.view(K, 1, Cm) if plan.mask_classes else None
     return ClsBatch(x[:, :, :n_ctx], y, x[:, :, n_ctx], lab[:, :, n_ctx], lab[:, :, :n_ctx], ctx_mask, class_mask,
                     pr)
 
 
-def _context_mask(n: torch.Tensor, n_min, zl: torch.Tensor, n_ctx: int):
-    """Context slots in use: (K, 1, n_ctx) for fixed lengths ``n`` (None when all are ``n_ctx``), or (K, B, n_ctx)
-    where ``n_min > 0``: each context's length uniform in ``n_min..n`` from the uniforms ``zl`` (K, B)."""
-    dev = n.device
-    slots = torch.arange(n_ctx, device=dev)
-    if n_min is not None and bool((n_min > 0).any()):
-        lo = torch.where(n_min > 0, n_min, n).view(-1, 1)
+def _context_mask(plan: BatchPlan, zl: torch.Tensor, n_ctx: int):
+    """Context slots in use: (K, 1, n_ctx) for fixed lengths ``plan.n`` (None when all are ``n_ctx``), or
+    (K, B, n_ctx) for a mixture: each context's length uniform in ``n_min..n`` from the uniforms ``zl`` (K, B)."""
+    n = plan.n
+    slots = torch.arange(n_ctx, device=n.device)
+    if plan.mixture:
+        lo = torch.where(plan.n_min > 0, plan.n_min, n).view(-1, 1)
         span = (n.view(-1, 1) - lo + 1).to(torch.float64)
         length = lo + torch.minimum(torch.floor(zl.to(torch.float64) * span).long(), (span - 1).long())
         return slots.view(1, 1, -1) < length.unsqueeze(-1)
-    if bool((n < n_ctx).any()):
+    if plan.short:
         return slots.view(1, 1, -1) < n.view(-1, 1, 1)
     return None
 
@@ -257,19 +300,24 @@ class ClsStream:
         self.g_seed, self.g_code, self.g_P = col(0), col(1), col(2)
         self.g_tau = col(3, torch.float64)
         self.g_k, self.g_C, self.g_d = col(4), col(5), col(6)
-        self.pool = pool_size(self.n_max) if bool((self.g_code == READINGS["balanced"]).any()) else 0
-        self.n = torch.tensor([c["n"] for c in configs], device=self.device)
-        self.n_min = torch.tensor([c.get("n_min", 0) for c in configs], device=self.device)
+        self.pool = pool_size(self.n_max) if any(u[1] == READINGS["balanced"] for u in uniq) else 0
+        dims3 = (self.C_max, self.P_max, self.d_max)
+        # the branches of the task builder (per distinct task) and of the context mask (per configuration),
+        # decided here on the host: sample() never reads a tensor's value
+        self.g_plan = BatchPlan.of([u[1] for u in uniq], [u[5] for u in uniq], [u[2] for u in uniq],
+                                   [u[6] for u in uniq], [self.n_max], None, dims3, self.n_max, self.device)
+        self.plan = BatchPlan.of([0], [self.C_max], [self.P_max], [self.d_max], [c["n"] for c in configs],
+                                 [c.get("n_min", 0) for c in configs], dims3, self.n_max, self.device)
 
     def sample(self, batch_size: int) -> ClsBatch:
         raws = [draw_raw_cls(batch_size, self.n_max, self.C_max, self.P_max, self.d_max, g, self.device, self.pool, pg)
                 for g, pg in zip(self.gens, self.pool_gens)]
         raw = {key: torch.stack([r[key] for r in raws])[self.g_seed] for key in raws[0]}
-        g = make_cls_batch(raw, self.g_C, self.g_P, self.g_d, self.n_max, self.dtype, reading=self.g_code,
-                           tau=self.g_tau, k=self.g_k)
+        g = make_cls_batch(raw, self.g_C, self.g_P, self.g_d, self.g_plan.n, self.dtype, reading=self.g_code,
+                           tau=self.g_tau, k=self.g_k, plan=self.g_plan)
         i = self.group_idx
         zl = torch.stack([r["zl"] for r in raws])[self.g_seed][i]
-        ctx_mask = _context_mask(self.n, self.n_min, zl, self.n_max)
+        ctx_mask = _context_mask(self.plan, zl, self.n_max)
         return ClsBatch(g.x_ctx[i], g.y_ctx[i], g.x_q[i], g.label_q[i], g.label_ctx[i], ctx_mask,
                         None if g.class_mask is None else g.class_mask[i], g.protos[i])
 
