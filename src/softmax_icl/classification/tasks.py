@@ -118,8 +118,9 @@ def _balanced_draw(zpool, cv, keep, kc, dtype):
     xp = _normalise(zpool)
     R, Cm = xp.shape[-2], cv.shape[-2]
     lp = _masked_scores(xp, cv, keep, dtype).argmax(-1)                                    # (K, B, R)
-    cnt = torch.nn.functional.one_hot(lp, Cm).sum(-2)                                     # (K, B, Cm)
-    order = torch.argsort(lp * R + torch.arange(R, device=lp.device), dim=-1)             # grouped by class
+    cnt = torch.zeros(*lp.shape[:-1], Cm, dtype=lp.dtype, device=lp.device).scatter_add_(
+        -1, lp, torch.ones_like(lp))                                                       # (K, B, Cm) counts
+    order = torch.sort(lp, dim=-1, stable=True).indices                                   # grouped by class
     start = torch.cumsum(cnt, -1) - cnt
     ohk = torch.nn.functional.one_hot(kc, Cm)
     rank = (torch.cumsum(ohk, dim=-2) - 1).gather(-1, kc.unsqueeze(-1)).squeeze(-1)       # (K, B, m)
@@ -146,6 +147,8 @@ class BatchPlan:
     mask_classes: bool               # some configuration uses C < C_max
     drawn: torch.Tensor | None       # rows whose class is drawn first (balanced, clustered)
     balanced: torch.Tensor | None    # positions, within ``drawn``, of the balanced rows
+    pool_rows: torch.Tensor | None   # the balanced rows themselves (the rows that read a candidate pool)
+    argmax_rows: torch.Tensor | None  # rows labelled by the argmax (uniform, subspace); None: every row
     n: torch.Tensor                  # (K,) context lengths
     n_min: torch.Tensor | None       # (K,) shortest lengths of a mixture; None without one
     mixture: bool                    # some configuration draws its length from n_min..n
@@ -166,7 +169,9 @@ class BatchPlan:
         idx = lambda v: torch.tensor(v, dtype=torch.long, device=device) if v else None  # noqa: E731
         return cls(pad_d=any(x < dm for x in d), subspace=READINGS["subspace"] in code,
                    mask_scores=any(x < Pm for x in P) or any(x < Cm for x in C), mask_classes=any(x < Cm for x in C),
-                   drawn=idx(drawn), balanced=idx(bal), n=torch.tensor(n, device=device),
+                   drawn=idx(drawn), balanced=idx(bal), pool_rows=idx([drawn[j] for j in bal]),
+                   argmax_rows=idx([i for i in range(K) if i not in drawn]) if drawn else None,
+                   n=torch.tensor(n, device=device),
                    n_min=torch.tensor(n_min, device=device) if any(x > 0 for x in n_min) else None,
                    mixture=any(x > 0 for x in n_min), short=any(x < n_ctx for x in n))
 
@@ -179,7 +184,9 @@ def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau
     :data:`READINGS`, default uniform), ``tau`` (clustered spread), ``k`` (subspace dimension) and ``n_min``
     (with ``n_min > 0`` each context draws its length uniformly from ``n_min..n``): None or (K,) tensors.
     ``plan``: the branches to take (:class:`BatchPlan`), made from these arguments when not given; a stream
-    passes the plan it made once, so building a batch never waits for the device.
+    passes the plan it made once, so building a batch never waits for the device. The class-balanced reading's
+    candidates ``raw["zpool"]`` are given for every configuration (K, B, R, d_max) or only for the balanced ones,
+    in order (``plan.pool_rows``): a stream draws them for those alone.
 
     * uniform: ``x ~ U^d``, label ``argmax_k max_p p_{k,p}^T x`` over the classes and prototypes in use;
     * balanced: the class ``k ~ U{1..C}`` first, then ``x`` uniform within its class's cell (from a pool);
@@ -198,18 +205,21 @@ def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau
         plan = BatchPlan.of(code, C, P, d, _as_col(n, K, dev), n_min, (Cm, Pm, dm), n_ctx, dev)
     ar = torch.arange(dm, device=dev).view(1, -1)
     zpool = raw.get("zpool")
+    if zpool is not None and plan.pool_rows is not None:
+        zpool = zpool.to(dtype)
+        if zpool.shape[0] == K:                      # given for every configuration: keep the balanced ones
+            zpool = zpool[plan.pool_rows]
     if plan.pad_d:
         dmask = (ar < d.view(-1, 1)).to(dtype)                                            # (K, dm)
         zx = zx * dmask.view(K, 1, 1, dm)
         zp = zp * dmask.view(K, 1, 1, 1, dm)
-        if zpool is not None:
-            zpool = zpool.to(dtype) * dmask.view(K, 1, 1, dm)
+        if zpool is not None and plan.pool_rows is not None:
+            zpool = zpool * dmask[plan.pool_rows].view(-1, 1, 1, dm)
     if plan.subspace:
         sub = code == READINGS["subspace"]
         kk = _as_col(k, K, dev)
         kmask = torch.where(sub.view(-1, 1), ar < kk.view(-1, 1), True).to(dtype)
         zp = zp * kmask.view(K, 1, 1, 1, dm)
-    x = _normalise(zx)
     pr = _normalise(zp)
     # unused prototypes and classes get a score below any real one (real scores lie in [-1, 1])
     cmask = torch.arange(Cm, device=dev).view(1, -1) < C.view(-1, 1)                       # (K, Cm)
@@ -217,8 +227,20 @@ def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau
     if plan.mask_scores:
         pmask = torch.arange(Pm, device=dev).view(1, -1) < P.view(-1, 1)                   # (K, Pm)
         keep = (cmask.unsqueeze(-1) & pmask.unsqueeze(-2)).flatten(1)                       # (K, Cm*Pm)
-    sc = _masked_scores(x, pr.flatten(2, 3), keep, dtype)                                  # (K, B, n+1, Cm*Pm)
-    lab = torch.div(sc.argmax(-1), Pm, rounding_mode="floor")                             # owner class, (K, B, n+1)
+    # inputs on the sphere, labelled by the argmax over the prototypes: every row, or only the rows that do not
+    # draw their class first (those get their inputs and labels below)
+    arg = plan.argmax_rows
+    if arg is None:
+        x = _normalise(zx)
+        lab = torch.div(_masked_scores(x, pr.flatten(2, 3), keep, dtype).argmax(-1), Pm, rounding_mode="floor")
+    else:
+        x = zx.new_empty(zx.shape)
+        lab = torch.empty(K, B, n1, dtype=torch.long, device=dev)
+        if arg.numel():
+            xa = _normalise(zx[arg])
+            sc = _masked_scores(xa, pr[arg].flatten(2, 3), None if keep is None else keep[arg], dtype)
+            x[arg] = xa
+            lab[arg] = torch.div(sc.argmax(-1), Pm, rounding_mode="floor")                # owner class
     if plan.drawn is not None:
         rows = plan.drawn
         kc = torch.floor(raw["zu"][rows].to(torch.float64) * C[rows].view(-1, 1, 1)).long()
@@ -233,13 +255,11 @@ def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau
             if zpool is None:
                 raise ValueError("the class-balanced reading needs raw draws with a pool (draw_raw_cls(pool=...))")
             kb = None if keep is None else cmask[rows][bal]
-            x_bal, l_bal = _balanced_draw(zpool.to(dtype)[rows][bal], cv[bal], kb, kc[bal], dtype)
+            x_bal, l_bal = _balanced_draw(zpool, cv[bal], kb, kc[bal], dtype)
             xr = xr.clone()
             lr = lr.clone()
             xr[bal] = x_bal
             lr[bal] = l_bal
-        x = x.clone()
-        lab = lab.clone()
         x[rows] = xr
         lab[rows] = lr
     y = torch.nn.functional.one_hot(lab[:, :, :n_ctx], Cm).to(dtype)
@@ -306,13 +326,16 @@ class ClsStream:
         # decided here on the host: sample() never reads a tensor's value
         self.g_plan = BatchPlan.of([u[1] for u in uniq], [u[5] for u in uniq], [u[2] for u in uniq],
                                    [u[6] for u in uniq], [self.n_max], None, dims3, self.n_max, self.device)
+        self.pool_seed = None if self.g_plan.pool_rows is None else self.g_seed[self.g_plan.pool_rows]
         self.plan = BatchPlan.of([0], [self.C_max], [self.P_max], [self.d_max], [c["n"] for c in configs],
                                  [c.get("n_min", 0) for c in configs], dims3, self.n_max, self.device)
 
     def sample(self, batch_size: int) -> ClsBatch:
         raws = [draw_raw_cls(batch_size, self.n_max, self.C_max, self.P_max, self.d_max, g, self.device, self.pool, pg)
                 for g, pg in zip(self.gens, self.pool_gens)]
-        raw = {key: torch.stack([r[key] for r in raws])[self.g_seed] for key in raws[0]}
+        # raw draws per distinct task; the large candidate pool only for the class-balanced tasks
+        raw = {key: torch.stack([r[key] for r in raws])[self.g_seed if key != "zpool" else self.pool_seed]
+               for key in raws[0]}
         g = make_cls_batch(raw, self.g_C, self.g_P, self.g_d, self.g_plan.n, self.dtype, reading=self.g_code,
                            tau=self.g_tau, k=self.g_k, plan=self.g_plan)
         i = self.group_idx
