@@ -9,10 +9,14 @@ its own folder (``runs/audit/<profile>/<figure>/set<k>/``, never the book), thro
 :mod:`softmax_icl.dispatch`.
 
 The audit record ``book/results/audit/<figure>.json`` (committed) lists, per check of the committed record, its
-committed verdict, its verdict and value in every fresh set, and whether all agree (``stable``). The results summary
-reads these records: a claim is *reproduced* when it passes in the committed run and in every fresh set, *not
+committed verdict, its verdict and value in every fresh set, and whether all agree (``stable``), and it keeps the
+audited run's checks (``committed_claims``: verdicts and values). The results summary and the chapters' verdict boxes
+read these records: a claim is *reproduced* when it passes in the committed run and in every fresh set, *not
 reproduced* when it fails in all of them, and *inconclusive* when the verdicts differ (:func:`status`); a figure
-without an audit record keeps its committed verdicts and says "not audited".
+without an audit record keeps its committed verdicts and says "not audited". An audit speaks for the committed run
+only while that run is the audited one (:func:`speaks_for`): the same checks with the same verdicts, and values
+within the regression tolerance (a re-execution that reproduces the run, after a code move, keeps its audit; one
+that changes a result needs a new audit).
 """
 
 from __future__ import annotations
@@ -65,7 +69,27 @@ def build_record(figure: str, committed: dict, fresh: list[tuple[int, dict, dict
                        "fresh": verdicts, "values": values, "stable": stable})
     return {"figure": figure, "profile": committed.get("profile"), "seed_offset": SEED_OFFSET,
             "committed_revision": committed.get("provenance", {}).get("git_revision"),
-            "sets": sets, "checks": checks}
+            "committed_claims": audited_claims(committed["claims"]), "sets": sets, "checks": checks}
+
+
+def audited_claims(claims: list[dict]) -> list[dict]:
+    """What an audit keeps of the run it audited: each check's id, kind, statement, verdict and value."""
+    return [{k: c.get(k) for k in ("id", "kind", "statement", "passed", "value")} for c in claims]
+
+
+def speaks_for(audit: dict | None, figure: str, claims: list[dict], revision: str | None = None) -> bool:
+    """Whether ``audit`` was of the run whose checks are ``claims``: the same checks, verdicts equal and values within
+    the figure's regression tolerance (:mod:`softmax_icl.compare`). An audit record written before audits kept the
+    audited checks is matched by the git revision of the run (``revision``) instead."""
+    if not audit:
+        return False
+    audited = audit.get("committed_claims")
+    if audited is None:
+        return revision is not None and audit.get("committed_revision") == revision
+    from .compare import compare_records, figure_tolerances
+
+    run = lambda cs: {"notebook": figure, "profile": audit.get("profile"), "claims": cs}  # noqa: E731
+    return all(r.ok for r in compare_records(run(audited), run(claims), figure_tolerances(figure)))
 
 
 def write_record(root: Path, figure: str, profile: str, fresh: list[tuple[int, dict, dict | None]],

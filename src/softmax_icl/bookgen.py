@@ -88,7 +88,7 @@ def _link(rec: dict, claim: dict) -> str:
 
 
 def results_markdown(results_dir: Path) -> str:
-    from .audit import read_audit, stability, status
+    from .audit import read_audit, speaks_for, stability, status
 
     results_dir = Path(results_dir)
     out = ["# Results summary", "",
@@ -102,9 +102,9 @@ def results_markdown(results_dir: Path) -> str:
         return "\n".join(out + ["No notebook has been executed yet."]) + "\n"
     recs = [json.loads(p.read_text()) for p in records]
     audits, stale = {}, []
-    for r in recs:       # an audit of an older committed run does not speak for this one
+    for r in recs:       # an audit of another committed run (other verdicts or values) does not speak for this one
         a = read_audit(results_dir, r["notebook"])
-        if a and a.get("committed_revision") != r.get("provenance", {}).get("git_revision"):
+        if a and not speaks_for(a, r["notebook"], r["claims"], r.get("provenance", {}).get("git_revision")):
             a = None
             stale.append(r["notebook"])
         audits[r["notebook"]] = a
@@ -124,7 +124,8 @@ def results_markdown(results_dir: Path) -> str:
                + "; a chapter not audited keeps its committed verdicts." if audited else
                "No chapter has been audited yet (`softmax-icl audit`): the verdicts are those of the committed "
                "runs.")
-            + (f" The audit of {', '.join(stale)} was of an earlier committed run, so it is not used here." if stale
+            + (f" The audit of {', '.join(stale)} was of another committed run (other verdicts or values), so it is "
+               "not used here." if stale
                else ""), ""]
     for word in ("not reproduced", "inconclusive"):
         group = [(r, c) for r, c, st in claims if st == word]
