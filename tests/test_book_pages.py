@@ -81,10 +81,13 @@ def test_summary_counts_every_claim_whatever_its_verdict_and_links_the_failures(
     assert "3/3 fresh seed sets agree" in text and "1/3 fresh seed sets agree" in text
     assert "Collins et al. Fig. 1" in text and "control of `ok`" in text
     assert "Audited: 1 of 2 chapters (not yet: low_rank)" in text
-    rec["provenance"]["git_revision"] = "newer"            # the chapter was re-executed after its audit
+    rec["provenance"]["git_revision"] = "newer"            # re-executed after its audit, the same results
+    (results / "window_adaptation.json").write_text(json.dumps(rec))
+    assert results_markdown(results) == text
+    rec["claims"][0]["value"] = 2.0                        # ... with another result: the audit is not of this run
     (results / "window_adaptation.json").write_text(json.dumps(rec))
     text = results_markdown(results)
-    assert "The audit of window_adaptation was of an earlier committed run" in text
+    assert "The audit of window_adaptation was of another committed run" in text
     assert "**2 of 4 of the papers' claims reproduced, 2 not reproduced, 0 inconclusive.**" in text
 
 
@@ -128,3 +131,38 @@ def test_audit_command_writes_records_from_the_fresh_runs_and_regenerates_the_su
     assert record["sets"][0]["seeds"] == audit.seed_overrides(FIGURES["low_rank"], "default", 1)
     summary = (tmp_path / "book" / "results_summary.md").read_text()
     assert "**1 of 2 of the papers' claims reproduced, 0 not reproduced, 1 inconclusive.**" in summary
+
+
+def test_an_audit_speaks_for_a_rerun_that_reproduces_the_audited_run_and_not_for_another(tmp_path):
+    """A re-execution after a code move (new revision, the same verdicts and values within tolerance) keeps its
+    audit; a changed verdict or a value outside the tolerance drops it; an old audit record without the audited
+    checks falls back to the revision."""
+    rec = {"notebook": "low_rank", "profile": "default", "claims": [_claim("a", True), _claim("b", False)],
+           "key_numbers": {}, "provenance": {"git_revision": "old"}}
+    record = audit.build_record("low_rank", rec, [(k, {}, rec) for k in (1, 2, 3)])
+    assert [c["id"] for c in record["committed_claims"]] == ["a", "b"]
+    same = [dict(c, value=1.0 + 1e-9) for c in rec["claims"]]
+    assert audit.speaks_for(record, "low_rank", same, "new")
+    assert not audit.speaks_for(record, "low_rank", [dict(same[0], passed=False), same[1]], "new")
+    assert not audit.speaks_for(record, "low_rank", [dict(same[0], value=2.0), same[1]], "new")
+    assert not audit.speaks_for(record, "low_rank", same[:1], "new")
+    legacy = {k: v for k, v in record.items() if k != "committed_claims"}
+    assert audit.speaks_for(legacy, "low_rank", same, "old") and not audit.speaks_for(legacy, "low_rank", same, "new")
+    assert not audit.speaks_for(None, "low_rank", same, "old")
+
+
+def test_verdict_box_shows_each_checks_fresh_seed_sets_and_counts_the_inconclusive():
+    from softmax_icl.chapter import verdict_markdown
+
+    claims = [_claim("steady", True), _claim("flips", True), _claim("ctrl", False, kind="control")]
+    rec = {"notebook": "low_rank", "profile": "default", "claims": claims, "provenance": {}}
+    flipped = [dict(c, passed=(c["id"] != "flips") and c["passed"]) for c in claims]
+    record = audit.build_record("low_rank", rec, [(1, {}, rec), (2, {}, {"claims": flipped}), (3, {}, rec)])
+    box = verdict_markdown(claims, audit=record)
+    assert "fresh seed sets |" in box and "1 inconclusive over 3 fresh seed sets" in box
+    assert "| 3/3 agree |" in box and "**2/3 agree: inconclusive**" in box
+    assert ":class: warning" in box                 # a claim that is inconclusive is not reproduced: orange
+    plain = verdict_markdown(claims)
+    assert "fresh seed sets" not in plain and ":class: tip" in plain
+    steady = verdict_markdown(claims, audit=audit.build_record("low_rank", rec, [(k, {}, rec) for k in (1, 2, 3)]))
+    assert "every verdict kept in 3 fresh seed sets" in steady and ":class: tip" in steady

@@ -51,13 +51,27 @@ def _fmt(value: Any) -> str:
     return fmt(value)
 
 
-def verdict_markdown(claims: Iterable[Any], title: str = "Verdict") -> str:
+def _fresh_cell(claim: Any, audit: dict) -> tuple[str, bool]:
+    """The "fresh seed sets" cell of a check, and whether the check is inconclusive (its verdict differs in a
+    fresh set or a set did not run)."""
+    from .audit import stability
+
+    st = stability(str(_get(claim, "id", "")), audit, bool(_get(claim, "passed")))
+    if st is None:
+        return "not audited", False
+    text = f"{st.agree}/{st.total} agree" + (f" ({st.total - st.ran} did not run)" if st.ran < st.total else "")
+    return (text, False) if st.stable else (f"**{text}: inconclusive**", True)
+
+
+def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict | None = None) -> str:
     """The verdict box as MyST markdown: an admonition with one table per kind of check.
 
     ``claims`` are :class:`~softmax_icl.records.Claim` objects or their dicts (``record["claims"]``); the
     fields used are ``id, statement, passed, value, threshold`` and, where present, ``kind`` (``claim``,
     ``finding``, ``control``; default ``claim``) and ``source``. The admonition is green (``tip``) when every
     claim of the papers holds, orange (``warning``) when one fails; findings and controls do not colour it.
+    ``audit``: the figure's seed-audit record (:mod:`softmax_icl.audit`); with one, each check gets a column saying
+    in how many fresh seed sets it keeps its verdict, and the summary line counts the inconclusive ones.
     """
     claims = list(claims)
     by_kind: dict[str, list[Any]] = {}
@@ -73,14 +87,22 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict") -> str:
         return f"{sum(bool(_get(c, 'passed')) for c in items)}/{len(items)} {noun} hold"
 
     summary = "; ".join(count(k) for k in order) if claims else "no checks were recorded"
-    failed_claim = any(not _get(c, "passed") for c in by_kind.get("claim", []))
+    fresh = {id(c): _fresh_cell(c, audit) for c in claims} if audit else {}
+    unstable = sum(flag for _, flag in fresh.values())
+    if audit:
+        n_sets = len(audit.get("sets", []))
+        summary += (f"; {unstable} inconclusive over {n_sets} fresh seed sets" if unstable
+                    else f"; every verdict kept in {n_sets} fresh seed sets")
+    # a claim that fails, or whose verdict does not survive fresh seeds, turns the box orange
+    failed_claim = any(not _get(c, "passed") or (id(c) in fresh and fresh[id(c)][1]) for c in by_kind.get("claim", []))
     with_source = any(_get(c, "source") for c in claims)
 
     lines = [f"````{{admonition}} {title}: {summary}",
              f":class: {'warning' if failed_claim else 'tip'} verdict-box", ""]
     for kind in order:
         lines += [f"**{KIND_HEADINGS.get(kind, kind.capitalize())}**", ""]
-        header = ["", "check", "what is tested", "value", "required"] + (["source"] if with_source else [])
+        header = ["", "check", "what is tested", "value", "required"] + (["source"] if with_source else []) + \
+            (["fresh seed sets"] if audit else [])
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for c in by_kind[kind]:
             as_expected = (not _get(c, "passed")) if kind == "control" else bool(_get(c, "passed"))
@@ -90,10 +112,17 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict") -> str:
                    _cell(_get(c, "threshold", ""))]
             if with_source:
                 row.append(_cell(_get(c, "source", "") or ""))
+            if audit:
+                row.append(fresh[id(c)][0])
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
     lines += ["Each value is computed by this chapter's code from the run shown below; the same lines are "
-              "printed by its claim-check cell and written to its JSON record.", "````"]
+              "printed by its claim-check cell and written to its JSON record."]
+    if audit:
+        lines += ["", "*Fresh seed sets*: the same chapter rerun with seeds no committed run used (`softmax-icl "
+                  "audit`, record `book/results/audit/`); a check whose verdict differs in one of them is "
+                  "inconclusive, and the results summary counts it so."]
+    lines += ["````"]
     return "\n".join(lines)
 
 
@@ -104,9 +133,29 @@ def glue_verdicts(run: Any, key: str = VERDICT_KEY) -> str:
     Call it in its own cell after the cell that prints ``run.finish()``. Outside a notebook kernel it only
     returns the markdown.
     """
-    text = verdict_markdown(getattr(run, "claims", []))
+    text = verdict_markdown(getattr(run, "claims", []), audit=book_audit(run))
     glue_markdown(key, text)
     return text
+
+
+def book_audit(run: Any) -> dict | None:
+    """The committed seed audit of ``run``'s figure (``book/results/audit/<figure>.json``) when ``run`` is at the
+    book's settings (the book's profile, no parameter overridden) and reproduces the audited run (same verdicts,
+    values within tolerance: :func:`softmax_icl.audit.speaks_for`): the audit reran exactly those settings with other
+    seeds, so it says how far this run's verdicts hold. None for any other run, or where there is no audit."""
+    from dataclasses import asdict, is_dataclass
+
+    from .audit import read_audit, speaks_for
+    from .records import BOOK_PROFILE, repo_root
+    from .registry import resolve
+
+    figure, cfg = getattr(run, "figure", None), getattr(run, "cfg", None)
+    if figure is None or getattr(run, "profile", None) != BOOK_PROFILE or cfg != resolve(figure, BOOK_PROFILE):
+        return None
+    root = repo_root()
+    audit = None if root is None else read_audit(root / "book" / "results", figure)
+    claims = [asdict(c) if is_dataclass(c) else dict(c) for c in getattr(run, "claims", [])]
+    return audit if speaks_for(audit, figure, claims, getattr(run, "revision", None)) else None
 
 
 def glue_markdown(key: str, text: str) -> None:
