@@ -166,3 +166,31 @@ def test_verdict_box_shows_each_checks_fresh_seed_sets_and_counts_the_inconclusi
     assert "fresh seed sets" not in plain and ":class: tip" in plain
     steady = verdict_markdown(claims, audit=audit.build_record("low_rank", rec, [(k, {}, rec) for k in (1, 2, 3)]))
     assert "every verdict kept in 3 fresh seed sets" in steady and ":class: tip" in steady
+
+
+def test_audit_summary_names_every_check_that_flips_with_its_fresh_verdicts(tmp_path, monkeypatch):
+    from softmax_icl import chapter
+    from softmax_icl.records import Claim
+    from softmax_icl.registry import resolve
+
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "book" / "results" / "audit").mkdir(parents=True)
+    claims = [_claim("steady", True), _claim("flips", False, kind="finding")]
+    rec = {"notebook": "low_rank", "profile": "default", "claims": claims, "provenance": {}}
+    flipped = [claims[0], dict(claims[1], passed=True, value=0.5)]
+    record = audit.build_record("low_rank", rec, [(1, {}, rec), (2, {}, {"claims": flipped}), (3, {}, None)])
+    (tmp_path / "book" / "results" / "audit" / "low_rank.json").write_text(json.dumps(record))
+    monkeypatch.chdir(tmp_path)
+
+    class FakeRun:
+        figure, profile, revision = "low_rank", "default", "r"
+        cfg = resolve("low_rank", "default")
+    run = FakeRun()
+    run.claims = [Claim(**c) for c in claims]
+    text = chapter.audit_summary(run)
+    assert "3 fresh seed sets (every seed parameter offset by 1000, 2000, 3000" in text
+    assert "2 of 2 checks do not keep their verdict" in text       # 'steady' did not run in set 3 either
+    assert "flips [finding]: FAIL (1) here; fresh sets: FAIL (1), PASS (0.5), did not run" in text
+    run.cfg = dict(run.cfg, seeds=7)                                # not the book's settings: no audit applies
+    assert chapter.audit_summary(run).startswith("No seed audit applies to this run")

@@ -11,7 +11,9 @@ For each notebook it:
   ``hide-output`` (its provenance print is collapsed too);
 * inserts the verdict-box markdown cell (``{glue:md}`` of ``chapter.VERDICT_KEY``) right after the title cell;
 * inserts a ``chapter.glue_verdicts(run)`` code cell, tagged ``remove-cell``, right after the cell that prints
-  ``run.finish()``.
+  ``run.finish()``;
+* inserts, right after that, a short markdown cell and a ``print(chapter.audit_summary(run))`` code cell: the seed
+  audit's verdict on the checks (which of them flip under fresh seeds, with their verdicts and values).
 
 It leaves everything else (sources, outputs, other metadata) as it is. The inserted code cell has no outputs
 until the notebook is executed again, and the book's strict build fails on the verdict box until then
@@ -30,6 +32,12 @@ ROOT = Path(__file__).resolve().parents[1]
 VERDICT_KEY = "verdicts"  # softmax_icl.chapter.VERDICT_KEY (not imported: this script needs no torch)
 VERDICT_CELL = f"```{{glue:md}} {VERDICT_KEY}\n:format: myst\n```"
 GLUE_CELL = "from softmax_icl import chapter\n\nchapter.glue_verdicts(run)"
+AUDIT_TEXT = ("**Stability under fresh seeds.** The verdicts above are those of one run. The seed audit reruns the "
+              "chapter with seeds that no committed run used (`softmax-icl audit`); the last column of the verdict "
+              "box says, for each check, in how many fresh seed sets it keeps its verdict, and the lines below name "
+              "the checks that do not, with their verdict and value in each set. A claim among them is counted as "
+              "*inconclusive* in the results summary, neither reproduced nor refuted.")
+AUDIT_CELL = "print(chapter.audit_summary(run))"
 RUN_CALL = re.compile(r"\bRun(\.from_notebook)?\s*\(")
 FINISH_CALL = re.compile(r"\brun\.finish\(\)")
 
@@ -86,9 +94,16 @@ def apply(nb: dict) -> list[str]:
         else:
             cells.insert(finish[-1] + 1, _code(GLUE_CELL, ["remove-cell"], "glue-verdicts"))
             changes.append("chapter.glue_verdicts(run) cell inserted after the run.finish() cell")
+
+    if not any(c["cell_type"] == "code" and "audit_summary(" in _source(c) for c in cells):
+        glue = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and "glue_verdicts(" in _source(c)]
+        if glue:
+            cells[glue[-1] + 1:glue[-1] + 1] = [_markdown(AUDIT_TEXT, "audit-text"),
+                                                 _code(AUDIT_CELL, [], "audit-summary")]
+            changes.append("seed-audit cells inserted after the glue cell")
     if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 0) < 5:  # cell ids exist from nbformat 4.5 on
         for cell in cells:
-            if cell.get("id") in ("verdict-box", "glue-verdicts"):
+            if cell.get("id") in ("verdict-box", "glue-verdicts", "audit-text", "audit-summary"):
                 del cell["id"]
     return changes
 
@@ -98,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path, help="default: notebooks/*.ipynb")
     parser.add_argument("--check", action="store_true", help="report what would change, write nothing")
     args = parser.parse_args(argv)
-    paths = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    paths = args.notebooks or sorted(p for p in (ROOT / "notebooks").glob("*.ipynb")   # not a run in progress
+                                     if not p.name.startswith(".") and not p.name.endswith(".failed.ipynb"))
     pending = False
     for path in paths:
         text = path.read_text(encoding="utf-8")

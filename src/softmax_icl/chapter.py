@@ -176,3 +176,37 @@ def glue_markdown(key: str, text: str) -> None:
                 metadata={"scrapbook": {"name": key, "mime_prefix": "application/papermill.record/"}})
         return
     glue(key, Markdown(text), display=False)
+
+
+def audit_summary(run: Any) -> str:
+    """The seed audit of ``run`` in words, for a chapter to print under its claim checks: how many fresh seed sets
+    reran the chapter, and every check whose verdict is not the same in all of them (its verdict and value in each),
+    from the committed audit record (:func:`book_audit`). Says so where no audit applies to ``run``."""
+    from .audit import stability
+    from .records import fmt
+
+    audit = book_audit(run)
+    if audit is None:
+        return ("No seed audit applies to this run: the audit (`softmax-icl audit`) reruns the book's own run with "
+                "fresh seeds, and this run has other settings or results, or its chapter has not been audited yet.")
+    sets = audit.get("sets", [])
+    offsets = ", ".join(str(audit.get("seed_offset", 1000) * s["set"]) for s in sets)
+    lines = [f"Seed audit: this chapter rerun with {len(sets)} fresh seed sets (every seed parameter offset by "
+             f"{offsets}; book/results/audit/{run.figure}.json)."]
+    entries = {c["id"]: c for c in audit.get("checks", [])}
+    unstable = []
+    for c in getattr(run, "claims", []):
+        st = stability(c.id, audit, c.passed)
+        if st is not None and not st.stable:
+            e = entries[c.id]
+            fresh = ", ".join("did not run" if v is None else f"{'PASS' if v else 'FAIL'} ({fmt(x)})"
+                              for v, x in zip(e["fresh"], e["values"]))
+            unstable.append(f"  {c.id} [{c.kind}]: {'PASS' if c.passed else 'FAIL'} ({fmt(c.value)}) here; "
+                            f"fresh sets: {fresh}")
+    if unstable:
+        lines.append(f"{len(unstable)} of {len(run.claims)} checks do not keep their verdict in every set "
+                     "(inconclusive):")
+        lines += unstable
+    else:
+        lines.append(f"Every one of the {len(run.claims)} checks keeps its verdict in every set.")
+    return "\n".join(lines)
