@@ -56,6 +56,17 @@ def test_atomic_write_keeps_old_file_when_writing_fails(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["entry.pkl"]        # no temporary file left behind
 
 
+def test_atomic_write_gives_the_file_the_usual_mode_not_a_private_one(tmp_path):
+    """mkstemp's temporary file is 0600; the written file gets 0666 less the umask, like any new file (records,
+    pages and a cache shared between users must be readable)."""
+    old = os.umask(0o022)
+    try:
+        base.atomic_write_bytes(tmp_path / "record.json", b"{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "record.json").stat().st_mode & 0o777 == 0o644
+
+
 def test_corrupt_cache_entry_is_recomputed(tmp_path, monkeypatch):
     monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path))
     path = tmp_path / f"{cache.cache_key('t', {'a': 1}, 'cpu')}.pkl"
