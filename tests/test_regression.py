@@ -114,3 +114,46 @@ def test_statements_compared_up_to_measured_decimals_as_nbval_does():
     cfg.read(Path(__file__).resolve().parents[1] / "notebooks" / "nbval_sanitize.cfg")
     assert [re.compile(cfg[s]["regex"]).pattern for s in cfg.sections()] == [MEASURED.pattern]
     assert mask_measured("L = 0.5 -> 2, 1e-3") == "L = # -> 2, #"
+
+
+@pytest.mark.parametrize("figure", list(FIGURES))
+def test_no_wall_clock_time_among_the_compared_numbers(figure):
+    """Times depend on the machine and its load: they belong in the record's ``timings`` (provenance); among
+    ``key_numbers`` the regression check would compare them as results (CI failed that way once: 208 s -> 14.7 s)."""
+    import re
+
+    from softmax_icl.compare import _leaves
+
+    path = ROOT / "book" / "results" / f"{figure}.json"
+    if not path.is_file():
+        pytest.skip(f"no committed record of {figure}")
+    numbers = json.loads(path.read_text()).get("key_numbers", {})
+    timed = re.compile(r"(seconds|elapsed|wall|_time\b|timing)", re.I)
+    compared = [r.path for r in _leaves("key_numbers", numbers, numbers, None, figure_tolerances(figure))
+                if r.note != "not compared"]
+    assert not [p for p in compared if timed.search(p)], f"wall-clock times among {figure}'s compared key_numbers"
+
+
+@pytest.mark.parametrize("figure", list(FIGURES))
+def test_every_standard_error_in_a_record_sits_beside_its_number(figure):
+    """The regression tolerance of a number widens to 2 standard errors only when its s.e. is the sibling key
+    ``<name>_se`` (or ``<name>_stderr``): an s.e. under another name leaves its number at the relative tolerance,
+    which a near-zero difference of two losses cannot meet on another machine (CI failed that way: 7.3e-05 ->
+    7.9e-05 with its s.e. 6e-04 stored as ``rate_se``)."""
+    path = ROOT / "book" / "results" / f"{figure}.json"
+    if not path.is_file():
+        pytest.skip(f"no committed record of {figure}")
+    orphans = []
+
+    def walk(x, where):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                if k.endswith(("_se", "_stderr")) and k.rsplit("_", 1)[0] not in x:
+                    orphans.append(f"{where}.{k}")
+                walk(v, f"{where}.{k}")
+        elif isinstance(x, list):
+            for i, v in enumerate(x):
+                walk(v, f"{where}[{i}]")
+
+    walk(json.loads(path.read_text()).get("key_numbers", {}), "key_numbers")
+    assert not orphans, f"standard errors without their number beside them: {orphans[:5]}"

@@ -394,9 +394,9 @@ class AblationRow:
     ce: dict                             # algorithm -> mean test CE
     acc: dict
     rate_cost: float                     # CE(exp kernel, fixed rate) - CE(kernel GD), paired over contexts
-    rate_se: float
+    rate_cost_se: float                  # its paired standard error (the regression check allows 2 of them)
     kernel_cost: float                   # CE(linear kernel, adaptive rate) - CE(kernel GD)
-    kernel_se: float
+    kernel_cost_se: float
 
 
 def _paired(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:

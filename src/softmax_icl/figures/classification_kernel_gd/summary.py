@@ -55,8 +55,8 @@ def maps_table(run: Run, ev: Evaluation) -> str:
     lines.append("Algorithms at searched hyperparameters, test CE: " + ", ".join(calg.ALGORITHMS))
     for r in ablation(ev):
         lines.append(f"  {label(r.task):<24} n = {r.n:<4} " + ", ".join(f"{r.ce[k]:.3f}" for k in calg.ALGORITHMS)
-                     + f"   fixed-rate cost {r.rate_cost:+.3f} (s.e. {r.rate_se:.3f}), linear-kernel cost "
-                     f"{r.kernel_cost:+.3f} (s.e. {r.kernel_se:.3f})")
+                     + f"   fixed-rate cost {r.rate_cost:+.3f} (s.e. {r.rate_cost_se:.3f}), linear-kernel cost "
+                     f"{r.kernel_cost:+.3f} (s.e. {r.kernel_cost_se:.3f})")
     return "\n".join(lines)
 
 
