@@ -31,6 +31,9 @@ def _fake_book(tmp_path):
     _write(res / "paper" / "alpha.json", _record("paper", [
         _check("stays", True, 2.5), _check("flips", True, 1.2), _check("ctl", False, 0.4, "control", control_of="stays"),
         _check("only-paper", False, [1.0, 2.0, 3.0, 4.0, 5.0])], device="cuda:0", total=900.0))
+    paper = json.loads((res / "paper" / "alpha.json").read_text())
+    paper["provenance"]["peak_memory_mb"] = {"host": 1234.0, "cuda": 567.8}
+    _write(res / "paper" / "alpha.json", paper)
     _write(res / "beta.json", _record("default", [_check("b1", True, 1.5)], total=40.0))
     return res
 
@@ -60,6 +63,7 @@ def test_page_sets_profiles_side_by_side(tmp_path):
     assert "| `only-default` | finding | PASS | 3 | (not in this record) |  |" in alpha
     assert "[1, 2, 3, 4, ...]" in alpha
     assert "device `cuda:0`" in alpha and "notebook compute 900 s" in alpha
+    assert "peak memory host 1234 MB, cuda 568 MB" in alpha
     missing = page.split("## Figures with no paper-profile record yet")[1]
     assert "**Beta chapter** (`beta`)" in missing and DEFAULT_MISSING_REASON in missing and "40 s" in missing
     assert "alpha" not in missing
@@ -97,3 +101,26 @@ def test_missing_paper_record_gets_a_rough_cpu_estimate(tmp_path):
     assert f"roughly {ratio:.0f} times the work" in page and f"about {60.0 * ratio / 60:.0f} min" in page
     page = scales_markdown(res, figures=["generalization"], missing_reasons={"generalization": "measured: 3 min"})
     assert "times the work" not in page and "measured: 3 min" in page
+
+
+def test_build_publishes_paper_records_beside_the_books_and_only_those(tmp_path, monkeypatch, capsys):
+    """`softmax-icl build --profile paper --publish` copies runs/<figure>-paper/results/<figure>.json to
+    book/results/paper/ and regenerates the pages; the book's own records stay; --publish at another profile is a
+    usage error (exit 2) before anything runs."""
+    from softmax_icl import cli
+
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    (tmp_path / "notebooks").mkdir()
+    default = _record("default", [_check("a", True, 2.0)])
+    _write(tmp_path / "book" / "results" / "low_rank.json", default)
+    paper = _record("paper", [_check("a", False, 0.5)], total=600.0)
+    _write(tmp_path / "runs" / "low_rank-paper" / "results" / "low_rank.json", paper)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["build", "--profile", "paper", "--only", "low_rank", "--skip-run", "--publish"]) == 0
+    assert json.loads((tmp_path / "book" / "results" / "paper" / "low_rank.json").read_text()) == paper
+    assert json.loads((tmp_path / "book" / "results" / "low_rank.json").read_text()) == default
+    scales = (tmp_path / "book" / "scales.md").read_text()
+    assert scales.split("figures have a paper-profile record")[0].endswith("1 of 5 ") and "**yes**" in scales
+    assert "records published to book/results/paper/low_rank.json" in capsys.readouterr().out
+    assert cli.main(["build", "--profile", "smoke", "--only", "low_rank", "--skip-run", "--publish"]) == 2
+    assert "--publish puts 'paper'-profile records" in capsys.readouterr().err

@@ -190,10 +190,33 @@ def job_device(args) -> str:
     return check_device(args.device)
 
 
+def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
+    """Copy the records of a ``profile`` build (``runs/<figure>-<profile>/results/``) to ``book/results/<profile>/``,
+    where the page "Results at two scales" reads them (:mod:`softmax_icl.scales`); the book's own records and
+    chapters are not touched."""
+    from .base import atomic_write_bytes
+    from .scales import PAPER_SUBDIR
+
+    out = []
+    for name in names:
+        src = root / "runs" / f"{name}-{profile}" / "results" / f"{name}.json"
+        rec = json.loads(src.read_text())
+        if rec.get("profile") != profile:
+            raise ParameterError(f"{src} is a record of profile {rec.get('profile')!r}, not {profile!r}")
+        dest = root / "book" / "results" / PAPER_SUBDIR / f"{name}.json"
+        atomic_write_bytes(dest, src.read_bytes())
+        out.append(dest)
+    return out
+
+
 def cmd_build(args) -> int:
     from .bookgen import write_pages
+    from .scales import PAPER_SUBDIR
 
     root = project_root()
+    if args.publish and args.profile != PAPER_SUBDIR:
+        raise ParameterError(f"--publish puts {PAPER_SUBDIR!r}-profile records beside the book's; got profile "
+                             f"{args.profile!r} (the {BOOK_PROFILE!r} build writes the book itself)")
     device = job_device(args)
     names = args.only or list(FIGURES)
     for name in names:
@@ -207,8 +230,14 @@ def cmd_build(args) -> int:
                   file=sys.stderr)
             return 1
     if not in_place:
+        if args.publish:
+            published = publish_records(root, names, args.profile)
+            write_pages(root / "book")
+            print(f"{args.profile} profile: notebooks in runs/<figure>-{args.profile}/; records published to "
+                  f"{', '.join(str(p.relative_to(root)) for p in published)} and the pages regenerated")
+            return 0
         print(f"{args.profile} profile: notebooks and records are in runs/<figure>-{args.profile}/; the book is "
-              f"unchanged")
+              f"unchanged (--publish puts the records beside the book's, for the page 'Results at two scales')")
         return 0
     write_pages(root / "book")
     t1 = time.perf_counter()
@@ -337,6 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", nargs="+", help="execute only these figures")
     p.add_argument("--skip-run", action="store_true", help="render the book from the notebooks as they are")
     p.add_argument("--skip-html", action="store_true", help="execute the notebooks but do not render the HTML")
+    p.add_argument("--publish", action="store_true",
+                   help="--profile paper only: copy the records to book/results/paper/ (the page 'Results at two "
+                        "scales'; the chapters keep the default run) and regenerate the pages")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("audit", help="rerun figures with fresh seed sets; write book/results/audit/ and the pages")

@@ -73,6 +73,22 @@ def default_output_dir(figure: str, profile: str = BOOK_PROFILE, custom: bool = 
     return (repo_root() or Path.cwd()) / "runs" / f"{figure}-{profile}{'-custom' if custom else ''}"
 
 
+def peak_memory_mb(device: torch.device) -> dict:
+    """Peak memory of this process so far, in MB: ``host`` (its resident set) and, on a CUDA device, ``cuda`` (the
+    largest amount PyTorch allocated there)."""
+    out = {}
+    try:
+        import resource
+
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss          # KB on Linux, bytes on macOS
+        out["host"] = round(rss / (2**20 if platform.system() == "Darwin" else 2**10), 1)
+    except (ImportError, OSError):
+        pass
+    if device.type == "cuda" and torch.cuda.is_available():
+        out["cuda"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    return out
+
+
 def _plain(x: Any) -> Any:
     if isinstance(x, np.ndarray):
         return x.tolist()
@@ -197,12 +213,13 @@ class Run:
             "kernel": kernels.backend() if self.device.type == "cpu" else "torch",
             "seeds": {k: self.cfg[k] for k in ("data_seed", "init_seed", "eval_seed", "seeds") if k in self.cfg},
             "use_cache": self.use_cache,
+            "peak_memory_mb": peak_memory_mb(self.device),
         }
 
     def describe(self) -> str:
         """Human-readable provenance and settings (volatile: keep out of checked cells)."""
         prov = self.provenance()
-        lines = [f"{k}: {v}" for k, v in prov.items()]
+        lines = [f"{k}: {v}" for k, v in prov.items() if k != "peak_memory_mb"]      # at the start: not a peak yet
         lines.append("settings: " + ", ".join(f"{k}={fmt(v)}" for k, v in self.cfg.items() if k != "profile"))
         return "\n".join(lines)
 

@@ -92,6 +92,9 @@ def _run_line(label: str, record: dict) -> str:
         bits.append(f"trainer: {prov['kernel']}")
     if seconds is not None:
         bits.append(f"notebook compute {float(seconds):.0f} s")
+    peak = prov.get("peak_memory_mb") or {}
+    if peak:
+        bits.append("peak memory " + ", ".join(f"{k.replace('_', ' ')} {v:.0f} MB" for k, v in peak.items()))
     if prov.get("git_revision"):
         bits.append(f"code `{prov['git_revision']}`")
     profile = record.get("profile")
@@ -205,8 +208,9 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
             if d is None:
                 why += " (and it has no default-profile record either)"
             out.append(f"* **{_md(titles.get(f, f))}** (`{f}`): {_md(why)}.")
-        out += ["", "To add one: `softmax-icl run <figure> --profile paper --device cuda --output DIR`, then copy "
-                "`DIR/results/<figure>.json` to `book/results/paper/`.", ""]
+        out += ["", "To add them: `softmax-icl build --profile paper --device cuda --publish` (or `--only FIGURE "
+                "...`): the notebooks run into `runs/<figure>-paper/`, and their records are copied to "
+                "`book/results/paper/`, from where this page is regenerated.", ""]
     return "\n".join(out)
 
 
