@@ -101,17 +101,17 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
              f":class: {'warning' if failed_claim else 'tip'} verdict-box", ""]
     for kind in order:
         lines += [f"**{KIND_HEADINGS.get(kind, kind.capitalize())}**", ""]
-        header = ["", "check", "what is tested", "value", "required"] + (["source"] if with_source else []) + \
-            (["fresh seed sets"] if audit else [])
+        header = ["", "check", "what is tested" + (" (and its source)" if with_source else ""), "value", "required"] \
+            + (["fresh seed sets"] if audit else [])
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for c in by_kind[kind]:
             as_expected = (not _get(c, "passed")) if kind == "control" else bool(_get(c, "passed"))
             mark = "✓" if as_expected else "✗"
-            row = [f"{mark} {'PASS' if _get(c, 'passed') else 'FAIL'}", f"`{_cell(_get(c, 'id', ''))}`",
-                   _cell(_get(c, "statement", "")), _cell(_fmt(_get(c, "value"))),
-                   _cell(_get(c, "threshold", ""))]
-            if with_source:
-                row.append(_cell(_get(c, "source", "") or ""))
+            what = _cell(_get(c, "statement", ""))
+            if _get(c, "source"):            # in the same cell: a seventh column left the statements no room
+                what += f" · **source:** {_cell(_get(c, 'source'))}"
+            row = [f"{mark} {'PASS' if _get(c, 'passed') else 'FAIL'}", f"`{_cell(_get(c, 'id', ''))}`", what,
+                   _cell(_fmt(_get(c, "value"))), _cell(_get(c, "threshold", ""))]
             if audit:
                 row.append(fresh[id(c)][0])
             lines.append("| " + " | ".join(row) + " |")
