@@ -103,6 +103,20 @@ def test_missing_paper_record_gets_a_rough_cpu_estimate(tmp_path):
     assert "times the work" not in page and "measured: 3 min" in page
 
 
+def test_a_run_read_from_the_cache_says_so_and_gives_no_estimate(tmp_path):
+    from softmax_icl.scales import cache_note
+
+    res = tmp_path / "results"
+    rec = _record("default", [_check("g", True, 1.5)], total=40.0)
+    rec["cache_hits"] = {"train": True, "evaluate": False, "search": True}
+    _write(res / "generalization.json", rec)
+    assert cache_note(rec) == " (2 of 3 stages read from the result cache)"
+    assert cache_note({**rec, "cache_hits": {"train": False}}) == "" and cache_note({}) == ""
+    page = scales_markdown(res, figures=["generalization"])
+    assert "times the work" not in page and "with 2 of 3 stages read from the result cache, so it gives no " \
+        "estimate" in page
+
+
 def test_build_publishes_paper_records_beside_the_books_and_only_those(tmp_path, monkeypatch, capsys):
     """`softmax-icl build --profile paper --publish` copies runs/<figure>-paper/results/<figure>.json to
     book/results/paper/ and regenerates the pages; the book's own records stay; --publish at another profile is a

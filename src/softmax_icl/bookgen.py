@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .profiles import PROFILES, fmt
 from .registry import FIGURES
-from .scales import scales_markdown
+from .scales import cache_note, scales_markdown
 
 #: Where a value comes from, in words a reader understands (``Param.source`` -> text).
 SOURCES = {
@@ -170,7 +170,7 @@ def results_markdown(results_dir: Path) -> str:
                        f"{_md(fmt(c['value']))} | {_md(c['threshold'])} | {st.text() if st else '-'} |")
         out.append("")
         timing.append(f"| {rec['notebook']} | {rec['profile']} | {rec['provenance']['device']} | "
-                      f"{rec['timings'].get('total', float('nan')):.0f} s |")
+                      f"{rec['timings'].get('total', float('nan')):.0f} s{cache_note(rec)} |")
     out += ["## Wall time", "", "Of the last execution of each notebook (with the result cache as it was then):", "",
             "| notebook | profile | device | wall time |", "|---|---|---|---|"] + timing
     return "\n".join(out) + "\n"

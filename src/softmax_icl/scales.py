@@ -84,6 +84,14 @@ def _checks(record: dict) -> dict[str, dict]:
     return {c["id"]: c for c in record.get("claims", record.get("checks", []))}
 
 
+def cache_note(record: dict) -> str:
+    """'' for a run that computed everything; else ' (K of N stages read from the result cache)': its notebook
+    time then measures the cache, not the computation."""
+    hits = record.get("cache_hits") or {}
+    k = sum(bool(v) for v in hits.values())
+    return f" ({k} of {len(hits)} stages read from the result cache)" if k else ""
+
+
 def _run_line(label: str, record: dict) -> str:
     prov = record.get("provenance", {})
     seconds = record.get("timings", {}).get("total")
@@ -91,7 +99,7 @@ def _run_line(label: str, record: dict) -> str:
     if prov.get("kernel"):
         bits.append(f"trainer: {prov['kernel']}")
     if seconds is not None:
-        bits.append(f"notebook compute {float(seconds):.0f} s")
+        bits.append(f"notebook compute {float(seconds):.0f} s{cache_note(record)}")
     peak = prov.get("peak_memory_mb") or {}
     if peak:
         bits.append("peak memory " + ", ".join(f"{k.replace('_', ' ')} {v:.0f} MB" for k, v in peak.items()))
@@ -199,7 +207,9 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
             if total is not None:
                 why += f" (its default profile took {float(total):.0f} s of notebook compute"
                 cost = cost_ratio(f)
-                if cost is not None and f not in reasons:
+                if cache_note(d):
+                    why += cache_note(d).replace(" (", ", with ", 1).rstrip(")") + ", so it gives no estimate"
+                elif cost is not None and f not in reasons:
                     ratio, used = cost
                     why += (f" on `{d.get('provenance', {}).get('device', '?')}`; the paper profile, roughly "
                             f"{ratio:.0f} times the work ({' x '.join(used)} grow by that much; its larger grids "
