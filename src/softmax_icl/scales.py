@@ -84,12 +84,18 @@ def _checks(record: dict) -> dict[str, dict]:
     return {c["id"]: c for c in record.get("claims", record.get("checks", []))}
 
 
-def cache_note(record: dict) -> str:
-    """'' for a run that computed everything; else ' (K of N stages read from the result cache)': its notebook
-    time then measures the cache, not the computation."""
+def _cached_stages(record: dict) -> str:
+    """'' for a run that computed everything; else 'K of N stages read from the result cache': its notebook time
+    then measures the cache, not the computation."""
     hits = record.get("cache_hits") or {}
     k = sum(bool(v) for v in hits.values())
-    return f" ({k} of {len(hits)} stages read from the result cache)" if k else ""
+    return f"{k} of {len(hits)} stages read from the result cache" if k else ""
+
+
+def cache_note(record: dict) -> str:
+    """:func:`_cached_stages` in brackets after a time, or ''."""
+    cached = _cached_stages(record)
+    return f" ({cached})" if cached else ""
 
 
 def _run_line(label: str, record: dict) -> str:
@@ -207,8 +213,8 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
             if total is not None:
                 why += f" (its default profile took {float(total):.0f} s of notebook compute"
                 cost = cost_ratio(f)
-                if cache_note(d):
-                    why += cache_note(d).replace(" (", ", with ", 1).rstrip(")") + ", so it gives no estimate"
+                if _cached_stages(d):
+                    why += f", with {_cached_stages(d)}, so it gives no estimate"
                 elif cost is not None and f not in reasons:
                     ratio, used = cost
                     why += (f" on `{d.get('provenance', {}).get('device', '?')}`; the paper profile, roughly "
