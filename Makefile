@@ -67,6 +67,7 @@ pages: setup
 
 bench: setup
 	$(BIN)/python benchmarks/sweep_throughput.py
+	$(BIN)/python benchmarks/plotting.py
 
 clean:
 	rm -rf _build runs
