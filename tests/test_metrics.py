@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from softmax_icl.baselines import nadaraya_watson_oracle, scan_bandwidth
-from softmax_icl.metrics import icl_error, icl_error_of_matrices, spectral_norm, window_halfwidth
+from softmax_icl.metrics import icl_error, icl_error_grid, icl_error_of_matrices, spectral_norm, window_halfwidth
 from softmax_icl.tasks import InputSpec
 
 
@@ -58,6 +58,19 @@ def test_nadaraya_watson_oracle_picks_a_larger_bandwidth_scale_for_larger_L():
     again, _ = icl_error_of_matrices("softmax", w_best[:, 0, None, None] * np.eye(2), [dict(t, n=32) for t in tests],
                                      spec, n_tasks=2000, eval_seed=3)
     np.testing.assert_allclose(err[:, 0], again, rtol=1e-6)
+
+
+def test_oracle_error_is_the_full_grid_evaluation_at_the_tuned_bandwidth_exactly():
+    """The oracle evaluates only the tuned bandwidths: the same numbers as evaluating the whole grid and picking."""
+    spec = InputSpec(d=3)
+    tests = [dict(function_class=c, L=L, sigma=0.2) for c in ("cosine", "relu") for L in (0.5, 4.0)]
+    grid, ns = np.geomspace(0.5, 200, 9), [8, 32]
+    w_best, err, se = nadaraya_watson_oracle(tests, ns, spec, w_grid=grid, n_tune=512, n_eval=600)
+    full, full_se = icl_error_grid("softmax", grid[:, None, None] * np.eye(3), tests, ns, spec, n_tasks=600)
+    k = np.searchsorted(grid, w_best)
+    assert len(np.unique(k)) < len(grid)                      # a strict subset of the grid was evaluated
+    np.testing.assert_array_equal(err, np.take_along_axis(full, k[None], 0)[0])
+    np.testing.assert_array_equal(se, np.take_along_axis(full_se, k[None], 0)[0])
 
 
 def test_spectral_norm():

@@ -43,7 +43,9 @@ def nadaraya_watson_oracle(tests: list[dict], ns, spec: InputSpec, w_grid=DEFAUL
     """
     w = np.asarray(w_grid, dtype=np.float64)
     best = scan_bandwidth(tests, ns, spec, w, n_tasks=n_tune, seed=tune_seed, device=device).argmin(0)   # (R, N)
+    # errors only of the bandwidths tuned for some setting (the same numbers as evaluating the whole grid)
+    used = np.unique(best)
     err, se = icl_error_grid("softmax", nw_matrices(w, spec.d), tests, ns, spec, n_tasks=n_eval,
-                             eval_seed=eval_seed, device=device)
-    pick = lambda a: np.take_along_axis(a, best[None], 0)[0]  # noqa: E731
+                             eval_seed=eval_seed, device=device, units=used)
+    pick = lambda a: np.take_along_axis(a, np.searchsorted(used, best)[None], 0)[0]  # noqa: E731
     return w[best], pick(err), pick(se)

@@ -100,14 +100,18 @@ def icl_error_of_matrices(kind: str, M, rows: list[dict], spec: InputSpec, **kw)
 
 
 def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks: int = 10_000, eval_seed: int = 3,
-                device="cpu", chunk: int = 2048, max_elements: float = 1.5e7) -> tuple[np.ndarray, np.ndarray]:
+                device="cpu", chunk: int = 2048, max_elements: float = 1.5e7,
+                units=None) -> tuple[np.ndarray, np.ndarray]:
     """ICL error of U units on R test settings at every context length in ``ns``, in one pass over the tasks.
 
     ``M`` (U, d, d); ``tests``: R dicts with ``function_class``, ``L``, ``sigma``. Every context is drawn at
     n = max(ns) and the shorter contexts are its prefixes, as in :func:`icl_error` (same
     evaluation stream, drawn in blocks of EVAL_BLOCK tasks, hence the same tasks for the same ``eval_seed``).
     The scores of all units are computed once per chunk (one matrix product) and shared by all test settings
-    and context lengths. Returns (mean, standard error), each (U, R, len(ns)).
+    and context lengths. ``units``: indices into ``M`` of the only units whose errors are wanted (default all);
+    the scores are still computed for every unit, in the same chunks, so each wanted unit's numbers are exactly
+    those of the whole evaluation, while the weights and errors (most of the work) are computed for the wanted
+    ones only. Returns (mean, standard error), each (U, R, len(ns)), U = len(units) when given.
     """
     check_kind(kind)
     dev = resolve_device(device) if isinstance(device, str) else device
@@ -117,9 +121,12 @@ def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks
     Mt = torch.as_tensor(np.asarray(M), dtype=torch.float32, device=dev).unsqueeze(0)
     U, R = Mt.shape[1], len(tests)
     chunk = _eval_chunk(min(chunk, int(max_elements // (U * R * (n_draw + 1)))))
+    pick = None if units is None else torch.as_tensor(np.asarray(units, dtype=np.int64), device=dev)
 
     def squared_errors(batch):
         s = scores(batch.x_ctx, batch.x_q, Mt)[0].unsqueeze(1)       # (U, 1, b, n): inputs shared by the tests
+        if pick is not None:
+            s = s[pick]
         y = batch.y_ctx                                              # (1, R, b, n)
         preds = []
         for n in ns:                                                 # a handful of prefix lengths
@@ -130,7 +137,7 @@ def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks
         err = (torch.stack(preds, -1) - batch.f_q[..., None]).double() ** 2         # (U, R, b, N)
         return err.movedim(2, -1)                                                    # (U, R, N, b)
 
-    return _mean_and_stderr(stream, n_tasks, chunk, squared_errors, (U, R, len(ns)))
+    return _mean_and_stderr(stream, n_tasks, chunk, squared_errors, (U if pick is None else len(pick), R, len(ns)))
 
 
 def spectral_norm(M) -> np.ndarray:
