@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker as mticker
 import numpy as np
 
 from ... import theory as th
@@ -206,10 +207,13 @@ def plot_theorem34(run: Run, t: Theorem34, big: TrainedLargeN):
                    label=f"d = {d}: other L (control)")
     lim = np.array([min(big.w.min(), big.w_pop.min(), big.w_pop_other.min()) / 1.5,
                     max(big.w.max(), big.w_pop.max(), big.w_pop_other.max()) * 1.5])
-    ax.plot(lim, lim, color="k", lw=0.8)
-    ax.fill_between(lim, lim / W_RATIO_TOL, lim * W_RATIO_TOL, color="0.85", lw=0)
+    ax.plot(lim, lim, color="k", lw=0.8, zorder=1)
+    ax.fill_between(lim, lim / W_RATIO_TOL, lim * W_RATIO_TOL, color="0.85", lw=0, zorder=0)   # under the points
     ax.set(xscale="log", yscale="log", xlim=lim, ylim=lim, xlabel="population-optimal w", ylabel="trained w",
            title=f"trained units at n = {run.cfg['t34_train_n']}")
+    for axis in (ax.xaxis, ax.yaxis):          # plain numbers: "3×10⁰ 4×10⁰" labels ran into each other
+        axis.set_major_formatter(mticker.FormatStrFormatter("%g"))
+        axis.set_minor_formatter(mticker.FormatStrFormatter("%g"))
     ax.legend(fontsize="xx-small", loc="upper left")
     for ax in axes[1, 2:]:
         ax.set_visible(False)
