@@ -265,6 +265,39 @@ def test_editing_a_figures_computation_makes_its_cache_miss(package_copy):
     assert run() == (3, False)
 
 
+def test_a_figures_fingerprint_covers_its_own_folder_and_the_folders_it_imports_only(package_copy):
+    """Run.cached keys an entry with its figure's code: the shared modules, figures/<figure>/ and the compute folders
+    it imports (classification/ for the classification chapter), so editing one chapter leaves the others cached."""
+    def figure_folders(figure):
+        parts = [p.relative_to(package_copy).parts for p in cache.compute_files(figure)]
+        return {q[:2] for q in parts if q[0] == "figures"}
+
+    trees = {f: figure_folders(f) for f in ("norm_scaling", "classification_kernel_gd")}
+    assert trees["norm_scaling"] == {("figures", "norm_scaling")}
+    assert trees["classification_kernel_gd"] == {("figures", "classification_kernel_gd")}
+    assert any(p.parent.name == "classification" for p in cache.compute_files("classification_kernel_gd"))
+    assert not any(p.parent.name == "classification" for p in cache.compute_files("norm_scaling"))
+    assert set(cache.compute_files("nope")) == set(cache.compute_files())       # unknown figure: every file
+    computed = []
+
+    def run(figure):
+        return cache.cached(f"{figure}-stage", {"L": 1.0}, "cpu", lambda: computed.append(figure) or len(computed),
+                            figure=figure)
+
+    assert run("norm_scaling") == (1, False) and run("classification_kernel_gd") == (2, False)
+    cls = package_copy / "classification" / "tasks.py"
+    cls.write_text(cls.read_text() + "\n# changed\n")
+    assert run("norm_scaling") == (1, True)                   # another figure's code: still cached
+    assert run("classification_kernel_gd") == (3, False)      # its imported folder changed: recomputed
+    own = package_copy / "figures" / "norm_scaling" / "analysis.py"
+    own.write_text(own.read_text() + "\n# changed\n")
+    assert run("classification_kernel_gd") == (3, True) and run("norm_scaling") == (4, False)
+    (package_copy / "figures" / "low_rank" / "zz_new.py").write_text("from ..norm_scaling import analysis\n")
+    assert any(p.parent.name == "norm_scaling" for p in cache.compute_files("low_rank"))   # imported folder
+    (package_copy / "tasks.py").write_text((package_copy / "tasks.py").read_text() + "\n# changed\n")
+    assert run("norm_scaling") == (5, False) and run("classification_kernel_gd") == (6, False)   # shared: all
+
+
 def test_a_missing_compute_module_is_an_error_not_a_skip(package_copy):
     (package_copy / "training.py").unlink()
     with pytest.raises(FileNotFoundError, match="training.py"):

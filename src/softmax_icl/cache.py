@@ -5,11 +5,17 @@ everything that determines them (what was computed, the resolved settings, the d
 version, a fingerprint of the computational modules' source and which CPU kernel ran). Writes go to a temporary file in the cache directory and are moved into place with
 ``os.replace``, so an interrupted run never leaves a half-written entry behind.
 
+A figure's entries are fingerprinted with the shared compute modules, its own folder ``figures/<figure>/`` and
+the compute folders that folder imports (``classification/`` for the classification chapter), not with the other
+figures' folders: editing one chapter's analysis retrains that chapter only, and a long run of one figure (the
+``paper`` profile, stage by stage) stays cached while another figure's code changes.
+
 Location: ``$SOFTMAX_ICL_CACHE_DIR``, else ``~/.cache/softmax_icl``.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import pickle
@@ -30,48 +36,95 @@ COMPUTE_TREES = ("figures", "classification")
 NOT_COMPUTE = ("plots.py", "params.py")
 
 
-def compute_files() -> list[Path]:
-    """Every source file whose code determines a cached number, in a fixed order."""
-    here = Path(__file__).resolve().parent
+def _shared_files(here: Path) -> list[Path]:
     missing = [name for name in COMPUTE_MODULES if not (here / name).is_file()]
     if missing:
         raise FileNotFoundError(f"cache fingerprint: compute module(s) {', '.join(missing)} not found in {here}; "
                                 "update softmax_icl.cache.COMPUTE_MODULES when a module moves")
-    files = [here / name for name in COMPUTE_MODULES]
+    return [here / name for name in COMPUTE_MODULES]
+
+
+def _tree_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.py") if p.name not in NOT_COMPUTE)
+
+
+def _imported_trees(path: Path, here: Path) -> set[Path]:
+    """The compute folders (``figures/<name>/``, ``classification/``) whose modules ``path`` imports, at any depth
+    of the file (imports inside functions count)."""
+    package = path.parent.relative_to(here).parts
+    trees = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level > 0:
+            base = list(package[:len(package) - (node.level - 1)]) if node.level - 1 <= len(package) else []
+            stem = base + (node.module.split(".") if node.module else [])
+            targets = [stem + [alias.name] for alias in node.names] if not node.module else [stem]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            targets = [n.split(".")[1:] for n in names if n.split(".")[0] == here.name]
+        else:
+            continue
+        for parts in targets:
+            if len(parts) >= 2 and parts[0] == "figures" and (here / "figures" / parts[1]).is_dir():
+                trees.add(here / "figures" / parts[1])
+            elif parts and parts[0] in COMPUTE_TREES and parts[0] != "figures" and (here / parts[0]).is_dir():
+                trees.add(here / parts[0])
+    return trees
+
+
+def compute_files(figure: str | None = None) -> list[Path]:
+    """Every source file whose code determines a cached number, in a fixed order.
+
+    With ``figure``: the shared compute modules, ``figures/<figure>/`` and every compute folder it imports
+    (transitively); an unknown figure gets every file (a wider fingerprint is never wrong, a narrower one would be).
+    """
+    here = Path(__file__).resolve().parent
+    files = _shared_files(here)
+    if figure is not None and (here / "figures" / figure).is_dir():
+        todo, trees = [here / "figures" / figure], []
+        while todo:
+            tree = todo.pop()
+            if tree in trees:
+                continue
+            trees.append(tree)
+            for path in _tree_files(tree):
+                todo += sorted(_imported_trees(path, here) - set(trees))
+        return files + [p for tree in sorted(trees) for p in _tree_files(tree)]
     for tree in COMPUTE_TREES:
         if (here / tree).is_dir():
-            files += sorted(p for p in (here / tree).rglob("*.py") if p.name not in NOT_COMPUTE)
+            files += _tree_files(here / tree)
         elif (here / f"{tree}.py").is_file():
             files.append(here / f"{tree}.py")
     return files
 
 
-def code_fingerprint() -> str:
+def code_fingerprint(figure: str | None = None) -> str:
     here = Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for path in compute_files():
+    for path in compute_files(figure):
         h.update(path.relative_to(here).as_posix().encode() + path.read_bytes())
     return h.hexdigest()[:16]
 
 
-def cache_key(tag: str, config: dict, device: str) -> str:
+def cache_key(tag: str, config: dict, device: str, figure: str | None = None) -> str:
     from .kernels import backend
 
     # the fused kernel and the PyTorch code round differently: results of one are not the other's
     kernel = backend().split(" (")[0] if device.startswith("cpu") else "torch"
     payload = json.dumps({"tag": tag, "config": config, "device": device, "version": __version__,
-                          "code": code_fingerprint(), "kernel": kernel}, sort_keys=True, default=str)
+                          "code": code_fingerprint(figure), "kernel": kernel}, sort_keys=True, default=str)
     return f"{tag}-{hashlib.sha256(payload.encode()).hexdigest()[:20]}"
 
 
-def cached(tag: str, config: dict, device: str, compute: Callable[[], Any], use_cache: bool = True) -> tuple[Any, bool]:
+def cached(tag: str, config: dict, device: str, compute: Callable[[], Any], use_cache: bool = True,
+           figure: str | None = None) -> tuple[Any, bool]:
     """Return ``(value, hit)``: the stored value for this key, or ``compute()`` stored atomically.
 
-    With ``use_cache=False`` the cache is neither read nor written.
+    ``figure`` narrows the code fingerprint to that figure's code (:func:`compute_files`). With ``use_cache=False``
+    the cache is neither read nor written.
     """
     if not use_cache:
         return compute(), False
-    path = cache_dir() / f"{cache_key(tag, config, device)}.pkl"
+    path = cache_dir() / f"{cache_key(tag, config, device, figure)}.pkl"
     if path.exists():
         try:
             with open(path, "rb") as fh:

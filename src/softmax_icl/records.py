@@ -235,7 +235,8 @@ class Run:
     def cached(self, tag: str, config: dict, compute: Callable[[], Any]) -> Any:
         """Cache ``compute()`` under (figure, tag, config, device); timed under ``tag``."""
         with self.timer(tag):
-            value, hit = cached(f"{self.figure}-{tag}", config, str(self.device), compute, self.use_cache)
+            value, hit = cached(f"{self.figure}-{tag}", config, str(self.device), compute, self.use_cache,
+                               figure=self.figure)
         self.cache_hits[tag] = hit
         return value
 
