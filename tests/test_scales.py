@@ -103,6 +103,25 @@ def test_missing_paper_record_gets_a_rough_cpu_estimate(tmp_path):
     assert "times the work" not in page and "measured: 3 min" in page
 
 
+def test_the_estimate_states_how_far_off_it_was_where_both_scales_ran(tmp_path):
+    from softmax_icl.scales import cost_ratio, estimate_accuracy
+
+    ratio = {f: cost_ratio(f)[0] for f in ("generalization", "low_rank", "window_adaptation")}
+    res = tmp_path / "results"
+    for f, took in (("generalization", 2.0), ("low_rank", 0.5)):       # paper time / estimate
+        _write(res / f"{f}.json", _record("default", [_check("g", True, 1.5)], total=10.0))
+        _write(res / "paper" / f"{f}.json", _record("paper", [_check("g", True, 1.5)], total=10.0 * ratio[f] * took))
+    _write(res / "window_adaptation.json", _record("default", [_check("g", True, 1.5)], total=60.0))
+    page = scales_markdown(res, figures=["generalization", "low_rank", "window_adaptation"])
+    line = next(x for x in page.splitlines() if "`window_adaptation`" in x)
+    assert f"would need about {60.0 * ratio['window_adaptation'] / 60:.0f} min there; the 2 figures whose runs at " \
+        "both scales computed every stage took 0.5 to 2.0 times what this ratio predicted from their default runs" in line
+    assert "at least" not in line
+    cached = _record("paper", [], total=1.0)
+    cached["cache_hits"] = {"train": True}
+    assert estimate_accuracy({"low_rank": (_record("default", [], total=10.0), cached)}) == []   # not a measurement
+
+
 def test_a_run_read_from_the_cache_says_so_and_gives_no_estimate(tmp_path):
     from softmax_icl.scales import cache_note
 

@@ -24,8 +24,9 @@ DEFAULT_MISSING_REASON = ("not run yet: the session that made the book had no GP
 
 
 #: What a figure's training cost grows with (where it has them): the training length (the largest growth among its
-#: step counts), the batch and the seeds. A rough paper/default cost ratio is the product of their growths; the
-#: paper profile's larger grids (more L, sigma or n values) are not counted, so it errs low.
+#: step counts), the batch and the seeds. A rough paper/default cost ratio is the product of their growths. It errs
+#: both ways (the paper profile's larger grids are not counted; a larger batch uses a CPU better than a small one),
+#: so the page also prints how far off it was for the figures that ran at both scales (:func:`estimate_accuracy`).
 COST_PARAMS = (("steps", "steps_main"), ("batch_size",), ("seeds",))
 
 
@@ -45,6 +46,19 @@ def cost_ratio(figure: str) -> tuple[float, list[str]] | None:
             ratio *= growth[k]
             used.append(k)
     return (ratio, used) if used else None
+
+
+def estimate_accuracy(pairs: dict[str, tuple[dict, dict]]) -> list[float]:
+    """For each figure with a default and a paper record (``figure -> (default, paper)``), both computed without the
+    result cache: paper notebook time / (default notebook time x :func:`cost_ratio`), i.e. how many times the
+    estimate the paper run really took."""
+    out = []
+    for figure, (d, p) in pairs.items():
+        cost = cost_ratio(figure)
+        td, tp = (r.get("timings", {}).get("total") for r in (d, p))
+        if cost and td and tp and not _cached_stages(d) and not _cached_stages(p):
+            out.append(float(tp) / (float(td) * cost[0]))
+    return sorted(out)
 
 
 def _load(path: Path) -> dict | None:
@@ -203,6 +217,16 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
         out.append("")
 
     out += ["## Figures with no paper-profile record yet", ""]
+    accuracy = estimate_accuracy({f: (default[f], paper[f]) for f in both})
+    if len(accuracy) > 1:
+        calibration = (f"; the {len(accuracy)} figures whose runs at both scales computed every stage took "
+                       f"{accuracy[0]:.1f} to {accuracy[-1]:.1f} times what this ratio predicted from their default "
+                       "runs")
+    elif accuracy:
+        calibration = ("; the one figure whose runs at both scales computed every stage took "
+                       f"{accuracy[0]:.1f} times what this ratio predicted from its default run")
+    else:
+        calibration = ""
     if not missing:
         out += ["None.", ""]
     else:
@@ -219,7 +243,8 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
                     ratio, used = cost
                     why += (f" on `{d.get('provenance', {}).get('device', '?')}`; the paper profile, roughly "
                             f"{ratio:.0f} times the work ({' x '.join(used)} grow by that much; its larger grids "
-                            f"not counted), would need at least about {float(total) * ratio / 60:.0f} min there")
+                            f"not counted), would need about {float(total) * ratio / 60:.0f} min there"
+                            f"{calibration}")
                 why += ")"
             if d is None:
                 why += " (and it has no default-profile record either)"
