@@ -30,6 +30,42 @@ def test_cache_hit_miss_and_bypass(tmp_path, monkeypatch):
     assert len(list(tmp_path.glob("*.pkl"))) == 3
 
 
+def test_an_entry_keeps_what_its_computation_took_for_the_runs_that_read_it(tmp_path, monkeypatch):
+    """A resumed run (a paper run over several sessions) reads earlier stages from the cache; their compute time
+    survives in <key>.meta.json, reaches the record as compute_seconds and the pages through cache_note."""
+    from softmax_icl import records
+    from softmax_icl.scales import cache_note
+
+    monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path / "cache"))
+    ticks = iter([10.0, 13.5] + [100.0] * 50)
+    monkeypatch.setattr(cache.time, "perf_counter", lambda: next(ticks))
+    first, second = {}, {}
+    assert cache.cached("t", {"a": 1}, "cpu", lambda: 7, info=first) == (7, False)
+    assert first["seconds"] == 3.5 and first["computed_at"]
+    assert cache.cached("t", {"a": 1}, "cpu", lambda: 8, info=second) == (7, True)
+    assert second == first | {"seconds": 3.5}
+    meta = json.loads(next((tmp_path / "cache").glob("*.meta.json")).read_text())
+    assert meta["seconds"] == 3.5 and meta["tag"] == "t"
+    next((tmp_path / "cache").glob("*.meta.json")).unlink()            # an entry from before this: time unknown
+    third = {}
+    assert cache.cached("t", {"a": 1}, "cpu", lambda: 9, info=third) == (7, True) and third["seconds"] is None
+    monkeypatch.undo()
+
+    monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path / "cache2"))
+    for attempt in (1, 2):
+        run = records.Run("window_adaptation", "smoke", "cpu", output_dir=str(tmp_path / f"run{attempt}"))
+        run.cached("train", {"x": 1}, lambda: sum(range(10**5)))
+        run.cached("evaluate", {"x": 1}, lambda: 1)
+        run.finish()
+    rec = json.loads((tmp_path / "run2" / "results" / "window_adaptation.json").read_text())
+    assert rec["cache_hits"] == {"train": True, "evaluate": True}
+    assert set(rec["compute_seconds"]) == {"train", "evaluate"} and all(v >= 0 for v in rec["compute_seconds"].values())
+    took = sum(rec["compute_seconds"].values())
+    assert cache_note(rec) == f" (2 of 2 stages read from the result cache; computing its 2 stages took {took:.0f} s)"
+    rec["compute_seconds"]["train"] = None
+    assert cache_note(rec) == " (2 of 2 stages read from the result cache)"
+
+
 def test_failed_computation_writes_no_cache_entry(tmp_path, monkeypatch):
     monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path))
 

@@ -19,6 +19,8 @@ import ast
 import hashlib
 import json
 import pickle
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -115,22 +117,39 @@ def cache_key(tag: str, config: dict, device: str, figure: str | None = None) ->
     return f"{tag}-{hashlib.sha256(payload.encode()).hexdigest()[:20]}"
 
 
+def _meta_path(path: Path) -> Path:
+    return path.with_suffix(".meta.json")
+
+
 def cached(tag: str, config: dict, device: str, compute: Callable[[], Any], use_cache: bool = True,
-           figure: str | None = None) -> tuple[Any, bool]:
+           figure: str | None = None, info: dict | None = None) -> tuple[Any, bool]:
     """Return ``(value, hit)``: the stored value for this key, or ``compute()`` stored atomically.
 
     ``figure`` narrows the code fingerprint to that figure's code (:func:`compute_files`). With ``use_cache=False``
-    the cache is neither read nor written.
+    the cache is neither read nor written. Beside each entry, ``<key>.meta.json`` keeps how long its computation
+    took and when, so a run that reads it (a resumed paper run) can still say what the computation cost; ``info``,
+    when given, receives ``seconds`` (None for an entry that predates this) and ``computed_at``.
     """
-    if not use_cache:
-        return compute(), False
-    path = cache_dir() / f"{cache_key(tag, config, device, figure)}.pkl"
-    if path.exists():
+    info = {} if info is None else info
+    path = cache_dir() / f"{cache_key(tag, config, device, figure)}.pkl" if use_cache else None
+    if path is not None and path.exists():
         try:
             with open(path, "rb") as fh:
-                return pickle.load(fh), True
+                value = pickle.load(fh)
         except Exception:  # unreadable entry (e.g. from an older format): recompute and replace it
             pass
+        else:
+            try:
+                meta = json.loads(_meta_path(path).read_text())
+            except (OSError, ValueError):
+                meta = {}
+            info.update(seconds=meta.get("seconds"), computed_at=meta.get("computed_at"))
+            return value, True
+    t0 = time.perf_counter()
     value = compute()
-    atomic_write_bytes(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    info.update(seconds=time.perf_counter() - t0, computed_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    if path is not None:
+        atomic_write_bytes(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        atomic_write_bytes(_meta_path(path), json.dumps({"tag": tag, "seconds": round(info["seconds"], 3),
+                                                         "computed_at": info["computed_at"]}).encode())
     return value, False

@@ -170,6 +170,8 @@ class Run:
         self.numbers: dict[str, Any] = {}
         self.timings: dict[str, float] = {}
         self.cache_hits: dict[str, bool] = {}
+        #: per cached stage, how long its computation took (on a hit: when it was computed; None if not recorded)
+        self.compute_seconds: dict[str, float | None] = {}
         self._t0 = time.perf_counter()
         self.revision = git_revision()     # the code this run loaded: read now, not when the record is written
         torch.manual_seed(0)  # nothing should use the global generator; make it deterministic if something does
@@ -234,10 +236,12 @@ class Run:
 
     def cached(self, tag: str, config: dict, compute: Callable[[], Any]) -> Any:
         """Cache ``compute()`` under (figure, tag, config, device); timed under ``tag``."""
+        info: dict = {}
         with self.timer(tag):
             value, hit = cached(f"{self.figure}-{tag}", config, str(self.device), compute, self.use_cache,
-                               figure=self.figure)
+                               figure=self.figure, info=info)
         self.cache_hits[tag] = hit
+        self.compute_seconds[tag] = None if info.get("seconds") is None else round(info["seconds"], 2)
         return value
 
     def train(self, tag: str, sweep: Sweep) -> SweepResult:
@@ -291,7 +295,7 @@ class Run:
             "notebook": self.figure, "profile": self.profile, "parameters": _plain(self.cfg),
             "claims": [asdict(c) for c in self.claims], "key_numbers": self.numbers,
             "provenance": self.provenance(), "timings": {k: round(v, 2) for k, v in self.timings.items()},
-            "cache_hits": self.cache_hits,
+            "cache_hits": self.cache_hits, "compute_seconds": self.compute_seconds,
         }
         path = self.output_dir / "results" / f"{self.figure}.json"
         atomic_write_bytes(path, (json.dumps(rec, indent=2, sort_keys=False) + "\n").encode())

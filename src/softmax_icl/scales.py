@@ -107,9 +107,15 @@ def _cached_stages(record: dict) -> str:
 
 
 def cache_note(record: dict) -> str:
-    """:func:`_cached_stages` in brackets after a time, or ''."""
+    """:func:`_cached_stages` in brackets after a time, or ''; with what computing every stage took, where the cache
+    kept it (``compute_seconds`` of the record)."""
     cached = _cached_stages(record)
-    return f" ({cached})" if cached else ""
+    if not cached:
+        return ""
+    took = [(record.get("compute_seconds") or {}).get(tag) for tag in record.get("cache_hits", {})]
+    if took and all(t is not None for t in took):
+        cached += f"; computing its {len(took)} stages took {sum(took):.0f} s"
+    return f" ({cached})"
 
 
 def _run_line(label: str, record: dict) -> str:
