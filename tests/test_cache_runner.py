@@ -3,6 +3,7 @@
 import json
 import os
 import pickle
+from types import SimpleNamespace
 
 import nbformat
 import pytest
@@ -64,6 +65,16 @@ def test_an_entry_keeps_what_its_computation_took_for_the_runs_that_read_it(tmp_
     assert cache_note(rec) == f" (2 of 2 stages read from the result cache; computing its 2 stages took {took:.0f} s)"
     rec["compute_seconds"]["train"] = None
     assert cache_note(rec) == " (2 of 2 stages read from the result cache)"
+    for meta in (tmp_path / "cache2").glob("*.meta.json"):             # entries from before the cache kept times
+        meta.unlink()
+    run = records.Run("window_adaptation", "smoke", "cpu", output_dir=str(tmp_path / "run3"))
+    assert run.cached("train", {"x": 1}, lambda: None) == sum(range(10**5))
+    assert run.compute_seconds == {"train": None}
+    run.cached("trained", {"x": 2}, lambda: SimpleNamespace(timings={"train_seconds": 12.345}))
+    for meta in (tmp_path / "cache2").glob("*.meta.json"):
+        meta.unlink()
+    run.cached("trained", {"x": 2}, lambda: None)
+    assert run.cache_hits["trained"] and run.compute_seconds["trained"] == 12.35   # a trained result's own time
 
 
 def test_failed_computation_writes_no_cache_entry(tmp_path, monkeypatch):

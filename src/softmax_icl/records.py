@@ -241,7 +241,10 @@ class Run:
             value, hit = cached(f"{self.figure}-{tag}", config, str(self.device), compute, self.use_cache,
                                figure=self.figure, info=info)
         self.cache_hits[tag] = hit
-        self.compute_seconds[tag] = None if info.get("seconds") is None else round(info["seconds"], 2)
+        seconds = info.get("seconds")
+        if seconds is None:   # an entry from before the cache kept times: trained results carry their own
+            seconds = (getattr(value, "timings", None) or {}).get("train_seconds")
+        self.compute_seconds[tag] = None if seconds is None else round(float(seconds), 2)
         return value
 
     def train(self, tag: str, sweep: Sweep) -> SweepResult:
