@@ -349,3 +349,24 @@ def test_a_missing_compute_module_is_an_error_not_a_skip(package_copy):
     (package_copy / "training.py").unlink()
     with pytest.raises(FileNotFoundError, match="training.py"):
         cache.cached("t", {"a": 1}, "cpu", lambda: 1)
+
+
+def test_git_revision_of_a_copied_tree_is_stated_or_unknown(monkeypatch, tmp_path):
+    from softmax_icl import records
+
+    """A tree copied without its git metadata (to a GPU machine) records the revision the copier states, marked as
+    stated, or 'unknown'; inside a checkout git's answer wins over the variable."""
+    import subprocess
+
+    real = subprocess.run
+
+    def no_repo(cmd, *a, **k):
+        return real(cmd, *a, **{**k, "cwd": tmp_path})            # git run outside any repository: empty answer
+
+    monkeypatch.setattr(records.subprocess, "run", no_repo)
+    monkeypatch.delenv(records.REVISION_ENV, raising=False)
+    assert records.git_revision() == "unknown"
+    monkeypatch.setenv(records.REVISION_ENV, "abc1234")
+    assert records.git_revision() == "abc1234 (stated)"
+    monkeypatch.setattr(records.subprocess, "run", real)
+    assert "(stated)" not in records.git_revision()

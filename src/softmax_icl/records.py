@@ -32,18 +32,30 @@ from .registry import figure as figure_of
 from .training import Sweep, SweepResult, train_sweep
 
 
+#: The revision of a copy of the code that has no git metadata (a tree copied to a GPU machine or a cluster node),
+#: as the person who copied it states it; read only where git cannot tell.
+REVISION_ENV = "SOFTMAX_ICL_REVISION"
+
+
 def git_revision() -> str:
     """Short git revision (with ``-dirty`` when the package source or pyproject.toml has uncommitted changes;
-    notebooks and book pages are outputs of the build, so they do not count)."""
+    notebooks and book pages are outputs of the build, so they do not count).
+
+    Where the code is not in a git checkout (a copied tree), ``$SOFTMAX_ICL_REVISION`` names it, marked
+    ``(stated)`` since git did not check it; without it, ``unknown``."""
     here = Path(__file__).resolve().parent
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
                              timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "../../src", "../../pyproject.toml"], cwd=here,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "../../src",
+                                "../../pyproject.toml"], cwd=here, capture_output=True, text=True,
+                               timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (rev or "unknown") + ("-dirty" if dirty else "")
+        rev, dirty = "", ""
+    if not rev:
+        stated = os.environ.get(REVISION_ENV, "").strip()
+        return f"{stated} (stated)" if stated else "unknown"
+    return rev + ("-dirty" if dirty else "")
 
 
 #: The profile the book shows: only a run of this profile, with no parameter overridden, may write the book.
