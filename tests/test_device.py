@@ -367,33 +367,53 @@ def test_smoke_notebook_runs_through_the_pytorch_backend_on_the_cpu(cpu_torch_sm
     assert rec["claims"] and all(isinstance(c["passed"], bool) for c in rec["claims"])
 
 
-def _compare(reference: dict, new: dict) -> list[str]:
-    """Differences beyond the regression tolerances: ``softmax_icl.compare`` (verdicts exactly, numbers within the
-    figure's declared tolerances and seed standard errors) where it exists."""
-    try:
-        from softmax_icl.compare import compare_records, figure_tolerances
-    except ImportError:
-        compare_records = None
-    if compare_records is not None:
-        rows = compare_records(reference, new, figure_tolerances(SMOKE_FIGURE))
-        return [r.line() for r in rows if not r.ok and r.note != "not compared"]
-    # Without the comparison module: verdicts exactly, check values within 5 % (a CPU and a GPU draw different
-    # random streams, so their numbers agree statistically, not to rounding).
-    out = []
-    new_checks = {c["id"]: c for c in new["claims"]}
-    for c in reference["claims"]:
-        d = new_checks.get(c["id"])
-        if d is None or d["passed"] != c["passed"]:
-            out.append(f"{c['id']}: verdict {c['passed']} -> {None if d is None else d['passed']}")
-        elif isinstance(c["value"], (int, float)) and not isinstance(c["value"], bool) and \
-                abs(d["value"] - c["value"]) > 0.05 * abs(c["value"]):
-            out.append(f"{c['id']}: value {c['value']} -> {d['value']}")
-    return out
+def _verdicts(rec: dict) -> dict:
+    return {c["id"]: c["passed"] for c in rec["claims"]}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_smoke_notebook_on_the_gpu_agrees_with_the_cpu(cpu_torch_smoke, tmp_path):
+def test_smoke_notebook_on_the_gpu_gives_the_cpus_verdicts(cpu_torch_smoke, tmp_path):
+    """The same figure's smoke run on the GPU: it completes through the PyTorch path and every check has the CPU
+    run's verdict. Numbers are not held to the regression tolerance here: CUDA's generator (Philox) draws other
+    tasks than the CPU's (Mersenne Twister) from the same seed, so a GPU run is a fresh draw, as an audit's seed set
+    is; on an H100 (2026-11-25) this run kept 16/16 verdicts while 67 of 225 numbers moved by more than 5 %. The
+    computation itself is held to float rounding on the same draws by the test below."""
     rec = _smoke_run(tmp_path / "out", tmp_path / "cache", "cuda", "auto")
     assert rec["provenance"]["device"].startswith("cuda")
     assert rec["provenance"]["kernel"] == "torch"                  # never the fused CPU kernel
-    assert _compare(cpu_torch_smoke, rec) == []
+    assert _verdicts(rec) == _verdicts(cpu_torch_smoke)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The same draws on another device (or backend) give the same numbers, up to float rounding
+
+
+def _train_on_draws(sw: Sweep, draws: list, device: str, torch_path: bool, monkeypatch) -> np.ndarray:
+    """Train ``sw``'s units on the given batches (drawn once, on the CPU) on ``device``; M after every step."""
+    with monkeypatch.context() as m:
+        if torch_path:
+            m.setattr(kernels, "usable", lambda *a, **k: False)
+        dev = torch.device(device)
+        prog = SweepProgram(sw, dev)
+        moved = [[type(b)(*(t.to(dev) for t in (b.x_ctx, b.y_ctx, b.x_q, b.f_q))) for b in step] for step in draws]
+        it = iter(moved)
+        hist, _ = base.optimise(list(prog.unit.parameters()), lambda: prog.loss(next(it)), len(draws), sw.lr, 1,
+                                lambda: {"M": prog.matrices()}, progress=False)
+    return hist["M"]
+
+
+@pytest.mark.parametrize("name", ["grid", "M-linear"])
+def test_same_draws_same_numbers_on_another_device(name, monkeypatch):
+    """Tasks drawn once on the CPU, trained on the CPU (PyTorch path) and on the other computation this machine has:
+    the GPU where there is one, else the fused CPU kernel. Both compute the same function, so the key-query matrices
+    agree to float32 rounding after every step (a wrong kernel or device bug moves them by the scale of M)."""
+    sw = SWEEPS[name]
+    prog = SweepProgram(sw, torch.device("cpu"))
+    draws = [prog.sample() for _ in range(sw.steps)]
+    ref = _train_on_draws(sw, draws, "cpu", True, monkeypatch)
+    other, torch_path = ("cuda", True) if torch.cuda.is_available() else ("cpu", False)
+    if other == "cpu" and not kernels.usable(sw.model, torch.zeros(1, 1, 1, 1), torch.zeros(1, 1, 1, 1)):
+        pytest.skip("neither a GPU nor the fused CPU kernel here: nothing else to compare the PyTorch path with")
+    got = _train_on_draws(sw, draws, other, torch_path, monkeypatch)
+    assert got.shape == ref.shape and not np.array_equal(ref[-1], ref[0])
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
