@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Paper-profile runs on a lent CUDA machine (issue 13), in one or more calls of at most ~10 minutes each.
+#
+# The machine has no registry: the Python packages its image lacks (papermill, ipykernel, submitit, ...) travel as
+# cp312 wheels in .whl/, the result cache travels in .devcache/ (both git-ignored, carried by the device tool), and
+# every call resumes where the last stopped: each finished stage of a notebook is read back from the cache.
+#
+#   bash tools/gpu_session.sh REVISION PHASES BUDGET_S [FIGURES...]
+#     REVISION   the committed revision of this tree (recorded as "<rev> (stated)": the copy has no .git)
+#     PHASES     comma-separated: env, smoke, tests, paper, bench
+#     BUDGET_S   seconds after which paper runs are stopped (their finished stages stay in the cache)
+#     FIGURES    the paper runs to (re)start (default: all five)
+#
+# What comes back in $OUT: log.txt (the summary), logs.tgz (every command's output, nvidia-smi every 5 s, the
+# benchmark), records.tgz (the runs' records and notebooks, not their figure files) and cache.tgz.NN (15 MiB parts,
+# only for figures whose paper run did not finish).
+#
+# Learned on an H100 (2026-11-25, benchmarks/gpu_h100.md): the paper stages with long contexts keep the GPU busy
+# (utilisation 100 %), so notebooks run at once share it rather than overlap; a stage is cached only when it
+# finishes, so give a call at least the length of its longest stage.
+set -uo pipefail
+REV=${1:?revision}; PHASES=${2:-env,smoke,tests,paper}; BUDGET=${3:-520}; shift 3 || true
+T0=$(date +%s)
+OUT=${OUT:-$PWD/.devout}; mkdir -p "$OUT"
+LOG=$OUT/log.txt; LOGS=/tmp/devlogs; mkdir -p $LOGS
+say() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$LOG"; }
+has() { [[ ",$PHASES," == *",$1,"* ]]; }
+
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  >>"$LOG" 2>&1 || { say "wheel install failed"; exit 3; }
+export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
+export SOFTMAX_ICL_CACHE_DIR=$PWD/.devcache SOFTMAX_ICL_PROGRESS=0 SOFTMAX_ICL_REVISION=$REV
+mkdir -p "$SOFTMAX_ICL_CACHE_DIR"
+CLI="python3 -m softmax_icl.cli"
+ALL="window_adaptation norm_scaling generalization low_rank classification_kernel_gd"
+FIGS=${*:-$ALL}
+
+nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used,clocks.sm --format=csv -l 5 >"$LOGS/gpu.csv" 2>/dev/null &
+SMI=$!
+
+if has env; then
+  say "env"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee -a "$LOG"
+  python3 -c "import sys, torch, numpy, matplotlib, papermill; print(sys.version.split()[0], 'torch', torch.__version__,
+  'cuda', torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name(0), 'numpy', numpy.__version__,
+  'mpl', matplotlib.__version__, 'papermill', papermill.__version__, 'cpus', __import__('os').cpu_count())" 2>&1 | tee -a "$LOG"
+  ls -a | tr '\n' ' ' | tee -a "$LOG"; echo | tee -a "$LOG"
+fi
+
+if has smoke; then
+  say "smoke: five notebooks at once on cuda"
+  spids=()
+  for f in $ALL; do
+    ( OMP_NUM_THREADS=3 timeout 240 $CLI run "$f" --profile smoke --device cuda --output "runs/$f-smoke-cuda" \
+        >"$LOGS/smoke-$f.log" 2>&1; echo "$f smoke rc=$?" >>"$LOG" ) &
+    spids+=($!)
+  done
+  wait "${spids[@]}"   # not a bare wait: nvidia-smi runs in the background
+  say "smoke done"
+  for f in $ALL; do tail -3 "$LOGS/smoke-$f.log" | sed "s/^/  $f: /" >>"$LOG"; done
+fi
+
+if has tests; then
+  say "tests: CUDA-only tests"
+  python3 -m pytest -q -p no:cacheprovider tests/test_device.py -k "cuda or smoke" 2>&1 | tail -25 | tee -a "$LOG"
+  say "tests done"
+fi
+
+if has paper; then
+  left=$(( BUDGET - ($(date +%s) - T0) ))
+  say "paper: five notebooks at once on cuda, stopped after ${left}s"
+  pids=()
+  for f in $FIGS; do
+    ( s=$(date +%s); OMP_NUM_THREADS=3 timeout -s INT -k 20 "$left" $CLI run "$f" --profile paper --device cuda \
+        >"$LOGS/paper-$f.log" 2>&1; rc=$?; echo "[$(( $(date +%s) - T0 ))s] $f paper rc=$rc after $(( $(date +%s) - s ))s" >>"$LOG" ) &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  say "paper done"
+fi
+
+if has bench; then
+  say "bench: PyTorch step time against batch size (eager / torch.compile / CUDA graph)"
+  python3 benchmarks/step_time.py --no-cpu --batches 16 64 256 1024 4096 --rounds 10 2>&1 | tee "$LOGS/bench.txt" | tail -20 >>"$LOG"
+  say "bench done"
+fi
+
+kill $SMI 2>/dev/null
+pkill -f ipykernel_launcher 2>/dev/null   # a kernel papermill started runs in its own session: stop it
+# What comes back (the tool returns at most 8 files and 64 MiB in all): first the records and notebooks of the paper
+# runs, then the cache of the figures whose paper run did not finish (a stage is cached only when it completes: a
+# stage cut off by the budget is retrained from its start by the next call).
+tar czf "$OUT/records.tgz" runs/*/results runs/*/*.ipynb 2>/dev/null
+unfinished=()
+for f in $FIGS; do [ -f "runs/$f-paper/results/$f.json" ] || unfinished+=(".devcache/$f-*"); done
+if [ ${#unfinished[@]} -gt 0 ]; then
+  tar czf - ${unfinished[@]} .devcache/kernels 2>/dev/null | split -b 15M -d - "$OUT/cache.tgz."
+fi
+tar czf "$OUT/logs.tgz" -C $LOGS . 2>/dev/null
+for f in $ALL; do
+  for p in smoke-cuda paper; do
+    r="runs/$f-$p/results/$f.json"
+    [ -f "$r" ] && python3 - "$r" <<'EOF' | tee -a "$LOG"
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["claims"]; p = r["provenance"]
+print(f"{r['notebook']:<26} {r['profile']:<6} {p['device']:<7} total {r['timings'].get('total')} s, "
+      f"peak {p.get('peak_memory_mb')}, {sum(x['passed'] for x in c)}/{len(c)} pass")
+EOF
+  done
+done
+ls -la "$OUT" | tee -a "$LOG"
+say "end"
