@@ -19,8 +19,9 @@ from pathlib import Path
 #: Where the paper-profile records sit, relative to the results folder.
 PAPER_SUBDIR = "paper"
 #: Why a figure has no paper record, unless the caller says more (e.g. the CPU time it would need).
-DEFAULT_MISSING_REASON = ("not run yet: the session that made the book had no GPU, and the paper profile was not "
-                          "run on its CPU")
+DEFAULT_MISSING_REASON = ("no record yet: the one GPU lent so far (an H100, 30 minutes of device time, 2026-11-25; "
+                          "benchmarks/gpu_h100.md) ran out of time before this figure's paper run came back, and the "
+                          "paper profile was not run on a CPU")
 
 
 #: What a figure's training cost grows with (where it has them): the training length (the largest growth among its
