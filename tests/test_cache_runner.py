@@ -352,11 +352,11 @@ def test_a_missing_compute_module_is_an_error_not_a_skip(package_copy):
 
 
 def test_git_revision_of_a_copied_tree_is_stated_or_unknown(monkeypatch, tmp_path):
-    from softmax_icl import records
-
     """A tree copied without its git metadata (to a GPU machine) records the revision the copier states, marked as
     stated, or 'unknown'; inside a checkout git's answer wins over the variable."""
     import subprocess
+
+    from softmax_icl import records
 
     real = subprocess.run
 
