@@ -12,7 +12,7 @@
 #     FIGURES    the paper runs to (re)start (default: all five)
 #
 # What comes back in $OUT: log.txt (the summary), logs.tgz (every command's output, nvidia-smi every 5 s, the
-# benchmark), records.tgz (the runs' records and notebooks, not their figure files) and cache.tgz.NN (15 MiB parts,
+# benchmark), 0records.tgz (the runs' records and notebooks, not their figure files) and cache.tgz.NN (15 MiB parts,
 # only for figures whose paper run did not finish).
 #
 # Learned on an H100 (2026-11-25, benchmarks/gpu_h100.md): the paper stages with long contexts keep the GPU busy
@@ -62,7 +62,7 @@ fi
 
 if has tests; then
   say "tests: CUDA-only tests"
-  python3 -m pytest -q -p no:cacheprovider tests/test_device.py -k "cuda or smoke" 2>&1 | tail -25 | tee -a "$LOG"
+  python3 -m pytest -q -p no:cacheprovider tests/test_device.py -k "cuda or smoke or same_draws" 2>&1 | tail -25 | tee -a "$LOG"
   say "tests done"
 fi
 
@@ -90,7 +90,8 @@ pkill -f ipykernel_launcher 2>/dev/null   # a kernel papermill started runs in i
 # What comes back (the tool returns at most 8 files and 64 MiB in all): first the records and notebooks of the paper
 # runs, then the cache of the figures whose paper run did not finish (a stage is cached only when it completes: a
 # stage cut off by the budget is retrained from its start by the next call).
-tar czf "$OUT/records.tgz" runs/*/results runs/*/*.ipynb 2>/dev/null
+# the tool fills its 64 MiB in the order of the names: "0records" comes first, the cache parts after it
+tar czf "$OUT/0records.tgz" runs/*/results runs/*/*.ipynb 2>/dev/null
 unfinished=()
 for f in $FIGS; do [ -f "runs/$f-paper/results/$f.json" ] || unfinished+=(".devcache/$f-*"); done
 if [ ${#unfinished[@]} -gt 0 ]; then
