@@ -4,7 +4,7 @@ Each run is a :class:`NotebookJob`: one notebook executed by :func:`softmax_icl.
 own destination, with its own environment (where its record goes, the shared result cache). Nothing here schedules:
 
 * ``serial``: one after another in this process (the default; the terminal shows the progress bars);
-* ``local``: ``submitit.LocalExecutor``, every job its own process on this machine;
+* ``local``: ``submitit.LocalExecutor``, every job its own process on this machine, all at once;
 * ``slurm``: ``submitit.AutoExecutor`` on a Slurm cluster (``--slurm-partition``, ``--slurm-gpus-per-node``,
   ``--slurm-time``); the result cache must be on a path every node sees (``SOFTMAX_ICL_CACHE_DIR``);
 * ``gpus``: one notebook per local GPU at a time: a pool with one worker per device
@@ -12,6 +12,12 @@ own destination, with its own environment (where its record goes, the shared res
   (``CUDA_VISIBLE_DEVICES``).
 
 A job that fails does not stop the others; :func:`run_jobs` returns every job's :class:`JobResult`.
+
+Jobs that run at once on one machine (``local``, ``gpus``) share its CPU cores: each gets an even share as its
+thread count (``OMP_NUM_THREADS``, which PyTorch and the fused kernel follow; :func:`thread_share`), unless the
+environment already sets one. Left to itself every job would start one thread per core, and threads of several
+processes that wait for one another at each parallel region are slowed far more than by their share of the cores
+(benchmarks/cpu_paper.md).
 """
 
 from __future__ import annotations
@@ -23,13 +29,15 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 EXECUTORS = ("serial", "local", "slurm", "gpus")
 #: Passed through to every job (the cache on a shared path; the numerical backend) when set here.
 PASS_THROUGH_ENV = ("SOFTMAX_ICL_CACHE_DIR", "SOFTMAX_ICL_KERNEL")
+#: The thread counts a job's numerical libraries read when they load (PyTorch's intra-op pool, the fused kernel).
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,29 @@ def job_env(extra: dict | None = None) -> dict:
     env = {k: os.environ[k] for k in PASS_THROUGH_ENV if os.environ.get(k)}
     env.update(extra or {})
     return env
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                      # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def thread_share(concurrent: int, cores: int | None = None) -> dict:
+    """Environment giving each of ``concurrent`` jobs running at once an even share of the cores (at least one
+    thread each); empty when this environment already names a thread count (the user's choice is passed on)."""
+    if any(os.environ.get(k) for k in THREAD_ENV):
+        return {}
+    cores = usable_cores() if cores is None else cores
+    share = max(1, cores // max(1, min(concurrent, cores)))
+    return {k: str(share) for k in THREAD_ENV}
+
+
+def _with_env(jobs: Sequence[NotebookJob], extra: dict) -> list[NotebookJob]:
+    """The jobs with ``extra`` added to their environments (a job's own values win)."""
+    return [replace(job, env={**extra, **job.env}) for job in jobs]
 
 
 def run_job(job: NotebookJob, progress_bar: bool = False) -> JobResult:
@@ -156,7 +187,10 @@ def run_jobs(jobs: Sequence[NotebookJob], executor: str = "serial", folder: Path
     if executor == "serial":
         return [run_job(job, progress_bar=True) for job in jobs]
     if executor == "gpus":
-        return _gpu_pool(jobs, list(devices) if devices is not None else visible_gpus())
+        devices = list(devices) if devices is not None else visible_gpus()
+        return _gpu_pool(_with_env(jobs, thread_share(len(devices))), devices)
+    if executor == "local":                   # every job at once, on this machine's cores
+        jobs = _with_env(jobs, thread_share(len(jobs)))
     if folder is None:
         import tempfile
 
