@@ -142,6 +142,18 @@ def test_runner_replaces_on_success_and_hides_injected_parameters(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.ipynb"]
 
 
+@pytest.mark.skipif(os.name != "posix", reason="Unix-domain sockets (ipc) are POSIX-only; elsewhere TCP is kept")
+def test_the_kernel_talks_over_unix_sockets_not_tcp(tmp_path, capfd):
+    """No TCP port for the kernel, so ipykernel has nothing to warn about; the kernel's own stderr is captured."""
+    src = tmp_path / "fig.ipynb"
+    _notebook(src, "import json\nfrom ipykernel import get_connection_info\n"
+                   "print(json.dumps(json.loads(get_connection_info())['transport']))")
+    execute_notebook(src, src, {"x": 1}, progress_bar=False)
+    assert nbformat.read(src, as_version=4).cells[-1].outputs[0]["text"] == '"ipc"\n'
+    assert "without encryption" not in capfd.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.ipynb"]        # no socket files left beside it
+
+
 def test_runner_leaves_previous_notebook_intact_when_execution_fails(tmp_path):
     src = tmp_path / "fig.ipynb"
     _notebook(src, "assert x == 1, 'bad parameter'\nprint('ok')")

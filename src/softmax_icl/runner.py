@@ -8,6 +8,11 @@ with the parameters is tagged ``remove-cell`` so the book does not show it.
 Progress: the kernel runs with training bars off, so no bar lands in the stored outputs; with
 ``progress_bar=True`` (the CLI) the training loops report through a status file instead
 (:class:`softmax_icl.base.Progress`) and a second bar under papermill's cell bar shows them here.
+
+Transport: on POSIX systems the kernel talks to this process over Unix-domain sockets (``ipc``) in a private
+temporary folder of the run, not over TCP ports on localhost: nothing listens on the network, and ipykernel (>= 7)
+has no reason to warn on every run that its TCP channels are unencrypted. Elsewhere jupyter_client's default (TCP)
+is kept.
 """
 
 from __future__ import annotations
@@ -25,6 +30,28 @@ PROGRESS_ENV = "SOFTMAX_ICL_PROGRESS"
 PROGRESS_FILE_ENV = "SOFTMAX_ICL_PROGRESS_FILE"
 
 HIDE_TAG = "remove-cell"
+
+
+def kernel_manager_class(socket_dir: str | None):
+    """The kernel manager papermill starts a kernel with: jupyter_client's own, over ``ipc`` with its sockets in
+    ``socket_dir`` (a private folder of this run: runs at once never share one) where the platform has Unix-domain
+    sockets and a folder is given; else jupyter_client's default, TCP."""
+    from jupyter_client import AsyncKernelManager
+
+    if os.name != "posix" or socket_dir is None:
+        return AsyncKernelManager
+    from traitlets import default
+
+    class IPCKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _transport_default(self) -> str:
+            return "ipc"
+
+        @default("ip")
+        def _ip_default(self) -> str:                 # the sockets are <ip>-1 ... <ip>-5
+            return os.path.join(socket_dir, "kernel")
+
+    return IPCKernelManager
 
 
 class NotebookFailed(RuntimeError):
@@ -113,8 +140,10 @@ def execute_notebook(source: Path, destination: Path, parameters: dict, cwd: Pat
     with _training_progress(progress_bar) as progress_env, _env(**{PROGRESS_ENV: "0"}, **progress_env,
                                                                  **(env or {})):
         try:
-            papermill.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name=kernel_name,
-                                       cwd=str(cwd or source.parent), progress_bar=progress_bar)
+            with tempfile.TemporaryDirectory(prefix="softmax-icl-kernel-") as sockets:
+                papermill.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name=kernel_name,
+                                           cwd=str(cwd or source.parent), progress_bar=progress_bar,
+                                           kernel_manager_class=kernel_manager_class(sockets))
         except BaseException as exc:
             if tmp.exists():
                 os.replace(tmp, failed)
