@@ -103,6 +103,20 @@ def test_missing_paper_record_gets_a_rough_cpu_estimate(tmp_path):
     assert "times the work" not in page and "measured: 3 min" in page
 
 
+def test_figures_with_measured_cpu_runs_state_them_instead_of_the_estimate(tmp_path):
+    from softmax_icl.scales import MISSING_REASONS
+
+    res = tmp_path / "results"
+    for f in MISSING_REASONS:
+        _write(res / f"{f}.json", _record("default", [_check("c", True, 1.5)], total=80.0))
+    page = scales_markdown(res, figures=list(MISSING_REASONS))
+    for f, why in MISSING_REASONS.items():
+        line = next(ln for ln in page.splitlines() if f"(`{f}`)" in ln)
+        assert why.split(". ")[0] in line and "cpu_paper.md" in line and "80 s of notebook compute" in line
+        assert "times the work" not in line                           # the measured times replace the rough ratio
+    assert DEFAULT_MISSING_REASON not in page
+
+
 def test_the_estimate_states_how_far_off_it_was_where_both_scales_ran(tmp_path):
     from softmax_icl.scales import cost_ratio, estimate_accuracy
 

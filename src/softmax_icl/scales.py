@@ -22,6 +22,22 @@ PAPER_SUBDIR = "paper"
 DEFAULT_MISSING_REASON = ("no record yet: the one GPU lent so far (an H100, 30 minutes of device time, 2026-11-25; "
                           "benchmarks/gpu_h100.md) ran out of time before this figure's paper run came back, and the "
                           "paper profile was not run on a CPU")
+_GPU_RAN_OUT = ("no record yet: the one GPU lent so far (an H100, 30 minutes of device time, 2026-11-25; "
+                "benchmarks/gpu_h100.md) ran out of time before this figure's paper run came back. ")
+_CPU_RUN = ("It was started on the book's two-core CPU on 2026-11-25 with its result cache on a disk that outlives the "
+            "session, so a later session resumes from the stages it finished (benchmarks/cpu_paper.md lists them "
+            "with their times); on the CPU most of a paper-scale step goes to drawing fresh tasks, not to the model")
+#: Why these figures have no paper record, where more is known than :data:`DEFAULT_MISSING_REASON` says (measured
+#: step times, a run under way); a figure named here gets no cost-ratio estimate, which these measurements replace.
+MISSING_REASONS = {
+    "norm_scaling": _GPU_RAN_OUT + "On a CPU the paper run is longer than a session: timed steps put it at three "
+                    "hours or more of both cores, mostly Theorem 3.4's trained units at n = 3200 (5000 steps for "
+                    "each of d = 3, 5, 8; 0.45 to 0.87 s a step). " + _CPU_RUN,
+    "classification_kernel_gd": _GPU_RAN_OUT + "On a CPU the paper run is longer than a session: timed steps put "
+                                "it at about three hours of both cores, mostly the units at n = 100 and 200 and the "
+                                "(C, d) grid (5000 steps each; 0.47 to 0.75 s a step at n = 200 and for the grid). "
+                                + _CPU_RUN,
+}
 
 
 #: What a figure's training cost grows with (where it has them): the training length (the largest growth among its
@@ -156,7 +172,8 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
 
     ``figures``: the figures in book order (default: every ``<figure>.json`` in ``results_dir``, in the registry's
     order where it can be imported); ``titles``: chapter titles by figure; ``missing_reasons``: why a figure has no
-    paper record (e.g. the CPU time it would need), else :data:`DEFAULT_MISSING_REASON`.
+    paper record (e.g. the CPU time it would need; default :data:`MISSING_REASONS`), else
+    :data:`DEFAULT_MISSING_REASON`.
     """
     results = Path(results_dir)
     paper_dir = results / PAPER_SUBDIR
@@ -173,7 +190,7 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
             titles = {k: v.title for k, v in FIGURES.items()}
         except Exception:
             titles = {}
-    reasons = missing_reasons or {}
+    reasons = MISSING_REASONS if missing_reasons is None else missing_reasons
 
     default = {f: _load(results / f"{f}.json") for f in figures}
     paper = {f: _load(paper_dir / f"{f}.json") for f in figures}
@@ -257,8 +274,9 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
                 why += " (and it has no default-profile record either)"
             out.append(f"* **{_md(titles.get(f, f))}** (`{f}`): {_md(why)}.")
         out += ["", "To add them: `softmax-icl build --profile paper --device cuda --publish` (or `--only FIGURE "
-                "...`): the notebooks run into `runs/<figure>-paper/`, and their records are copied to "
-                "`book/results/paper/`, from where this page is regenerated.", ""]
+                "...`; on a CPU `--device cpu`, resumable across sessions as benchmarks/cpu_paper.md shows): the "
+                "notebooks run into `runs/<figure>-paper/`, and their records are copied to `book/results/paper/`, "
+                "from where this page is regenerated.", ""]
     return "\n".join(out)
 
 
