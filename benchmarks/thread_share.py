@@ -13,7 +13,8 @@ the same work per job:
 
 * ``alone``: one job with every core (the serial executor's job);
 * ``every core``: J = cores jobs at once, each with every core as its thread count (the local executor before);
-* ``shared``: J = cores jobs at once, each with ``cores // J`` threads (the local executor now).
+* ``shared``: J = cores jobs at once, each with :func:`~softmax_icl.dispatch.thread_share`'s threads (the local
+  executor now: ``cores // J``).
 
 Printed: each scenario's throughput (jobs x steps per second) relative to ``alone``, and ``shared`` over ``every
 core``; medians over ``--rounds`` rounds (scenarios interleaved in every round, so drift on a shared machine hits
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import time
 
-THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+from softmax_icl.dispatch import THREAD_ENV, thread_share, usable_cores
 
 
 def worker(workload: str, steps: int) -> None:
@@ -112,16 +113,14 @@ def main() -> None:
         return
     if any(os.environ.get(k) for k in THREAD_ENV):
         sys.exit(f"unset {' and '.join(THREAD_ENV)}: this script sets the thread counts itself")
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     if cores < 2:
         sys.exit("one core: there is nothing to share")
     J = cores
     print(f"{cores} cores; {J} jobs at once; {args.steps} steps per job; {args.rounds} rounds")
     for workload in args.workload:
-        plans = {"alone": (1, cores), "every core": (J, cores), "shared": (J, max(1, cores // J))}
+        shared = int(thread_share(J, cores)["OMP_NUM_THREADS"])           # what the local executor gives each job
+        plans = {"alone": (1, cores), "every core": (J, cores), "shared": (J, shared)}
         rates: dict[str, list[float]] = {k: [] for k in plans}
         for r in range(args.rounds):
             names = list(plans)[r % len(plans):] + list(plans)[:r % len(plans)]
