@@ -94,6 +94,24 @@ def check_device(device: str) -> str:
     return device
 
 
+def paper_on_cpu_note(profile: str, device: str) -> bool:
+    """Before a paper-profile run that will train on the CPU, say that it takes hours and how to stop and resume it
+    (on stderr); True when the note was printed."""
+    if profile != "paper" or device not in ("auto", "cpu"):
+        return False
+    if device == "auto":
+        import torch
+
+        if torch.cuda.is_available():
+            return False
+    print("note: the paper profile on a CPU takes hours per figure (three or more on two cores for norm_scaling and "
+          "classification_kernel_gd: benchmarks/cpu_paper.md). Every stage it finishes is cached: stop it (Ctrl-C) "
+          "whenever you like and run the same command again to resume. For a run that spans machine sessions, put "
+          "the cache on a lasting disk (SOFTMAX_ICL_CACHE_DIR) and leave the computational modules unedited until "
+          "it is done (their source is part of every stage's cache key).", file=sys.stderr, flush=True)
+    return True
+
+
 def run_figure(root: Path, name: str, profile: str, params: dict, device: str, use_cache: bool, in_place: bool,
                output: Path | None, progress: bool = True) -> Path:
     """Execute one figure notebook here: into ``output`` (default ``runs/<figure>-<profile>/``), or with ``in_place``
@@ -102,6 +120,7 @@ def run_figure(root: Path, name: str, profile: str, params: dict, device: str, u
 
     resolve(name, profile, params)      # validate before any compute
     check_device(device)
+    paper_on_cpu_note(profile, device)
     job = figure_job(root, name, profile, params, device, use_cache, in_place, output)
     t = time.perf_counter()
     execute_notebook(Path(job.source), Path(job.destination), job.parameters, cwd=Path(job.cwd),
@@ -224,6 +243,8 @@ def cmd_build(args) -> int:
     in_place = args.profile == BOOK_PROFILE     # another profile never replaces the book: runs/<figure>-<profile>/
     t0 = time.perf_counter()
     if not args.skip_run:
+        if args.executor in ("serial", "local"):
+            paper_on_cpu_note(args.profile, device)
         jobs = [figure_job(root, name, args.profile, {}, device, not args.no_cache, in_place, None) for name in names]
         if not dispatch(args, root, jobs, f"build ({args.profile} profile)"):
             print("softmax-icl: a notebook failed (its previous version was kept); pages not regenerated",
