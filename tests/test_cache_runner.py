@@ -167,6 +167,35 @@ def test_runner_leaves_previous_notebook_intact_when_execution_fails(tmp_path):
     assert not list(tmp_path.glob(".*.running.ipynb"))
 
 
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM to a child process: POSIX")
+def test_a_run_stopped_by_sigterm_keeps_its_partial_notebook_and_the_good_one(tmp_path):
+    """kill / a scheduler's time limit ends a run like Ctrl-C: the destination is untouched, the partial run is kept
+    as .failed, no hidden temporary is left, and the kernel is shut down."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    src, started = tmp_path / "fig.ipynb", tmp_path / "started"
+    _notebook(src, f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(120)")
+    dest = tmp_path / "out" / "fig.ipynb"
+    dest.parent.mkdir()
+    dest.write_text("good")
+    code = ("from pathlib import Path; from softmax_icl.runner import execute_notebook; "
+            f"execute_notebook(Path({str(src)!r}), Path({str(dest)!r}), {{}}, progress_bar=False)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert started.exists(), "the notebook never started"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "SIGTERM" in err
+    assert dest.read_text() == "good"
+    assert (tmp_path / "out" / "fig.failed.ipynb").exists()
+    assert not list((tmp_path / "out").glob(".*.running.ipynb"))
+
+
 def test_training_progress_goes_to_the_status_file_not_to_stdout(tmp_path, monkeypatch, capsys):
     import torch
 

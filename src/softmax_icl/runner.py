@@ -2,7 +2,8 @@
 
 The notebook is executed into a temporary file next to its destination; only when every cell ran
 does ``os.replace`` move it into place. A failed run leaves the previous notebook untouched and
-keeps the partial execution as ``<name>.failed.ipynb`` for inspection. The cell papermill injects
+keeps the partial execution as ``<name>.failed.ipynb`` for inspection; so does a run stopped by Ctrl-C or
+by SIGTERM (``kill``, a scheduler's time limit), which ends the run like Ctrl-C. The cell papermill injects
 with the parameters is tagged ``remove-cell`` so the book does not show it.
 
 Progress: the kernel runs with training bars off, so no bar lands in the stored outputs; with
@@ -18,6 +19,7 @@ is kept.
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -70,6 +72,25 @@ def _env(**values: str):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+@contextmanager
+def _terminate_like_interrupt():
+    """While a notebook runs, SIGTERM raises KeyboardInterrupt in this (main) thread, so the run ends through the
+    same path as Ctrl-C: papermill shuts the kernel down and the partial notebook is kept as ``.failed``. Outside
+    the main thread (where Python cannot take signals) nothing changes."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"stopped by signal {signum} (SIGTERM)")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class _TrainingBar(threading.Thread):
@@ -140,7 +161,7 @@ def execute_notebook(source: Path, destination: Path, parameters: dict, cwd: Pat
     with _training_progress(progress_bar) as progress_env, _env(**{PROGRESS_ENV: "0"}, **progress_env,
                                                                  **(env or {})):
         try:
-            with tempfile.TemporaryDirectory(prefix="softmax-icl-kernel-") as sockets:
+            with _terminate_like_interrupt(), tempfile.TemporaryDirectory(prefix="softmax-icl-kernel-") as sockets:
                 papermill.execute_notebook(str(source), str(tmp), parameters=parameters, kernel_name=kernel_name,
                                            cwd=str(cwd or source.parent), progress_bar=progress_bar,
                                            kernel_manager_class=kernel_manager_class(sockets))
