@@ -30,13 +30,12 @@ _CPU_RUN = ("It was started on the book's two-core CPU on 2026-11-25 with its re
 #: Why these figures have no paper record, where more is known than :data:`DEFAULT_MISSING_REASON` says (measured
 #: step times, a run under way); a figure named here gets no cost-ratio estimate, which these measurements replace.
 MISSING_REASONS = {
-    "norm_scaling": _GPU_RAN_OUT + "On a CPU the paper run is longer than a session: timed steps put it at three "
-                    "hours or more of both cores, mostly Theorem 3.4's trained units at n = 3200 (5000 steps for "
-                    "each of d = 3, 5, 8; 0.45 to 0.87 s a step). " + _CPU_RUN,
-    "classification_kernel_gd": _GPU_RAN_OUT + "On a CPU the paper run is longer than a session: timed steps put "
-                                "it at about three hours of both cores, mostly the units at n = 100 and 200 and the "
-                                "(C, d) grid (5000 steps each; 0.47 to 0.75 s a step at n = 200 and for the grid). "
-                                + _CPU_RUN,
+    "norm_scaling": _GPU_RAN_OUT + "On the book's two-core CPU the paper run is longer than a session: about four "
+                    "hours of one core, most of it Theorem 3.4's trained units at n = 3200 (5000 steps for each of "
+                    "d = 3, 5, 8; d = 3 took 46 min and d = 5 about an hour). " + _CPU_RUN,
+    "classification_kernel_gd": _GPU_RAN_OUT + "On the book's two-core CPU the paper run is longer than a session: "
+                                "about four and a half hours of one core, most of it the units at n = 100 and 200 "
+                                "and the (C, d) grid (5000 steps each; n = 100 took 51 min). " + _CPU_RUN,
 }
 
 
