@@ -19,21 +19,19 @@ from pathlib import Path
 #: Where the paper-profile records sit, relative to the results folder.
 PAPER_SUBDIR = "paper"
 #: Why a figure has no paper record, unless the caller says more (e.g. the CPU time it would need).
-DEFAULT_MISSING_REASON = ("no record yet: the one GPU lent so far (an H100, 30 minutes of device time, 2026-11-25; "
-                          "benchmarks/gpu_h100.md) ran out of time before this figure's paper run came back, and the "
-                          "paper profile was not run on a CPU")
 _GPU_RAN_OUT = ("no record yet: the one GPU lent so far (an H100, 30 minutes of device time, 2026-11-25; "
-                "benchmarks/gpu_h100.md) ran out of time before this figure's paper run came back. ")
+                "benchmarks/gpu_h100.md) ran out of time before this figure's paper run came back")
+DEFAULT_MISSING_REASON = _GPU_RAN_OUT + ", and the paper profile was not run on a CPU"
 _CPU_RUN = ("It was started on the book's two-core CPU on 2026-11-25 with its result cache on a disk that outlives the "
             "session, so a later session resumes from the stages it finished (benchmarks/cpu_paper.md lists them "
             "with their times); on the CPU most of a paper-scale step goes to drawing fresh tasks, not to the model")
 #: Why these figures have no paper record, where more is known than :data:`DEFAULT_MISSING_REASON` says (measured
 #: step times, a run under way); a figure named here gets no cost-ratio estimate, which these measurements replace.
 MISSING_REASONS = {
-    "norm_scaling": _GPU_RAN_OUT + "On the book's two-core CPU the paper run is longer than a session: about four "
+    "norm_scaling": _GPU_RAN_OUT + ". On the book's two-core CPU the paper run is longer than a session: about four "
                     "hours of one core, most of it Theorem 3.4's trained units at n = 3200 (5000 steps for each of "
                     "d = 3, 5, 8; d = 3 took 46 min and d = 5 about an hour). " + _CPU_RUN,
-    "classification_kernel_gd": _GPU_RAN_OUT + "On the book's two-core CPU the paper run is longer than a session: "
+    "classification_kernel_gd": _GPU_RAN_OUT + ". On the book's two-core CPU the paper run is longer than a session: "
                                 "about four and a half hours of one core, most of it the units at n = 100 and 200 "
                                 "and the (C, d) grid (5000 steps each; n = 100 took 51 min). " + _CPU_RUN,
 }
