@@ -205,6 +205,31 @@ def test_prob_jacobian_matches_finite_differences():
         torch.testing.assert_close(jac[..., j], fd, rtol=1e-6, atol=1e-8)
 
 
+
+def test_stream_reads_each_seed_row_exactly_as_a_gathered_batch():
+    """ClsStream builds its tasks from per-seed draws read through ``source`` (no per-task copy of the draws): the
+    same bits as gathering each task's draws first, for every reading, padding and the class-balanced pool."""
+    dims, seeds = (12, 4, 2, 3), [11, 12]
+    configs = [dict(seed=s, reading=r, P=P, tau=0.5, k=2, C=C, d=d, n=12, n_min=0)
+               for s in (0, 1) for r, P in (("uniform", 1), ("uniform", 2), ("balanced", 1), ("clustered", 1),
+                                           ("subspace", 1)) for C, d in ((4, 3), (3, 2))]
+    for padded in (True, False):
+        cfgs = configs if padded else [c for c in configs if c["d"] == 3]
+        stream = ctasks.ClsStream(cfgs, dims, seeds, "cpu")
+        got = stream.sample(5)
+        # the reference: the same generators, each task's draws gathered per task before building it
+        gens = [torch.Generator().manual_seed(s) for s in seeds]
+        pool_gens = [torch.Generator().manual_seed(ctasks.derive_seed(s, 1)) for s in seeds]
+        raws = [ctasks.draw_raw_cls(5, 12, 4, 2, 3, g, "cpu", stream.pool, pg) for g, pg in zip(gens, pool_gens)]
+        raw = {k: torch.stack([r[k] for r in raws])[stream.g_seed] for k in raws[0]}
+        ref = ctasks.make_cls_batch(raw, stream.g_C, stream.g_P, stream.g_d, 12, reading=stream.g_code,
+                                    tau=stream.g_tau, k=stream.g_k)
+        i = stream.group_idx
+        for name in ("x_ctx", "y_ctx", "x_q", "label_q", "label_ctx", "protos"):
+            assert torch.equal(getattr(got, name), getattr(ref, name)[i]), (padded, name)
+        # every reading is present, so the check covers each branch of the builder
+        assert set(stream.g_code.tolist()) == set(ctasks.READINGS.values())
+
 # -- trainer ------------------------------------------------------------------------------------
 
 def test_a_configuration_trained_alone_matches_it_inside_the_sweep():

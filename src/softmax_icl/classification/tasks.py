@@ -56,13 +56,32 @@ def draw_raw_cls(batch: int, n: int, C_max: int, P_max: int, d_max: int, generat
     ``pool > 0`` ``zpool`` (B, pool, d_max) Gaussian candidates of the class-balanced reading (from
     ``pool_generator`` when given, so the other draws do not depend on whether a pool is drawn).
     :func:`make_cls_batch` turns them into tasks of any ``C <= C_max``, ``P <= P_max``, ``d <= d_max``."""
-    zx = torch.randn(batch, n + 1, d_max, generator=generator, device=device)
-    zp = torch.randn(batch, C_max, P_max, d_max, generator=generator, device=device)
-    zu = torch.rand(batch, n + 1, generator=generator, device=device)
-    zl = torch.rand(batch, generator=generator, device=device)
+    raw = draw_raw_cls_rows(batch, n, C_max, P_max, d_max, [generator], device, pool,
+                            None if pool_generator is None else [pool_generator])
+    return {k: v[0] for k, v in raw.items()}
+
+
+def draw_raw_cls_rows(batch: int, n: int, C_max: int, P_max: int, d_max: int, generators: list, device,
+                      pool: int = 0, pool_generators: list | None = None) -> dict:
+    """The draws of :func:`draw_raw_cls` for each generator, stacked: leading dims (S, batch), S = len(generators).
+
+    Each generator makes the same draws in the same order as :func:`draw_raw_cls` with that generator alone, into
+    its row of preallocated tensors (no per-generator tensors to stack afterwards)."""
+    S = len(generators)
+    zx = torch.empty(S, batch, n + 1, d_max, device=device)
+    zp = torch.empty(S, batch, C_max, P_max, d_max, device=device)
+    zu, zl = torch.empty(S, batch, n + 1, device=device), torch.empty(S, batch, device=device)
+    for r, g in enumerate(generators):
+        torch.randn(batch, n + 1, d_max, generator=g, out=zx[r])
+        torch.randn(batch, C_max, P_max, d_max, generator=g, out=zp[r])
+        torch.rand(batch, n + 1, generator=g, out=zu[r])
+        torch.rand(batch, generator=g, out=zl[r])
     out = {"zx": zx, "zp": zp, "zu": zu, "zl": zl}
     if pool:
-        out["zpool"] = torch.randn(batch, pool, d_max, generator=pool_generator or generator, device=device)
+        zpool = torch.empty(S, batch, pool, d_max, device=device)
+        for r, g in enumerate(pool_generators or generators):
+            torch.randn(batch, pool, d_max, generator=g, out=zpool[r])
+        out["zpool"] = zpool
     return out
 
 
@@ -147,6 +166,7 @@ class BatchPlan:
     mask_classes: bool               # some configuration uses C < C_max
     drawn: torch.Tensor | None       # rows whose class is drawn first (balanced, clustered)
     balanced: torch.Tensor | None    # positions, within ``drawn``, of the balanced rows
+    clustered: torch.Tensor | None   # positions, within ``drawn``, of the clustered rows
     pool_rows: torch.Tensor | None   # the balanced rows themselves (the rows that read a candidate pool)
     argmax_rows: torch.Tensor | None  # rows labelled by the argmax (uniform, subspace); None: every row
     n: torch.Tensor                  # (K,) context lengths
@@ -166,10 +186,11 @@ class BatchPlan:
         Cm, Pm, dm = dims
         drawn = [i for i, c in enumerate(code) if c in (READINGS["balanced"], READINGS["clustered"])]
         bal = [j for j, i in enumerate(drawn) if code[i] == READINGS["balanced"]]
+        clu = [j for j, i in enumerate(drawn) if code[i] == READINGS["clustered"]]
         idx = lambda v: torch.tensor(v, dtype=torch.long, device=device) if v else None  # noqa: E731
         return cls(pad_d=any(x < dm for x in d), subspace=READINGS["subspace"] in code,
                    mask_scores=any(x < Pm for x in P) or any(x < Cm for x in C), mask_classes=any(x < Cm for x in C),
-                   drawn=idx(drawn), balanced=idx(bal), pool_rows=idx([drawn[j] for j in bal]),
+                   drawn=idx(drawn), balanced=idx(bal), clustered=idx(clu), pool_rows=idx([drawn[j] for j in bal]),
                    argmax_rows=idx([i for i in range(K) if i not in drawn]) if drawn else None,
                    n=torch.tensor(n, device=device),
                    n_min=torch.tensor(n_min, device=device) if any(x > 0 for x in n_min) else None,
@@ -177,8 +198,11 @@ class BatchPlan:
 
 
 def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau=None, k=None,
-                   n_min=None, plan: BatchPlan | None = None) -> ClsBatch:
-    """Tasks from raw draws already gathered per configuration (leading dims (K, B)).
+                   n_min=None, plan: BatchPlan | None = None, source: torch.Tensor | None = None) -> ClsBatch:
+    """Tasks from raw draws gathered per configuration (leading dims (K, B)), or, with ``source`` (K,), from raw
+    draws per seed (leading dims (S, B)) of which configuration ``i`` reads row ``source[i]`` (the candidate pool
+    is then given for the balanced configurations alone, as below): the rows are read where they are used, not
+    copied per configuration first.
 
     ``C``, ``P``, ``d``, ``n``: ints or (K,) tensors, each at most the raw draws' size; ``reading`` (codes of
     :data:`READINGS`, default uniform), ``tau`` (clustered spread), ``k`` (subspace dimension) and ``n_min``
@@ -194,8 +218,12 @@ def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau
       the label is ``k``;
     * subspace: as uniform, with the class vectors in the span of the first ``k`` coordinates.
     """
-    zx, zp = raw["zx"].to(dtype), raw["zp"].to(dtype)
-    K, B, n1, dm = zx.shape
+    zx, zp, zu, zl = raw["zx"].to(dtype), raw["zp"].to(dtype), raw["zu"], raw["zl"]
+    if source is not None:
+        zp, zu, zl = zp[source], zu[source], zl[source]
+        if plan is None or plan.pad_d:                         # padding scales every row's inputs: copy them here
+            zx, source = zx[source], None
+    K, B, n1, dm = zp.shape[0], zx.shape[1], zx.shape[2], zx.shape[3]
     Cm, Pm = zp.shape[2], zp.shape[3]
     dev = zx.device
     n_ctx = n1 - 1
@@ -204,6 +232,11 @@ def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau
     if plan is None:
         plan = BatchPlan.of(code, C, P, d, _as_col(n, K, dev), n_min, (Cm, Pm, dm), n_ctx, dev)
     ar = torch.arange(dm, device=dev).view(1, -1)
+
+    def zx_rows(rows):
+        """Inputs of configurations ``rows`` (from the seed rows they read when ``source`` is given)."""
+        return zx[rows] if source is None else zx[source[rows]]
+
     zpool = raw.get("zpool")
     if zpool is not None and plan.pool_rows is not None:
         zpool = zpool.to(dtype)
@@ -231,42 +264,50 @@ def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau
     # draw their class first (those get their inputs and labels below)
     arg = plan.argmax_rows
     if arg is None:
-        x = _normalise(zx)
+        x = _normalise(zx if source is None else zx[source])
         lab = torch.div(_masked_scores(x, pr.flatten(2, 3), keep, dtype).argmax(-1), Pm, rounding_mode="floor")
     else:
-        x = zx.new_empty(zx.shape)
+        x = zx.new_empty(K, B, n1, dm)
         lab = torch.empty(K, B, n1, dtype=torch.long, device=dev)
         if arg.numel():
-            xa = _normalise(zx[arg])
+            xa = _normalise(zx_rows(arg))
             sc = _masked_scores(xa, pr[arg].flatten(2, 3), None if keep is None else keep[arg], dtype)
             x[arg] = xa
             lab[arg] = torch.div(sc.argmax(-1), Pm, rounding_mode="floor")                # owner class
     if plan.drawn is not None:
         rows = plan.drawn
-        kc = torch.floor(raw["zu"][rows].to(torch.float64) * C[rows].view(-1, 1, 1)).long()
+        kc = torch.floor(zu[rows].to(torch.float64) * C[rows].view(-1, 1, 1)).long()
         kc = torch.minimum(kc, (C[rows] - 1).view(-1, 1, 1))                                 # (K', B, n+1)
         cv = pr[rows][:, :, :, 0]                                                          # class vectors (K', B, Cm, dm)
-        t = _as_col(0.0 if tau is None else tau, K, dev, dtype)[rows].view(-1, 1, 1, 1)
-        cx = cv.gather(2, kc.unsqueeze(-1).expand(*kc.shape, dm))
-        x_clu = _normalise(cx + t * zx[rows] / d[rows].to(dtype).sqrt().view(-1, 1, 1, 1))
-        xr, lr = x_clu, kc
+        lab[rows] = kc
+        clu = plan.clustered
+        if clu is not None:                       # clustered: around the class vector of the drawn class
+            r = rows[clu]
+            t = _as_col(0.0 if tau is None else tau, K, dev, dtype)[r].view(-1, 1, 1, 1)
+            kcc = kc[clu]
+            cx = cv[clu].gather(2, kcc.unsqueeze(-1).expand(*kcc.shape, dm))
+            z = zx_rows(r)                        # a copy: the arithmetic below runs in place, in the order of
+            z = z.mul_(t).div_(d[r].to(dtype).sqrt().view(-1, 1, 1, 1)).add_(cx)  # cx + t * z / sqrt(d)
+            x[r] = z.div_(z.norm(dim=-1, keepdim=True).clamp_min(1e-30))          # _normalise(z)
         bal = plan.balanced
-        if bal is not None:
+        if bal is not None:                       # balanced: a candidate of the drawn class
             if zpool is None:
                 raise ValueError("the class-balanced reading needs raw draws with a pool (draw_raw_cls(pool=...))")
             kb = None if keep is None else cmask[rows][bal]
             x_bal, l_bal = _balanced_draw(zpool, cv[bal], kb, kc[bal], dtype)
-            xr = xr.clone()
-            lr = lr.clone()
-            xr[bal] = x_bal
-            lr[bal] = l_bal
-        x[rows] = xr
-        lab[rows] = lr
-    y = torch.nn.functional.one_hot(lab[:, :, :n_ctx], Cm).to(dtype)
-    ctx_mask = _context_mask(plan, raw["zl"], n_ctx)
+            x[rows[bal]] = x_bal
+            lab[rows[bal]] = l_bal
+    y = _one_hot(lab[:, :, :n_ctx], Cm, dtype)
+    ctx_mask = _context_mask(plan, zl, n_ctx)
     class_mask = cmask.view(K, 1, Cm) if plan.mask_classes else None
     return ClsBatch(x[:, :, :n_ctx], y, x[:, :, n_ctx], lab[:, :, n_ctx], lab[:, :, :n_ctx], ctx_mask, class_mask,
                     pr)
+
+
+def _one_hot(lab: torch.Tensor, m: int, dtype) -> torch.Tensor:
+    """``one_hot(lab, m).to(dtype)`` for labels known to lie in ``0..m-1``, without its range check over every label
+    (a pass over the labels and a device sync; three times slower on the CPU)."""
+    return (lab.unsqueeze(-1) == torch.arange(m, device=lab.device)).to(dtype)
 
 
 def _context_mask(plan: BatchPlan, zl: torch.Tensor, n_ctx: int):
@@ -327,20 +368,21 @@ class ClsStream:
         self.g_plan = BatchPlan.of([u[1] for u in uniq], [u[5] for u in uniq], [u[2] for u in uniq],
                                    [u[6] for u in uniq], [self.n_max], None, dims3, self.n_max, self.device)
         self.pool_seed = None if self.g_plan.pool_rows is None else self.g_seed[self.g_plan.pool_rows]
+        self.pool_in_order = self.pool_seed is not None and self.pool_seed.tolist() == list(range(len(seeds)))
         self.plan = BatchPlan.of([0], [self.C_max], [self.P_max], [self.d_max], [c["n"] for c in configs],
                                  [c.get("n_min", 0) for c in configs], dims3, self.n_max, self.device)
 
     def sample(self, batch_size: int) -> ClsBatch:
-        raws = [draw_raw_cls(batch_size, self.n_max, self.C_max, self.P_max, self.d_max, g, self.device, self.pool, pg)
-                for g, pg in zip(self.gens, self.pool_gens)]
-        # raw draws per distinct task; the large candidate pool only for the class-balanced tasks
-        raw = {key: torch.stack([r[key] for r in raws])[self.g_seed if key != "zpool" else self.pool_seed]
-               for key in raws[0]}
+        raw = draw_raw_cls_rows(batch_size, self.n_max, self.C_max, self.P_max, self.d_max, self.gens, self.device,
+                                self.pool, self.pool_gens)
+        # tasks per distinct (seed, task), each reading its seed's row of the draws; the large candidate pool only
+        # for the class-balanced tasks (copied only when they do not read every seed's pool in order)
+        if "zpool" in raw and not self.pool_in_order:
+            raw["zpool"] = raw["zpool"][self.pool_seed]
         g = make_cls_batch(raw, self.g_C, self.g_P, self.g_d, self.g_plan.n, self.dtype, reading=self.g_code,
-                           tau=self.g_tau, k=self.g_k, plan=self.g_plan)
+                           tau=self.g_tau, k=self.g_k, plan=self.g_plan, source=self.g_seed)
         i = self.group_idx
-        zl = torch.stack([r["zl"] for r in raws])[self.g_seed][i]
-        ctx_mask = _context_mask(self.plan, zl, self.n_max)
+        ctx_mask = _context_mask(self.plan, raw["zl"][self.g_seed[i]], self.n_max)
         return ClsBatch(g.x_ctx[i], g.y_ctx[i], g.x_q[i], g.label_q[i], g.label_ctx[i], ctx_mask,
                         None if g.class_mask is None else g.class_mask[i], g.protos[i])
 
