@@ -5,7 +5,10 @@ completes. Its training stages are independent programs (each with its own seeds
 be trained apart from the notebook -- e.g. on an idle core while the notebook trains an earlier stage -- into the
 same cache entries the notebook will read: the key is computed here exactly as the notebook computes it
 (:meth:`softmax_icl.records.Run.cached`: figure, stage tag, the sweep's settings, the device, the code fingerprint).
-Only for figures whose ``sweeps`` module has ``sweeps(cfg)`` (norm_scaling, classification_kernel_gd).
+Only for figures whose ``sweeps`` module has ``sweeps(cfg)`` (norm_scaling, classification_kernel_gd). Stages that
+depend on the configuration alone (norm_scaling's ``theorem34_scan``, no trained unit) can be computed apart too:
+they are named here as stages, computed through the notebook's own ``Run`` (so under its key), and listed only as
+such (their key is built inside the figure's code).
 
 Usage:
     python tools/paper_stages.py FIGURE [--profile paper] [--device cpu]            # list: cached or not, and time
@@ -23,7 +26,11 @@ import sys
 
 from softmax_icl.base import cache_dir, resolve_device
 from softmax_icl.cache import cache_key, cached
+from softmax_icl.records import Run
 from softmax_icl.registry import FIGURES, resolve
+
+#: Stages computed from the configuration alone, by figure: tag -> (module, function of the notebook's Run).
+CONFIG_STAGES = {"norm_scaling": {"theorem34_scan": ("softmax_icl.figures.norm_scaling.theorem34", "scans")}}
 
 
 def stages(figure: str, profile: str) -> dict:
@@ -48,9 +55,10 @@ def main() -> int:
     args = ap.parse_args()
     device = resolve_device(args.device)
     table = stages(args.figure, args.profile)
-    unknown = sorted(set(args.train or []) - set(table))
+    scans = CONFIG_STAGES.get(args.figure, {})
+    unknown = sorted(set(args.train or []) - set(table) - set(scans))
     if unknown:
-        sys.exit(f"stage(s) {', '.join(unknown)} not among {args.figure}'s: {', '.join(table)}")
+        sys.exit(f"stage(s) {', '.join(unknown)} not among {args.figure}'s: {', '.join([*table, *scans])}")
     print(f"{args.figure}, {args.profile} profile, device {device}, cache {cache_dir()}")
     for tag, (sw, train) in table.items():
         key = cache_key(f"{args.figure}-{tag}", sw.to_dict(), str(device), args.figure)
@@ -66,6 +74,14 @@ def main() -> int:
             print(f"  {tag}: cached ({m.get('seconds', 0):.0f} s, {m.get('computed_at', '?')})")
         else:
             print(f"  {tag}: not cached")
+    for tag, (module, name) in scans.items():
+        if args.train and tag in args.train:
+            run = Run(args.figure, args.profile, str(device))
+            getattr(importlib.import_module(module), name)(run)
+            print(f"  {tag}: {'was cached' if run.cache_hits[tag] else 'computed'} "
+                  f"({run.compute_seconds.get(tag) or 0:.0f} s)", flush=True)
+        else:
+            print(f"  {tag}: computed from the configuration alone (--train {tag} computes it, or finds it cached)")
     return 0
 
 
