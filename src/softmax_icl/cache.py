@@ -128,7 +128,8 @@ def cached(tag: str, config: dict, device: str, compute: Callable[[], Any], use_
     ``figure`` narrows the code fingerprint to that figure's code (:func:`compute_files`). With ``use_cache=False``
     the cache is neither read nor written. Beside each entry, ``<key>.meta.json`` keeps how long its computation
     took and when, so a run that reads it (a resumed paper run) can still say what the computation cost; ``info``,
-    when given, receives ``seconds`` (None for an entry that predates this) and ``computed_at``.
+    when given, receives ``seconds`` (None for an entry that predates this) and ``computed_at``, and ``parts`` for an
+    entry assembled from parts trained apart.
     """
     info = {} if info is None else info
     path = cache_dir() / f"{cache_key(tag, config, device, figure)}.pkl" if use_cache else None
@@ -144,6 +145,8 @@ def cached(tag: str, config: dict, device: str, compute: Callable[[], Any], use_
             except (OSError, ValueError):
                 meta = {}
             info.update(seconds=meta.get("seconds"), computed_at=meta.get("computed_at"))
+            if meta.get("parts"):            # assembled from parts trained apart (tools/paper_stages.py --part)
+                info["parts"] = meta["parts"]
             return value, True
     t0 = time.perf_counter()
     value = compute()

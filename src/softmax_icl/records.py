@@ -184,6 +184,8 @@ class Run:
         self.cache_hits: dict[str, bool] = {}
         #: per cached stage, how long its computation took (on a hit: when it was computed; None if not recorded)
         self.compute_seconds: dict[str, float | None] = {}
+        #: cached stages assembled from parts trained apart (``tools/paper_stages.py --part``): tag -> parts
+        self.trained_in_parts: dict[str, int] = {}
         self._t0 = time.perf_counter()
         self.revision = git_revision()     # the code this run loaded: read now, not when the record is written
         torch.manual_seed(0)  # nothing should use the global generator; make it deterministic if something does
@@ -253,6 +255,8 @@ class Run:
             value, hit = cached(f"{self.figure}-{tag}", config, str(self.device), compute, self.use_cache,
                                figure=self.figure, info=info)
         self.cache_hits[tag] = hit
+        if info.get("parts"):
+            self.trained_in_parts[tag] = int(info["parts"])
         seconds = info.get("seconds")
         if seconds is None:   # an entry from before the cache kept times: trained results carry their own
             seconds = (getattr(value, "timings", None) or {}).get("train_seconds")
@@ -311,6 +315,7 @@ class Run:
             "claims": [asdict(c) for c in self.claims], "key_numbers": self.numbers,
             "provenance": self.provenance(), "timings": {k: round(v, 2) for k, v in self.timings.items()},
             "cache_hits": self.cache_hits, "compute_seconds": self.compute_seconds,
+            **({"trained_in_parts": self.trained_in_parts} if self.trained_in_parts else {}),
         }
         path = self.output_dir / "results" / f"{self.figure}.json"
         atomic_write_bytes(path, (json.dumps(rec, indent=2, sort_keys=False) + "\n").encode())
