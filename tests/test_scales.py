@@ -145,6 +145,8 @@ def test_a_run_read_from_the_cache_says_so_and_gives_no_estimate(tmp_path):
     _write(res / "generalization.json", rec)
     assert cache_note(rec) == " (2 of 3 stages read from the result cache)"
     assert cache_note({**rec, "cache_hits": {"train": False}}) == "" and cache_note({}) == ""
+    assert cache_note({**rec, "trained_in_parts": {"train": 5}}) == (
+        " (2 of 3 stages read from the result cache; `train` trained in 5 parts by seed)")
     page = scales_markdown(res, figures=["generalization"])
     assert "times the work" not in page and "with 2 of 3 stages read from the result cache, so it gives no " \
         "estimate" in page

@@ -134,6 +134,9 @@ def cache_note(record: dict) -> str:
     took = [(record.get("compute_seconds") or {}).get(tag) for tag in record.get("cache_hits", {})]
     if took and all(t is not None for t in took):
         cached += f"; computing its {len(took)} stages took {sum(took):.0f} s"
+    parts = record.get("trained_in_parts") or {}
+    if parts:
+        cached += "; " + ", ".join(f"`{tag}` trained in {p} parts by seed" for tag, p in parts.items())
     return f" ({cached})"
 
 
