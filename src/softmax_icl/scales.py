@@ -23,22 +23,19 @@ _GPU_RAN_OUT = ("no record yet: the one GPU lent so far (an H100, 30 minutes of 
                 "benchmarks/gpu_h100.md) ran out of time before this figure's paper run came back")
 DEFAULT_MISSING_REASON = _GPU_RAN_OUT + ", and the paper profile was not run on a CPU"
 _CPU_RUN = ("Its stages are trained on the book's two-core CPU into a result cache on the workspace disk, one "
-            "single-thread process per core (tools/paper_stages.py); the stages trained in one session of 2026-11-25 "
-            "were lost when that session's machine was shut down, and the next session's two cores did not suffice "
-            "for all of them either (benchmarks/cpu_paper.md lists every stage with its time); on the CPU most of a "
-            "paper-scale step goes to drawing fresh tasks, not to the model")
+            "single-thread process per core, a long stage in parts by seed (tools/paper_stages.py); the stages "
+            "trained in one session of 2026-11-25 were lost when that session's machine was shut down "
+            "(benchmarks/cpu_paper.md lists every stage with its time); on the CPU most of a paper-scale step goes "
+            "to drawing fresh tasks, not to the model")
 #: Why these figures have no paper record, where more is known than :data:`DEFAULT_MISSING_REASON` says (measured
 #: step times, a run under way); a figure named here gets no cost-ratio estimate, which these measurements replace.
 MISSING_REASONS = {
-    "norm_scaling": _GPU_RAN_OUT + ". On the book's two-core CPU the paper run is about four hours of one core, most "
-                    "of it Theorem 3.4's trained units at n = 3200 (5000 steps for each of d = 3, 5, 8: d = 3 took "
-                    "46 to 63 min, d = 5 about an hour, and d = 8 needs 90 to 120 min, at 1.05 to 1.5 s a step beside "
-                    "another run), more than one session of both cores once the rest is added. " + _CPU_RUN,
-    "classification_kernel_gd": _GPU_RAN_OUT + ". On the book's two-core CPU the paper run is about four and a half "
-                                "hours of one core (measured on 2026-11-25: the units at n = 100 took 51 min and at "
-                                "n = 50 18 min; n = 200 and the (C, d) grid about 80 and over 60 min), most of it "
-                                "drawing the class-balanced reading's pools of candidates; its task sampler has since "
-                                "become 1.32 times faster with the same bits. " + _CPU_RUN,
+    "classification_kernel_gd": _GPU_RAN_OUT + ". On the book's two-core CPU the paper run is six hours of one core "
+                                "or more (measured on 2026-11-25: the units at n = 50 took 29 min, at n = 100 about an "
+                                "hour at 0.75 s a step, at n = 200 1.75 s a step, 2.4 h for its 5000 steps, and the "
+                                "(C, d) grid over an hour), most of it drawing the class-balanced reading's pools of "
+                                "candidates. Still to train: the units at n = 100 and 200 and the (C, d) grid. "
+                                + _CPU_RUN,
 }
 
 
@@ -150,7 +147,8 @@ def _run_line(label: str, record: dict) -> str:
         bits.append(f"notebook compute {float(seconds):.0f} s{cache_note(record)}")
     peak = prov.get("peak_memory_mb") or {}
     if peak:
-        bits.append("peak memory " + ", ".join(f"{k.replace('_', ' ')} {v:.0f} MB" for k, v in peak.items()))
+        whose = " of the notebook (not of the stages it read from the cache)" if _cached_stages(record) else ""
+        bits.append(f"peak memory{whose} " + ", ".join(f"{k.replace('_', ' ')} {v:.0f} MB" for k, v in peak.items()))
     if prov.get("git_revision"):
         bits.append(f"code `{prov['git_revision']}`")
     profile = record.get("profile")
