@@ -213,7 +213,7 @@ def main() -> int:
     print(f"{args.figure}, {args.profile} profile, device {device}, cache {cache_dir()}")
     for tag, (sw, train) in table.items():
         key = cache_key(f"{args.figure}-{tag}", sw.to_dict(), str(device), args.figure)
-        meta = cached_meta(args.figure, tag, sw, device)
+        meta = cache_dir() / f"{key}.meta.json"
         if args.part and tag in args.train:
             i, p = args.part
             try:
