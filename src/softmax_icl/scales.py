@@ -34,7 +34,8 @@ MISSING_REASONS = {
                                 "or more (measured on 2026-11-25: the units at n = 50 took 29 min, at n = 100 about an "
                                 "hour at 0.75 s a step, at n = 200 1.75 s a step, 2.4 h for its 5000 steps, and the "
                                 "(C, d) grid over an hour), most of it drawing the class-balanced reading's pools of "
-                                "candidates. Still to train: the units at n = 100 and 200 and the (C, d) grid. "
+                                "candidates. Trained by 2026-11-26: every stage but three of the (C, d) grid's five "
+                                "parts (about 15 min of one core each); then the notebook. "
                                 + _CPU_RUN,
 }
 
