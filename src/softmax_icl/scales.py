@@ -22,22 +22,10 @@ PAPER_SUBDIR = "paper"
 _GPU_RAN_OUT = ("no record yet: the one GPU lent so far (an H100, 30 minutes of device time, 2026-11-25; "
                 "benchmarks/gpu_h100.md) ran out of time before this figure's paper run came back")
 DEFAULT_MISSING_REASON = _GPU_RAN_OUT + ", and the paper profile was not run on a CPU"
-_CPU_RUN = ("Its stages are trained on the book's two-core CPU into a result cache on the workspace disk, one "
-            "single-thread process per core, a long stage in parts by seed (tools/paper_stages.py); the stages "
-            "trained in one session of 2026-11-25 were lost when that session's machine was shut down "
-            "(benchmarks/cpu_paper.md lists every stage with its time); on the CPU most of a paper-scale step goes "
-            "to drawing fresh tasks, not to the model")
 #: Why these figures have no paper record, where more is known than :data:`DEFAULT_MISSING_REASON` says (measured
 #: step times, a run under way); a figure named here gets no cost-ratio estimate, which these measurements replace.
-MISSING_REASONS = {
-    "classification_kernel_gd": _GPU_RAN_OUT + ". On the book's two-core CPU the paper run is six hours of one core "
-                                "or more (measured on 2026-11-25: the units at n = 50 took 29 min, at n = 100 about an "
-                                "hour at 0.75 s a step, at n = 200 1.75 s a step, 2.4 h for its 5000 steps, and the "
-                                "(C, d) grid over an hour), most of it drawing the class-balanced reading's pools of "
-                                "candidates. Trained by 2026-11-26: every stage but three of the (C, d) grid's five "
-                                "parts (about 15 min of one core each); then the notebook. "
-                                + _CPU_RUN,
-}
+#: Empty since 2026-11-26, when the last figure (classification_kernel_gd) got its paper record on the CPU.
+MISSING_REASONS: dict[str, str] = {}
 
 
 #: What a figure's training cost grows with (where it has them): the training length (the largest growth among its
