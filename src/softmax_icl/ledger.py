@@ -1,0 +1,252 @@
+"""The claims ledger (``book/claims.yml``): the papers' statements in their authors' words, and the checks that test
+them.
+
+Each entry quotes one statement of the authors verbatim and names the checks of kind *claim* that test it (or, for a
+statement whose test turns on a setting the sources leave open, one list of checks per reading). This module loads
+the ledger, knows which parts of the source files hold the authors' own words (``sources/papers/SOURCES.md``), and
+turns the checks' verdicts into an entry's verdict:
+
+* **not reproduced**: a check fails in the committed run and in every fresh seed set of the audit;
+* **inconclusive**: otherwise, a check's verdict differs between seed sets;
+* **reproduced**: otherwise (every check passes, in every seed set);
+* **depends on an unspecified setting**: a map entry whose readings' verdicts differ (when they agree, their common
+  verdict).
+
+The layer is a bottom one: it imports nothing from the package, so records, pages and tests can all use it.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The ledger file of the checkout this package was installed from.
+LEDGER_PATH = ROOT / "book" / "claims.yml"
+#: The copy of the source material kept with the code (the master is the project's shared/papers/).
+SOURCES_DIR = ROOT / "sources" / "papers"
+
+REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, DEPENDS = ("reproduced", "not reproduced", "inconclusive",
+                                                     "depends on an unspecified setting")
+#: The headline's categories, in the order it lists them.
+CATEGORIES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, DEPENDS)
+
+
+@dataclass(frozen=True)
+class Quote:
+    file: str
+    section: str
+    quote: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One statement of the authors: see the header of ``book/claims.yml`` for every field."""
+
+    id: str
+    paper: str
+    source: Quote
+    claim: str
+    figure: dict
+    scope: str
+    checks: tuple = ()                           # "chapter/check-id"
+    readings: dict = field(default_factory=dict)  # reading -> tuple of "chapter/check-id"
+    setting: str = ""                            # the unspecified setting a map entry's readings vary
+    baselines: tuple = ()
+    beyond: tuple = ()
+    also: tuple = ()                             # more Quotes that say the same
+
+    @property
+    def chapter(self) -> str:
+        return self.figure.get("chapter", "")
+
+    @property
+    def anchor(self) -> str:
+        """The MyST label, in the chapter, of the paragraph that explains this entry's verdict."""
+        return f"claim-{self.id}"
+
+    @property
+    def is_map(self) -> bool:
+        return bool(self.readings)
+
+    def all_checks(self) -> tuple:
+        """Every check of kind claim that tests this entry (a map's over all its readings)."""
+        if self.is_map:
+            return tuple(c for cs in self.readings.values() for c in cs)
+        return self.checks
+
+
+@dataclass(frozen=True)
+class Ledger:
+    papers: dict
+    entries: tuple
+    not_counted: tuple
+
+    def by_id(self, eid: str) -> Entry:
+        for e in self.entries:
+            if e.id == eid:
+                return e
+        raise KeyError(f"no ledger entry {eid!r}; entries: {', '.join(e.id for e in self.entries)}")
+
+    def entry_of_check(self, chapter: str, check_id: str) -> Entry | None:
+        """The entry whose checks (or readings) name ``chapter/check_id``, if any."""
+        key = f"{chapter}/{check_id}"
+        for e in self.entries:
+            if key in e.all_checks():
+                return e
+        return None
+
+    def quotes(self):
+        """Every quote of the ledger (entries, their ``also`` quotes, and the statements not counted)."""
+        for e in self.entries:
+            yield e.id, e.source
+            for q in e.also:
+                yield e.id, q
+        for k, q in enumerate(self.not_counted):
+            yield f"not_counted[{k}]", q
+
+
+def _quote(d: dict) -> Quote:
+    src = d.get("source", d)
+    return Quote(str(src["file"]), str(src.get("section", "")), str(d["quote"]))
+
+
+@functools.lru_cache(maxsize=4)
+def load(path: str | Path | None = None) -> Ledger:
+    """Read and validate the ledger (default: ``book/claims.yml`` of this checkout)."""
+    path = Path(path or LEDGER_PATH)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    entries, seen = [], set()
+    for raw in data["claims"]:
+        if raw["id"] in seen:
+            raise ValueError(f"{path}: ledger entry {raw['id']!r} appears twice")
+        seen.add(raw["id"])
+        if raw["paper"] not in data["papers"]:
+            raise ValueError(f"{path}: entry {raw['id']!r} names paper {raw['paper']!r}; allowed: "
+                             f"{', '.join(data['papers'])}")
+        if bool(raw.get("checks")) == bool(raw.get("readings")):
+            raise ValueError(f"{path}: entry {raw['id']!r} must have either 'checks' or 'readings'")
+        entries.append(Entry(
+            id=raw["id"], paper=raw["paper"], source=_quote(raw), claim=" ".join(str(raw["claim"]).split()),
+            figure=dict(raw["figure"]), scope=" ".join(str(raw["scope"]).split()),
+            checks=tuple(raw.get("checks") or ()),
+            readings={k: tuple(v) for k, v in (raw.get("readings") or {}).items()},
+            setting=str(raw.get("setting", "")), baselines=tuple(raw.get("baselines") or ()),
+            beyond=tuple(raw.get("beyond") or ()), also=tuple(_quote(q) for q in raw.get("also") or ())))
+    keys = [c for e in entries for c in e.all_checks()]
+    dup = sorted({c for c in keys if keys.count(c) > 1})
+    if dup:
+        raise ValueError(f"{path}: checks named by more than one entry: {', '.join(dup)}")
+    return Ledger(papers=dict(data["papers"]), entries=tuple(entries),
+                  not_counted=tuple(_quote(q) for q in data.get("not_counted") or ()))
+
+
+# -- the authors' own words ----------------------------------------------------------------------------------
+
+#: Files whose every line is the authors' (SOURCES.md).
+ALL_AUTHORS = ("collins2024_abstract.md", "collins2024_talk_slides.md")
+#: Markers of the rebuttal file: an authors' reply runs from AUTHOR_REPLY to the next of the others.
+AUTHOR_REPLY = "作者回复"
+OTHER_BLOCKS = ("评论", "审稿意见", "最终决定")
+
+
+def _rebuttal_replies(text: str) -> str:
+    """The authors' replies of the review file (reviews, comments and the meta-review are not theirs)."""
+    out, inside = [], False
+    for line in text.splitlines():
+        tag = line.strip()
+        if tag == AUTHOR_REPLY:
+            inside = True
+        elif tag in OTHER_BLOCKS:
+            inside = False
+        elif inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _paper2_authors(text: str) -> str:
+    """The title, the Abstract, the statement of Proposition 3.1 and the figure captions of the paper-2 summary page
+    (its TL;DRs and the page's own text are machine-written)."""
+    lines = text.splitlines()
+    out = [ln for ln in lines[:6] if ln.startswith("Softmax")]                         # the title
+    for k, ln in enumerate(lines):
+        if ln.strip() == "Abstract" and k + 2 < len(lines):
+            out.append(lines[k + 2])
+        if ln.strip() == "Proposition 3.1" and k + 2 < len(lines):
+            out.append(lines[k + 2])
+        m = re.match(r"\s*[*•]\s+Figure \d+:\s*(.*)", ln)
+        if m:
+            out.append(m.group(1))
+    return "\n".join(out)
+
+
+def authors_words(papers_dir: str | Path | None = None) -> dict[str, str]:
+    """File name -> the text in it that is the authors' own words (SOURCES.md: secondary text left out)."""
+    d = Path(papers_dir or SOURCES_DIR)
+    out = {name: (d / name).read_text(encoding="utf-8") for name in ALL_AUTHORS}
+    out["collins2024_reviews_and_rebuttal.md"] = _rebuttal_replies(
+        (d / "collins2024_reviews_and_rebuttal.md").read_text(encoding="utf-8"))
+    out["dragutinovic2025_overview.md"] = _paper2_authors((d / "dragutinovic2025_overview.md").read_text(encoding="utf-8"))
+    return out
+
+
+def normalise(text: str) -> str:
+    """Whitespace collapsed, markdown emphasis (``*``, ``_``) and quote marks dropped, lower case: how a quote is
+    compared with its source (line breaks and bold type are not part of a sentence)."""
+    return re.sub(r"\s+", " ", re.sub(r"[*_`“”\"'’‘>]", "", text)).strip().lower()
+
+
+def quote_found(q: Quote, words: dict[str, str]) -> bool:
+    """Whether quote ``q`` occurs verbatim in the authors' words of its file."""
+    return q.file in words and normalise(q.quote) in normalise(words[q.file])
+
+
+# -- verdicts -------------------------------------------------------------------------------------------------
+
+def check_status(passed: bool, audit_sets: list[bool] | None) -> str:
+    """One check: PASS/FAIL in the committed run and, where audited, in every fresh seed set."""
+    verdicts = [bool(passed), *(audit_sets or [])]
+    if all(verdicts):
+        return REPRODUCED
+    if not any(verdicts):
+        return NOT_REPRODUCED
+    return INCONCLUSIVE
+
+
+def combine(statuses: list[str]) -> str:
+    """An entry (or a reading) from its checks' statuses: a robust failure wins, then disagreement between seeds."""
+    if not statuses:
+        raise ValueError("an entry with no check has no verdict")
+    if NOT_REPRODUCED in statuses:
+        return NOT_REPRODUCED
+    if INCONCLUSIVE in statuses:
+        return INCONCLUSIVE
+    return REPRODUCED
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """An entry's verdict at one scale, with the statuses it was combined from (per check, or per reading)."""
+
+    status: str
+    parts: dict                       # check key or reading -> status
+    missing: tuple = ()               # checks the records do not hold (the verdict is then None)
+
+
+def verdict(entry: Entry, status_of: dict[str, str]) -> Verdict | None:
+    """``status_of``: "chapter/check-id" -> status (:func:`check_status`). None when a check has no record."""
+    missing = tuple(c for c in entry.all_checks() if c not in status_of)
+    if missing:
+        return Verdict("", {}, missing)
+    if not entry.is_map:
+        parts = {c: status_of[c] for c in entry.checks}
+        return Verdict(combine(list(parts.values())), parts)
+    parts = {r: combine([status_of[c] for c in cs]) for r, cs in entry.readings.items()}
+    definite = {s for s in parts.values() if s != INCONCLUSIVE}
+    if len(definite) > 1:
+        return Verdict(DEPENDS, parts)
+    return Verdict(combine(list(parts.values())), parts)

@@ -1,0 +1,94 @@
+"""The claims ledger (book/claims.yml): every quote is the authors' own words, verbatim; the entries are well formed;
+verdicts combine as the ledger's header says."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from softmax_icl import ledger as lg
+
+SHARED = lg.ROOT.parent / "shared" / "papers"
+
+
+def test_every_quote_is_the_authors_verbatim():
+    """Each quote (entries, their 'also' quotes, statements not counted) occurs in the part of its source file that
+    holds the authors' own words (SOURCES.md): never in a machine-written summary or a review."""
+    words = lg.authors_words()
+    missing = [f"{eid}: {q.file}: {q.quote[:70]!r}" for eid, q in lg.load().quotes() if not lg.quote_found(q, words)]
+    assert not missing, "quotes not found verbatim in the authors' words:\n" + "\n".join(missing)
+
+
+def test_secondary_text_is_not_the_authors():
+    """The extraction leaves out what SOURCES.md calls secondary: a machine-written TL;DR, a reviewer's sentence, the
+    automated summary of paper 1 (so a quote taken from them would fail the test above)."""
+    words = lg.authors_words()
+    tldr = "with softmax SA leveraging a context-adaptive learning rate and meta-learned kernel shape to outperform"
+    review = "The paper is very well-written and easy to read."
+    for text in (tldr, review):
+        q = [lg.Quote(f, "", text) for f in words]
+        assert not any(lg.quote_found(x, words) for x in q), text
+    assert "collins2024_overview.md" not in words
+    # ...while the authors' parts are there
+    assert lg.quote_found(lg.Quote("collins2024_reviews_and_rebuttal.md", "", "We indeed observe this decomposition "
+                                   "empirically"), words)
+
+
+def test_sources_copy_matches_the_shared_papers():
+    """sources/papers/ is a copy of the project's shared/papers/ (where that folder is present)."""
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is not on this machine; the copy in sources/papers/ is used")
+    for f in sorted(SHARED.glob("*.md")):
+        assert (lg.SOURCES_DIR / f.name).read_text() == f.read_text(), f"sources/papers/{f.name} differs from {f}"
+
+
+def test_entries_are_well_formed():
+    led = lg.load()
+    assert len({e.id for e in led.entries}) == len(led.entries)
+    for e in led.entries:
+        assert e.all_checks(), e.id
+        assert all(c.count("/") == 1 for c in e.all_checks()), e.id
+        assert e.baselines, f"{e.id} names no baseline that must fail"
+        assert e.chapter, e.id
+        if e.is_map:
+            assert e.setting and len(e.readings) >= 2, e.id
+    # one statement, one entry: the title of paper 2 is a single entry, read several ways
+    titles = [e for e in led.entries if e.source.section == "Title"]
+    assert len(titles) == 1 and titles[0].is_map
+
+
+def test_a_check_belongs_to_one_entry(tmp_path):
+    text = lg.LEDGER_PATH.read_text().replace("checks: [low_rank/softmax-rho1-to-zero, low_rank/softmax-rho2-to-zero]",
+                                              "checks: [low_rank/softmax-rho1-to-zero, low_rank/thm44-n2-rho2]")
+    p = tmp_path / "claims.yml"
+    p.write_text(text)
+    with pytest.raises(ValueError, match="more than one entry"):
+        lg.load(p)
+
+
+@pytest.mark.parametrize("statuses, expected", [
+    ([lg.REPRODUCED, lg.REPRODUCED], lg.REPRODUCED),
+    ([lg.REPRODUCED, lg.INCONCLUSIVE], lg.INCONCLUSIVE),
+    ([lg.INCONCLUSIVE, lg.NOT_REPRODUCED], lg.NOT_REPRODUCED),
+])
+def test_combine(statuses, expected):
+    assert lg.combine(statuses) == expected
+
+
+def test_check_status_over_seed_sets():
+    assert lg.check_status(True, [True, True]) == lg.REPRODUCED
+    assert lg.check_status(False, [False, False]) == lg.NOT_REPRODUCED
+    assert lg.check_status(True, [True, False]) == lg.INCONCLUSIVE
+    assert lg.check_status(False, None) == lg.NOT_REPRODUCED
+
+
+def test_map_entry_depends_when_readings_disagree():
+    e = lg.load().by_id("softmax-ge-linear")
+    status = {c: lg.NOT_REPRODUCED for c in e.all_checks()}
+    assert lg.verdict(e, status).status == lg.NOT_REPRODUCED
+    tight = e.readings["clustered, tight"][0]
+    status[tight] = lg.REPRODUCED
+    v = lg.verdict(e, status)
+    assert v.status == lg.DEPENDS and v.parts["clustered, tight"] == lg.REPRODUCED
+    assert lg.verdict(e, {}).missing == e.all_checks()
