@@ -266,16 +266,38 @@ def test_finish_prints_verdicts_without_values_and_values_apart(tmp_path, monkey
     from softmax_icl import records
 
     run = records.Run("window_adaptation", "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
-    run.check("a-claim", "something rises", 1.23456, True, "> 1", kind="claim", source="Collins et al. Fig. 2")
+    run.check("softmax-near-oracle", "something rises", 1.23456, True, "> 1", kind="claim",
+              source="Collins et al. Fig. 2", ledger="nn-window")
     run.check("a-control", "the same against the wrong counterpart", 0.5, False, "> 1", kind="control",
-              source="beyond the papers", control_of="a-claim")
+              source="beyond the papers", control_of="softmax-near-oracle")
     text = run.finish()
     assert "1.23" not in text and "0.5" not in text
-    assert text.splitlines()[0] == "PASS  a-claim: something rises -- required > 1"
+    assert text.splitlines()[0] == "PASS  softmax-near-oracle: something rises -- required > 1"
     assert "1/1 claims hold" in text and "1/1 controls fail, as they must" in text
-    assert run.values_table().splitlines() == ["a-claim: 1.23 (required > 1)", "a-control: 0.5 (required > 1)"]
+    assert run.values_table().splitlines() == ["softmax-near-oracle: 1.23 (required > 1)",
+                                               "a-control: 0.5 (required > 1)"]
     rec = json.loads((tmp_path / "results" / "window_adaptation.json").read_text())
     assert rec["claims"][0]["value"] == 1.23456 and rec["claims"][0]["source"] == "Collins et al. Fig. 2"
+    assert rec["claims"][0]["ledger"] == "nn-window"
+
+
+def test_a_claim_check_names_the_ledger_entry_that_lists_it(tmp_path):
+    """A check of kind claim without a ledger entry, or naming an entry that does not list it, is refused before it
+    is recorded; so is a control naming an entry (it belongs to the check it controls)."""
+    from softmax_icl import records
+
+    run = records.Run("window_adaptation", "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    kw = dict(kind="claim", source="Collins et al.")
+    with pytest.raises(ValueError, match="names no ledger entry"):
+        run.check("softmax-near-oracle", "x", 1, True, "> 0", **kw)
+    with pytest.raises(ValueError, match="do not list it"):
+        run.check("softmax-near-oracle", "x", 1, True, "> 0", ledger="window-widens", **kw)
+    with pytest.raises(ValueError, match="do not list it"):
+        run.check("not-in-the-ledger", "x", 1, True, "> 0", ledger="nn-window", **kw)
+    with pytest.raises(ValueError, match="a control belongs"):
+        run.check("c", "x", 1, False, "> 0", kind="control", source="s", control_of="softmax-near-oracle",
+                  ledger="nn-window")
+    assert run.claims == []
 
 
 def test_a_plain_papermill_run_does_not_touch_the_book(tmp_path, monkeypatch):

@@ -3,7 +3,6 @@ verdicts combine as the ledger's header says."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

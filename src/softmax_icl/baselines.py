@@ -36,16 +36,26 @@ def scan_bandwidth(tests: list[dict], ns, spec: InputSpec, w_grid=DEFAULT_W_GRID
 
 
 def nadaraya_watson_oracle(tests: list[dict], ns, spec: InputSpec, w_grid=DEFAULT_W_GRID, n_tune: int = 4096,
-                           n_eval: int = 10_000, tune_seed: int = 11, eval_seed: int = 3, device="cpu"):
+                           n_eval: int = 10_000, tune_seed: int = 11, eval_seed: int = 3, device="cpu",
+                           shared: bool = False):
     """Best bandwidth per (test setting, n), tuned on ``tune_seed``, and its ICL error on ``eval_seed``.
 
-    Returns ``(w_best, error, stderr)``, each (R, N).
+    Returns ``(w_best, error, stderr)``, each (R, N). With ``shared=True`` also the *fixed-window* baseline: one
+    bandwidth per n for all R settings together, the one whose worst ratio to the per-setting best over the settings
+    is smallest on the tuning set (a window that is not adapted to the tasks, free to take its best value); then
+    returns ``(w_best, error, stderr, w_fixed (N,), error_fixed (R, N))``.
     """
     w = np.asarray(w_grid, dtype=np.float64)
-    best = scan_bandwidth(tests, ns, spec, w, n_tasks=n_tune, seed=tune_seed, device=device).argmin(0)   # (R, N)
+    scan = scan_bandwidth(tests, ns, spec, w, n_tasks=n_tune, seed=tune_seed, device=device)           # (W, R, N)
+    best = scan.argmin(0)                                                                                # (R, N)
+    fixed = (scan / scan.min(0, keepdims=True)).max(1).argmin(0)                                        # (N,)
     # errors only of the bandwidths tuned for some setting (the same numbers as evaluating the whole grid)
-    used = np.unique(best)
+    used = np.unique(np.concatenate([best.ravel(), fixed])) if shared else np.unique(best)
     err, se = icl_error_grid("softmax", nw_matrices(w, spec.d), tests, ns, spec, n_tasks=n_eval,
                              eval_seed=eval_seed, device=device, units=used)
     pick = lambda a: np.take_along_axis(a, np.searchsorted(used, best)[None], 0)[0]  # noqa: E731
-    return w[best], pick(err), pick(se)
+    if not shared:
+        return w[best], pick(err), pick(se)
+    k = np.searchsorted(used, fixed)                                                                     # (N,)
+    err_fixed = err[k, :, np.arange(len(k))].T                                                           # (R, N)
+    return w[best], pick(err), pick(se), w[fixed], err_fixed

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from . import __version__, kernels
+from . import __version__, kernels, ledger
 from .cache import cached
 from .plotting import save, use_style
 from .base import OUTPUT_DIR_ENV, atomic_write_bytes, resolve_device
@@ -127,6 +127,9 @@ class Claim:
     counterpart; ``passed`` is then whether the criterion held there, and the control does its job when it does not.
     ``anchor`` optionally names the MyST label in the chapter where the verdict is discussed (the results summary
     links a claim that is not reproduced there; without it, to the chapter).
+    ``ledger`` names the entry of the claims ledger (``book/claims.yml``, :mod:`softmax_icl.ledger`) that the check
+    tests: required for a claim (the entry must list the check), optional for a finding that pushes an entry past its
+    scope (the entry lists it under ``beyond``).
 
     One run gives one verdict, PASS or FAIL. Whether a claim of the papers is *reproduced*, *not reproduced* or
     *inconclusive* is a statement over seeds, so it is not a field of one run's check: the audit
@@ -144,6 +147,7 @@ class Claim:
     source: str = ""
     control_of: str | None = None
     anchor: str | None = None
+    ledger: str | None = None
 
     @property
     def as_expected(self) -> bool:
@@ -164,6 +168,39 @@ class Claim:
     def value_line(self) -> str:
         """The measured value against the threshold (it may differ in its last digits between machines)."""
         return f"{self.id}: {fmt(self.value)} (required {self.threshold})"
+
+
+#: The source of a baseline control: the simplest model that should not pass a claim check, run through it.
+BASELINE_SOURCE = "a baseline that must fail (claims ledger)"
+
+
+def claim_or_baseline(tag: str, cid: str, entry: str, source: str) -> dict:
+    """Keyword arguments of :meth:`Run.check` for claim ``cid`` of ledger entry ``entry`` (``tag`` empty) or, for any
+    other ``tag``, for its baseline: the same check run on a model that must fail it (a control of ``cid``)."""
+    if tag:
+        return dict(kind="control", control_of=cid, source=BASELINE_SOURCE)
+    return dict(kind="claim", ledger=entry, source=source)
+
+
+def _check_ledger(figure: str, cid: str, kind: str, entry_id: str | None) -> None:
+    """A claim names the ledger entry that lists it; a finding naming an entry is among its ``beyond``; a control
+    names none (it belongs to the check it controls)."""
+    key = f"{figure}/{cid}"
+    if kind == "control":
+        if entry_id is not None:
+            raise ValueError(f"control {cid!r} names a ledger entry; a control belongs to the check it controls")
+        return
+    if entry_id is None:
+        if kind == "claim":
+            raise ValueError(f"claim {cid!r} names no ledger entry (book/claims.yml); a check of an authors' "
+                             "statement names the entry that quotes it, anything else is a finding")
+        return
+    entry = ledger.load().by_id(entry_id)
+    listed = entry.all_checks() if kind == "claim" else entry.beyond
+    if key not in listed:
+        where = "checks/readings" if kind == "claim" else "beyond"
+        raise ValueError(f"{kind} {key!r} names ledger entry {entry_id!r}, whose {where} do not list it "
+                         f"({', '.join(listed) or 'none'})")
 
 
 class Run:
@@ -269,9 +306,10 @@ class Run:
 
     # -- results -------------------------------------------------------------------------------
     def check(self, id: str, statement: str, value: Any, passed: bool, threshold: str, *, kind: str, source: str,
-              control_of: str | None = None, anchor: str | None = None) -> Claim:
+              control_of: str | None = None, anchor: str | None = None, ledger: str | None = None) -> Claim:
         """Record one check. ``kind`` ("claim", "finding" or "control") and ``source`` (what it tests, quoted
-        briefly, or "beyond the papers") are required: SPEC Part 4 (see :class:`Claim`)."""
+        briefly, or "beyond the papers") are required: SPEC Part 4 (see :class:`Claim`). A claim names its ledger
+        entry (``ledger``), which must list it; a finding may name the entry it goes beyond."""
         if kind not in KINDS:
             raise ValueError(f"kind={kind!r} is not allowed; allowed values: {', '.join(KINDS)}")
         if not str(source).strip():
@@ -279,7 +317,8 @@ class Run:
                              "or 'beyond the papers')")
         if (kind == "control") != (control_of is not None):
             raise ValueError("a control names the check it controls (control_of), and only a control does")
-        claim = Claim(id, statement, bool(passed), _plain(value), threshold, kind, source, control_of, anchor)
+        _check_ledger(self.figure, id, kind, ledger)
+        claim = Claim(id, statement, bool(passed), _plain(value), threshold, kind, source, control_of, anchor, ledger)
         self.claims = [c for c in self.claims if c.id != id] + [claim]
         return claim
 

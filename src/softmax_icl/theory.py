@@ -412,14 +412,15 @@ def refine_minimum(w_grid, loss, log: bool = True) -> tuple[np.ndarray, np.ndarr
         y1 = np.take_along_axis(loss, jj[..., None], -1)[..., 0]
         y2 = np.take_along_axis(loss, (jj + 1)[..., None], -1)[..., 0]
         den = (x0 - x1) * (x0 - x2) * (x1 - x2)
-        a = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / den
-        bb = (x2**2 * (y0 - y1) + x1**2 * (y2 - y0) + x0**2 * (y1 - y2)) / den
-        cc = (x1 * x2 * (x1 - x2) * y0 + x2 * x0 * (x2 - x0) * y1 + x0 * x1 * (x0 - x1) * y2) / den
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):   # an infinite neighbour: no parabola
+            a = (x2 * (y1 - y0) + x1 * (y0 - y2) + x0 * (y2 - y1)) / den
+            bb = (x2**2 * (y0 - y1) + x1**2 * (y2 - y0) + x0**2 * (y1 - y2)) / den
+            cc = (x1 * x2 * (x1 - x2) * y0 + x2 * x0 * (x2 - x0) * y1 + x0 * x1 * (x0 - x1) * y2) / den
             xv = np.clip(-bb / (2 * a), x0, x2)
-        ok = inner & (a > 0)
-        w_best = np.where(ok, np.exp(xv) if log else xv, w_best)
-        l_best = np.where(ok, a * xv**2 + bb * xv + cc, l_best)
+        ok = inner & (a > 0) & np.isfinite(bb) & np.isfinite(cc)
+        with np.errstate(invalid="ignore", over="ignore"):
+            w_best = np.where(ok, np.exp(xv) if log else xv, w_best)
+            l_best = np.where(ok, a * xv**2 + bb * xv + cc, l_best)
     return w_best, l_best
 
 

@@ -92,12 +92,15 @@ def algorithm_logits(name: str, x_ctx, y_ctx, x_q, beta, rate, ctx_mask=None) ->
     return (rate.unsqueeze(-1) if rate.dim() else rate) * z
 
 
-#: beta grids of the search (``gd`` has no beta; ``linear_norm`` needs 1 + beta x^T x' > 0, so beta < 1).
+#: beta grids of the search (``gd`` has no beta). ``linear_norm`` is an ablation free to take its best parameters:
+#: beyond beta = 1 its kernel 1 + beta x^T x' takes negative values far from the query (a sharper, signed linear
+#: window), which the search may choose where it pays; where its normaliser comes near 0 the cross-entropy is large
+#: (or not finite, counted as infinite), so the search leaves that region.
 BETA_GRIDS = {
     "gd": np.array([0.0]),
     "kernel_gd": np.geomspace(0.1, 100.0, 31),
     "exp_fixed": np.geomspace(0.1, 100.0, 31),
-    "linear_norm": np.concatenate([np.geomspace(0.01, 0.8, 14), [0.9, 0.95, 0.99, 1.0]]),
+    "linear_norm": np.unique(np.concatenate([np.geomspace(0.01, 100.0, 33), [0.9, 0.95, 0.99, 1.0]])),
 }
 
 
@@ -151,7 +154,7 @@ def search_hyperparameters(name: str, batch: ClsBatch, beta_grid=None, chunk: in
         t, ce = best_rate(z, batch.label_q.unsqueeze(1), cm)
         ce_rows.append(ce)
         t_rows.append(t)
-    grid_ce = torch.cat(ce_rows, 1).cpu().numpy().astype(np.float64)                               # (K, G)
+    grid_ce = np.nan_to_num(torch.cat(ce_rows, 1).cpu().numpy().astype(np.float64), nan=np.inf)    # (K, G)
     grid_t = torch.cat(t_rows, 1).cpu().numpy().astype(np.float64)
     j = grid_ce.argmin(1)
     beta = refine_minimum(grid, grid_ce)[0] if len(grid) >= 3 else grid[j].copy()
@@ -161,7 +164,7 @@ def search_hyperparameters(name: str, batch: ClsBatch, beta_grid=None, chunk: in
                       None if batch.class_mask is None else batch.class_mask.unsqueeze(1))
     ce_ref = ce[:, 0].cpu().numpy().astype(np.float64)
     rate = t[:, 0].cpu().numpy().astype(np.float64)
-    worse = ce_ref > grid_ce.min(1)                        # keep the grid point if the refinement did not help
+    worse = ~(ce_ref <= grid_ce.min(1))                    # keep the grid point if the refinement did not help
     beta = np.where(worse, grid[j], beta)
     rate = np.where(worse, grid_t[np.arange(K), j], rate)
     return {"beta": beta, "rate": rate, "ce": np.minimum(ce_ref, grid_ce.min(1)), "grid": grid,

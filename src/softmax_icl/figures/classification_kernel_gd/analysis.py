@@ -89,11 +89,13 @@ class KernelShape:
 class Evaluation:
     main: MainEval
     readings: UnitTable
+    readings_untrained: UnitTable        # the readings' softmax units at initialisation, as model "untrained"
     extras: UnitTable
     shapes: UnitTable
     mixture: UnitTable
     algs: AlgTable
     kernel: KernelShape
+    construction: dict                   # Proposition 3.1: largest |probability difference| of the construction
     train_seconds: dict
 
 
@@ -112,12 +114,14 @@ def _eval_batch(run: Run, res: cmodels.ClsResult, n_max: int | None = None):
     return keys, ctasks.fixed_batch(sets, dims, cfg["eval_seed"], cfg["eval_contexts"], run.device)
 
 
-def _unit_table(run: Run, res: cmodels.ClsResult, test_n=None) -> UnitTable:
+def _unit_table(run: Run, res: cmodels.ClsResult, test_n=None, step: int = -1) -> UnitTable:
+    """Test CE and correctness of a programme's units (at logged step ``step``: -1 the trained units, 0 the untrained
+    ones) on their settings' fixed evaluation sets, at each unit's own length or at every length of ``test_n``."""
     n_max = None if test_n is None else max(max(test_n), res.dims[0])
     keys, batch = _eval_batch(run, res, n_max)
     idx = [keys.index(_setting_key(c)) for c in res.configs]
     codes = cmodels.model_codes(res.configs, run.device)
-    A, V = _t(res.A_history[-1], run), _t(res.WV_history[-1], run)
+    A, V = _t(res.A_history[step], run), _t(res.WV_history[step], run)
     ti = torch.tensor(idx, device=run.device)
     cm = None if batch.class_mask is None else batch.class_mask[ti]
     lengths = [[c["n"] for c in res.configs]] if test_n is None else [[n] * len(res.configs) for n in test_n]
@@ -141,6 +145,13 @@ def _concat(tables: list) -> UnitTable:
                      np.concatenate([t.correct for t in tables]))
 
 
+def _untrained_softmax(run: Run, res: cmodels.ClsResult) -> UnitTable:
+    """The softmax units of a programme at initialisation, as model "untrained" (the softmax >= linear baseline)."""
+    t = _unit_table(run, res, step=0)
+    keep = [i for i, c in enumerate(t.configs) if c["model"] == "softmax"]
+    return UnitTable(tuple(dict(t.configs[i], model="untrained") for i in keep), t.ce[keep], t.correct[keep])
+
+
 def _alg_table(run: Run, found: Search, results: dict) -> AlgTable:
     """Every algorithm at its searched hyperparameters on the evaluation sets of the readings and extras."""
     ce = {name: [None] * len(found.settings) for name in calg.ALGORITHMS}
@@ -160,6 +171,26 @@ def _alg_table(run: Run, found: Search, results: dict) -> AlgTable:
                     ce[name][i] = st["ce"][r].cpu().numpy()
                     corr[name][i] = st["correct"][r].cpu().numpy()
     return AlgTable(found.settings, {k: np.stack(v) for k, v in ce.items()}, {k: np.stack(v) for k, v in corr.items()})
+
+
+def _construction(run: Run, res: cmodels.ClsResult, found: Search) -> dict:
+    """Proposition 3.1 on the main setting's evaluation contexts: linear SA with the constructed weights
+    ((W_K^T W_Q)_xx = a I, W_V's label block b I, a = 1, b = the searched eta) against the GD step with eta = a b,
+    and (the control) against kernel GD with beta = a, gamma = a b. Largest |difference| of class probabilities."""
+    cfg = run.cfg
+    i = found.index(uniform_task(), cfg["n_main"])
+    eta = float(found.algs["gd"].rate[i])
+    batch = ctasks.fixed_batch([setting_dict(cfg, uniform_task(), cfg["n_main"])], tuple(res.dims), cfg["eval_seed"],
+                               cfg["eval_contexts"], run.device)
+    WK, WQ, WV = cmodels.construct_weights("linear", cfg["d"], cfg["C"], 1.0, eta, dtype=torch.float32)
+    A, V = (t.to(run.device)[None] for t in (WK.T @ WQ, WV))
+    lg, _ = cmodels.models_on(A, V, cmodels.model_codes([{"model": "linear"}], run.device), batch, [0])
+    p = torch.softmax(lg[0].double(), -1)
+    out = {"contexts": int(batch.x_ctx.shape[1]), "eta": eta}
+    for name, beta in (("gd", 0.0), ("kernel_gd", 1.0)):
+        ref, _ = calg.algorithm_on(name, np.array([beta]), np.array([eta]), batch)
+        out[name] = float((p - torch.softmax(ref[0].double(), -1)).abs().max())
+    return out
 
 
 def _main_eval(run: Run, res: cmodels.ClsResult, found: Search) -> MainEval:
@@ -258,14 +289,16 @@ def evaluate(run: Run, results: dict, found: Search) -> Evaluation:
         return Evaluation(
             main=_main_eval(run, results["main"], found),
             readings=_concat([_unit_table(run, r) for r in _reading_programs(results)]),
+            readings_untrained=_concat([_untrained_softmax(run, r) for r in _reading_programs(results)]),
             extras=_unit_table(run, results["extras"]),
             shapes=_unit_table(run, results["shapes"]),
             mixture=_unit_table(run, results["mixture"], test_n=cfg["mix_test_n"]),
             algs=_alg_table(run, found, results),
             kernel=_kernel_shape(run, results),
+            construction=_construction(run, results["main"], found),
             train_seconds={k: r.timings["train_seconds"] for k, r in results.items()})
 
-    key = {"train": {k: r.sweep for k, r in results.items()}, "search": {k: cfg[k] for k in ("search_contexts", "search_seed")},
+    key = {"layout": 2, "train": {k: r.sweep for k, r in results.items()}, "search": {k: cfg[k] for k in ("search_contexts", "search_seed")},
            "eval": {k: cfg[k] for k in ("eval_contexts", "align_contexts", "eval_seed", "mix_test_n", "subspace_k")}}
     return run.cached("evaluate", key, compute)
 

@@ -84,6 +84,7 @@ class LowRankAnalysis:
     oracle_wI: np.ndarray         # best M = w I
     oracle_cBB_scale: np.ndarray
     oracle_wI_scale: np.ndarray
+    untrained: np.ndarray         # (K, S) ICL error of the softmax units at initialisation (evaluation set)
     zero_curve_set: np.ndarray    # the same references on the curves' tasks
     oracle_cBB_curve_set: np.ndarray
     oracle_wI_curve_set: np.ndarray
@@ -141,6 +142,9 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> LowRankAnalysis:
             run_rows = _rows(cfg, [c["function_class"] for c in res.configs])
             out[f"{m}_final"], out[f"{m}_final_se"] = icl_error_of_matrices(m, res.M, run_rows,
                                                                             n_tasks=cfg["eval_tasks"], **ev)
+            if m == "softmax":      # the untrained units: the baseline of the softmax-vs-linear check
+                out["untrained"], _ = icl_error_of_matrices(m, res.M_history[0], run_rows,
+                                                            n_tasks=cfg["eval_tasks"], **ev)
             # every snapshot of every unit, plus this model's reference units, as rows of one evaluation
             # (so the reference lines of the curves are measured on the same tasks as the curves)
             mine = [r for r in refs if refs[r][0] == m]
@@ -153,7 +157,7 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> LowRankAnalysis:
             out[r], _ = icl_error_of_matrices(kind, Ms, rows, n_tasks=cfg["eval_tasks"], **ev)
         return out
 
-    key = {"layout": 2, "train": {m: results[m].sweep for m in MODELS}, "eval_tasks": cfg["eval_tasks"],
+    key = {"layout": 3, "train": {m: results[m].sweep for m in MODELS}, "eval_tasks": cfg["eval_tasks"],
            "curve_tasks": cfg["curve_tasks"], "eval_seed": cfg["eval_seed"], "grid": list(SCALE_GRID)}
     ev = run.cached("evaluate", key, evaluate)
     curves = {m: UnitCurves(**unit[m], curve=per_class(results[m], ev[f"{m}_curve"]),   # (T, K, S)
@@ -175,4 +179,5 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> LowRankAnalysis:
         Ma, Ml = (curves["softmax"].M[classes.index(c)] for c in ("lowrank_affine", "lowrank_linear"))
         gap = float((np.linalg.norm(Ma - Ml, axis=(-2, -1)) / np.linalg.norm(Ml, axis=(-2, -1))).max())
     return LowRankAnalysis(classes=classes, B=B, log_steps=results["softmax"].log_steps, **curves, **refs,
+                           untrained=per_class(results["softmax"], ev["untrained"]),
                            theorem=theorem, floor=floor, affine_minus_linear=gap)

@@ -11,12 +11,13 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
 from ... import theory as th
 from ...metrics import spectral_norm
 from ...records import Run
 from ...tasks import InputSpec, nonisotropic_covariance
-from ...training import SweepResult
+from ...training import Sweep, SweepProgram, SweepResult
 
 MAIN_SWEEPS = ("iso", "n", "noniso", "whitened", "full")   # the sweeps this module analyses
 SCAN_CHUNK = 512            # tasks per chunk of the Monte Carlo scans (fixed so paired evaluations share draws)
@@ -116,6 +117,8 @@ class Analysis:
     WV: np.ndarray
     trained_curves: dict      # n -> Curve (the n of the trained units)
     fits: dict = field(default_factory=dict)    # variable -> FitEntry
+    M_init: dict = field(default_factory=dict)  # sweep -> initial M (C, d, d): the untrained baselines
+    block_init: th.BlockForm | None = None      # the full-weight units at initialisation
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,13 @@ def final_M(res: SweepResult, frac: float) -> np.ndarray:
 
 def w_grid(cfg: dict) -> np.ndarray:
     return np.geomspace(cfg["w_min"], cfg["w_max"], cfg["scan_points"])
+
+
+def initial_state(res: SweepResult) -> dict:
+    """The weights a sweep's units started from (name -> (C, ...) in the order of ``res.configs``): rebuilt from the
+    sweep's init seeds, as training built them."""
+    prog = SweepProgram(Sweep(**res.sweep), torch.device("cpu"), res.configs)
+    return {k: v.detach()[prog.back].numpy() for k, v in prog.unit.state_dict().items()}
 
 
 def _spec(cfg: dict, setting: str) -> InputSpec:
@@ -296,7 +306,7 @@ def analyse(run: Run, res: dict[str, SweepResult]) -> Analysis:
     iso_sigma = np.array([c["sigma"] for c in res["iso"].configs + res["n"].configs])
     units = {key: _units(cfg, key, res[key], Ms[key], base[key], scans, iso_sigma, len(res["iso"].configs))
              for key in ("iso", "n", "noniso", "whitened", "full")}
-    fs = res["full"].final_state
+    fs, f0 = res["full"].final_state, initial_state(res["full"])
     block = th.block_form(fs["WK"], fs["WQ"], fs["WV"])
 
     # population curves w*(s) at the n of the trained units (from the ReLU rows of the isotropic scan)
@@ -310,7 +320,8 @@ def analyse(run: Run, res: dict[str, SweepResult]) -> Analysis:
         trained_curves[n] = Curve(s_grid, th.optimal_w_curve(wg, sc.bias[i] / L**2, sc.noise[i], s_grid, n),
                                   th.saturation_w(wg, sc.bias[i]))
     return Analysis(cfg, wg, scans, Ms, cov, units, block, fs["WV"], trained_curves,
-                    slope_fits(cfg, units["iso"], units["n"]))
+                    slope_fits(cfg, units["iso"], units["n"]), M_init={k: res[k].M_history[0] for k in MAIN_SWEEPS},
+                    block_init=th.block_form(f0["WK"], f0["WQ"], f0["WV"]))
 
 
 def sweep_index(u: Units, cls: str, sweep: str, cfg: dict) -> np.ndarray:
@@ -363,13 +374,21 @@ def panels(a: Analysis) -> list[tuple[str, str]]:
     return [(key, cls) for key in ("iso", "noniso") for cls in a.cfg["classes"]]
 
 
-def L_trend(a: Analysis, key: str, cls: str) -> LTrend:
+def untrained(a: Analysis, key: str) -> tuple[np.ndarray, np.ndarray]:
+    """||M||_2 and the best multiple w of the window's base of a sweep's units at initialisation."""
+    M0 = a.M_init[key]
+    base = np.eye(M0.shape[-1]) if key in ("iso", "n", "full") else th.window_base(M0.shape[-1], "nonisotropic")
+    return spectral_norm(M0), th.best_multiple(M0, base)[0]
+
+
+def L_trend(a: Analysis, key: str, cls: str, initial: bool = False) -> LTrend:
     """Seed-mean final ||M||_2 over the L sweep of one panel, its population counterpart and the regime boundary:
-    the first L at which the population-optimal ||M*||_2 reaches ``regime_saturation`` of its maximum."""
+    the first L at which the population-optimal ||M*||_2 reaches ``regime_saturation`` of its maximum. With
+    ``initial``, the units' norms at initialisation (the untrained baseline) in place of the final ones."""
     cfg, u = a.cfg, a.units[key]
     Ls = np.array(cfg["L_values"])
     keys = [(cls, L, cfg["sigma"], cfg["n"]) for L in Ls]
-    norm = seed_mean(u.norm, u.configs, keys)
+    norm = seed_mean(untrained(a, key)[0] if initial else u.norm, u.configs, keys)
     w = seed_mean(u.w, u.configs, keys)
     pop = seed_mean(u.norm_pop, u.configs, keys)
     b = int(np.argmax(pop >= cfg["regime_saturation"] * pop.max()))
@@ -377,11 +396,11 @@ def L_trend(a: Analysis, key: str, cls: str) -> LTrend:
     return LTrend(Ls, norm, w, pop, b, ratios[:b], float(th.snr(cfg["n"], Ls[b], cfg["sigma"])))
 
 
-def sigma_trend(a: Analysis, cls: str) -> SigmaTrend:
+def sigma_trend(a: Analysis, cls: str, initial: bool = False) -> SigmaTrend:
     cfg, u = a.cfg, a.units["iso"]
     sig = np.array(cfg["sigma_values"])
     keys = [(cls, cfg["L_sigma"], s, cfg["n"]) for s in sig]
-    w = seed_mean(u.w, u.configs, keys)
+    w = seed_mean(untrained(a, "iso")[1] if initial else u.w, u.configs, keys)
     pop = seed_mean(u.w_pop, u.configs, keys)
     sat = pop >= cfg["regime_saturation"] * pop.max()
     b = int(len(sig) - 1 - np.argmax(sat[::-1]))            # last sigma still at the saturated window
@@ -389,11 +408,11 @@ def sigma_trend(a: Analysis, cls: str) -> SigmaTrend:
     return SigmaTrend(sig, w, pop, b, ratios[b:])
 
 
-def n_trend(a: Analysis, L: float) -> NTrend:
+def n_trend(a: Analysis, L: float, initial: bool = False) -> NTrend:
     cfg, u = a.cfg, a.units["n"]
     ns = np.array(cfg["n_values"])
     keys = [("relu", L, cfg["sigma"], n) for n in ns]
-    w = seed_mean(u.w, u.configs, keys)
+    w = seed_mean(untrained(a, "n")[1] if initial else u.w, u.configs, keys)
     return NTrend(ns, w, seed_mean(u.w_pop, u.configs, keys), w[1:] / w[:-1])
 
 
