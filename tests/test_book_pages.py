@@ -2,15 +2,10 @@
 
 from pathlib import Path
 
-from softmax_icl.bookgen import page_texts, results_markdown, settings_markdown
+from softmax_icl.bookgen import page_texts, settings_markdown
 from softmax_icl.registry import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def test_committed_results_summary_is_generated_from_the_records():
-    assert (ROOT / "book" / "results_summary.md").read_text() == results_markdown(ROOT / "book" / "results"), \
-        "book/results_summary.md is stale: run `softmax-icl pages`"
 
 
 def test_committed_settings_page_matches_the_registry():
@@ -56,39 +51,125 @@ def _write(results, figure, claims):
     return rec
 
 
-def test_summary_counts_every_claim_whatever_its_verdict_and_links_the_failures(tmp_path):
+LEDGER = """
+papers:
+  p1: {cite: c, short: P1 (2024), title: t}
+claims:
+  - id: one
+    paper: p1
+    source: {file: f.md, section: s}
+    quote: q
+    claim: the first claim
+    figure: {paper: Fig. 1, chapter: window_adaptation}
+    scope: s
+    checks: [window_adaptation/ok]
+    baselines: [b]
+  - id: two
+    paper: p1
+    source: {file: f.md, section: s}
+    quote: q
+    claim: the second claim
+    figure: {paper: Fig. 2, chapter: window_adaptation}
+    scope: s
+    checks: [window_adaptation/fails, low_rank/ok2]
+    baselines: [b]
+  - id: three
+    paper: p1
+    source: {file: f.md, section: s}
+    quote: q
+    claim: the third claim
+    figure: {paper: Fig. 3, chapter: window_adaptation}
+    scope: s
+    checks: [window_adaptation/flips]
+    baselines: [b]
+  - id: four
+    paper: p1
+    source: {file: f.md, section: s}
+    quote: q
+    claim: the title
+    figure: {paper: title, chapter: low_rank}
+    scope: s
+    setting: the data model
+    readings:
+      first: [low_rank/r1]
+      second: [low_rank/r2]
+    baselines: [b]
+"""
+
+
+def test_entries_are_counted_in_four_categories_at_both_scales(tmp_path):
+    """The headline counts ledger entries (not checks): a robust failure makes an entry not reproduced, a verdict
+    that flips between seed sets inconclusive, readings that disagree 'depends'; the paper scale counts only records
+    of the same code."""
+    from softmax_icl import ledger as lg
+    from softmax_icl.bookgen import headline, landing_table, reason
+    from softmax_icl.verdicts import BookVerdicts
+
+    (tmp_path / "claims.yml").write_text(LEDGER)
+    led = lg.load(tmp_path / "claims.yml")
     results = tmp_path / "results"
-    results.mkdir()
+    (results / "audit").mkdir(parents=True)
+    (results / "paper").mkdir()
     rec = _write(results, "window_adaptation", [
-        _claim("ok", True), _claim("fails", False, anchor="sec-fails"), _claim("flips", True),
-        _claim("open", False, kind="finding"), _claim("ctrl", False, kind="control", control_of="ok")])
-    _write(results, "low_rank", [_claim("fails-too", False)])
+        _claim("ok", True), _claim("fails", False), _claim("flips", True),
+        _claim("ok-base", False, kind="control", control_of="ok")])
+    _write(results, "low_rank", [_claim("ok2", True), _claim("r1", True), _claim("r2", False)])
     fresh = []
-    for k, flips in ((1, True), (2, False), (3, True)):
+    for k in (1, 2, 3):
         claims = [dict(c) for c in rec["claims"]]
-        claims[2]["passed"] = not flips or k == 2
-        fresh.append((k, audit.seed_overrides(FIGURES["window_adaptation"], "default", k),
-                      {"claims": claims, "provenance": {}}))
-    fresh[0][2]["claims"][2]["passed"] = False
-    (results / "audit").mkdir()
+        claims[2]["passed"] = k != 2
+        fresh.append((k, {}, {"claims": claims, "provenance": {}}))
     (results / "audit" / "window_adaptation.json").write_text(
         json.dumps(audit.build_record("window_adaptation", rec, fresh)))
-    text = results_markdown(results)
-    assert "**1 of 4 of the papers' claims reproduced, 2 not reproduced, 1 inconclusive.**" in text
-    assert "{ref}`fails <sec-fails>`" in text                          # its anchor
-    assert "`fails-too` ({doc}`chapter <../notebooks/low_rank>`)" in text   # no anchor: the chapter
-    assert "0 hold, 1 do not, 0 inconclusive" in text and "1 of 1 *controls* fail, as they must" in text
-    assert "3/3 fresh seed sets agree" in text and "1/3 fresh seed sets agree" in text
-    assert "Collins et al. Fig. 1" in text and "control of `ok`" in text
-    assert "Audited: 1 of 2 chapters (not yet: low_rank)" in text
-    rec["provenance"]["git_revision"] = "newer"            # re-executed after its audit, the same results
-    (results / "window_adaptation.json").write_text(json.dumps(rec))
-    assert results_markdown(results) == text
-    rec["claims"][0]["value"] = 2.0                        # ... with another result: the audit is not of this run
-    (results / "window_adaptation.json").write_text(json.dumps(rec))
-    text = results_markdown(results)
-    assert "The audit of window_adaptation was of another committed run" in text
-    assert "**2 of 4 of the papers' claims reproduced, 2 not reproduced, 0 inconclusive.**" in text
+    for fig, fp in (("window_adaptation", "same"), ("low_rank", "other")):
+        r = json.loads((results / f"{fig}.json").read_text())
+        r["provenance"]["code_fingerprint"] = "same"
+        (results / f"{fig}.json").write_text(json.dumps(r))
+        r["profile"], r["provenance"]["code_fingerprint"] = "paper", fp
+        r["claims"] = [dict(c, passed=True) for c in r["claims"]]
+        (results / "paper" / f"{fig}.json").write_text(json.dumps(r))
+    book = BookVerdicts.read(results, ["window_adaptation", "low_rank"], led)
+    status = {ev.entry.id: ev.default.status for ev in book.entries}
+    assert status == {"one": lg.REPRODUCED, "two": lg.NOT_REPRODUCED, "three": lg.INCONCLUSIVE, "four": lg.DEPENDS}
+    assert book.counts("default") == {lg.REPRODUCED: 1, lg.NOT_REPRODUCED: 1, lg.INCONCLUSIVE: 1, lg.DEPENDS: 1,
+                                      "missing": 0}
+    # the low-rank paper record is of other code: not compared, so entries two and four have no paper verdict
+    assert book.figures["low_rank"].paper is None and "other code" in book.figures["low_rank"].paper_note
+    assert book.counts("paper") == {lg.REPRODUCED: 2, lg.NOT_REPRODUCED: 0, lg.INCONCLUSIVE: 0, lg.DEPENDS: 0,
+                                    "missing": 2}
+    text = "\n".join(headline(book))
+    assert "1 reproduced, 1 not reproduced, 1 inconclusive, 1 depend on a setting the sources leave open" in text
+    assert "2 reproduced, 0 not reproduced" in text and "2 without a record" in text
+    table = landing_table(book)
+    assert table.count("\n* - ") == 4 + 1 and ":class: claims-ledger" in table
+    two = next(ev for ev in book.entries if ev.entry.id == "two")
+    assert reason(book, two) == "fails: 1, required > 0"
+    four = next(ev for ev in book.entries if ev.entry.id == "four")
+    assert reason(book, four) == "reproduced: first; not reproduced: second"
+    three = next(ev for ev in book.entries if ev.entry.id == "three")
+    assert "(2/3 fresh seed sets agree)" in reason(book, three)
+
+
+def test_every_claim_check_of_the_book_names_a_ledger_entry_that_lists_it():
+    """The committed records: each check of kind claim names its ledger entry, which lists it; every entry of the
+    ledger has a record of each of its checks, and a baseline (a control of one of its checks) that fails."""
+    from softmax_icl import ledger as lg
+
+    led = lg.load()
+    records = {p.stem: json.loads(p.read_text()) for p in (ROOT / "book" / "results").glob("*.json")}
+    for fig, rec in records.items():
+        for c in rec["claims"]:
+            if c.get("kind") == "claim":
+                assert c.get("ledger"), f"{fig}/{c['id']} names no ledger entry"
+                assert f"{fig}/{c['id']}" in led.by_id(c["ledger"]).all_checks(), f"{fig}/{c['id']}"
+    for e in led.entries:
+        controls = []
+        for key in e.all_checks():
+            fig, cid = key.split("/", 1)
+            ids = {c["id"]: c for c in records[fig]["claims"]}
+            assert cid in ids, f"ledger entry {e.id} names {key}, which the committed record lacks"
+            controls += [c for c in records[fig]["claims"] if c.get("control_of") == cid]
+        assert controls and all(not c["passed"] for c in controls), f"{e.id}: no baseline, or one that passes"
 
 
 def test_audit_offsets_every_seed_parameter_and_nothing_else():
@@ -130,7 +211,7 @@ def test_audit_command_writes_records_from_the_fresh_runs_and_regenerates_the_su
     assert [c["fresh"] for c in record["checks"]] == [[True, True, True], [False, True, False]]
     assert record["sets"][0]["seeds"] == audit.seed_overrides(FIGURES["low_rank"], "default", 1)
     summary = (tmp_path / "book" / "results_summary.md").read_text()
-    assert "**1 of 2 of the papers' claims reproduced, 0 not reproduced, 1 inconclusive.**" in summary
+    assert "## The headline" in summary and "Every check of" in summary
 
 
 def test_an_audit_speaks_for_a_rerun_that_reproduces_the_audited_run_and_not_for_another(tmp_path):
@@ -151,21 +232,27 @@ def test_an_audit_speaks_for_a_rerun_that_reproduces_the_audited_run_and_not_for
     assert not audit.speaks_for(None, "low_rank", same, "old")
 
 
-def test_verdict_box_shows_each_checks_fresh_seed_sets_and_counts_the_inconclusive():
+def test_verdict_box_groups_checks_by_claim_with_baselines_fresh_seeds_and_paper_scale():
     from softmax_icl.chapter import verdict_markdown
 
-    claims = [_claim("steady", True), _claim("flips", True), _claim("ctrl", False, kind="control")]
-    rec = {"notebook": "low_rank", "profile": "default", "claims": claims, "provenance": {}}
-    flipped = [dict(c, passed=(c["id"] != "flips") and c["passed"]) for c in claims]
-    record = audit.build_record("low_rank", rec, [(1, {}, rec), (2, {}, {"claims": flipped}), (3, {}, rec)])
-    box = verdict_markdown(claims, audit=record)
-    assert "fresh seed sets |" in box and "1 inconclusive over 3 fresh seed sets" in box
-    assert "| 3/3 agree |" in box and "**2/3 agree: inconclusive**" in box
-    assert ":class: warning" in box                 # a claim that is inconclusive is not reproduced: orange
-    plain = verdict_markdown(claims)
-    assert "fresh seed sets" not in plain and ":class: tip" in plain
-    steady = verdict_markdown(claims, audit=audit.build_record("low_rank", rec, [(k, {}, rec) for k in (1, 2, 3)]))
-    assert "every verdict kept in 3 fresh seed sets" in steady and ":class: tip" in steady
+    claims = [_claim("softmax-near-oracle", True, ledger="nn-window", title="near the tuned window"),
+              _claim("softmax-near-oracle-control", False, kind="control", control_of="softmax-near-oracle",
+                     title="the linear unit"),
+              _claim("softmax-beats-linear", True, ledger="linear-cannot-adapt"),
+              _claim("softmax-beats-linear-every-n", False, kind="finding")]
+    rec = {"notebook": "window_adaptation", "profile": "default", "claims": claims, "provenance": {}}
+    flipped = [dict(c, passed=(c["id"] != "softmax-beats-linear") and c["passed"]) for c in claims]
+    record = audit.build_record("window_adaptation", rec, [(1, {}, rec), (2, {}, {"claims": flipped}), (3, {}, rec)])
+    paper = {"claims": [dict(c, value=2.0) for c in claims]}
+    box = verdict_markdown(claims, audit=record, paper=paper, figure="window_adaptation")
+    assert "1 reproduced, 1 inconclusive" in box and "verdict-mixed" in box
+    assert "↳ near the tuned window" in box and "↳ baseline: the linear unit" in box
+    assert "fails, as it must" in box and "3/3 agree" in box and "2/3 agree: inconclusive" in box
+    assert "passes (2)" in box                          # the paper-scale column
+    assert "Findings of ours (0 of 1 hold)" in box
+    assert "We show that an attention unit learns a window" in box           # the quote, folded
+    plain = verdict_markdown(claims[:2], figure="window_adaptation")
+    assert "not audited" in plain and "no record" in plain and "verdict-reproduced" in plain
 
 
 def test_audit_summary_names_every_check_that_flips_with_its_fresh_verdicts(tmp_path, monkeypatch):

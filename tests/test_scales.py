@@ -12,9 +12,9 @@ def _check(id, passed, value, kind="claim", threshold="> 1", control_of=None):
             "kind": kind, "source": "test", "control_of": control_of}
 
 
-def _record(profile, checks, device="cpu", total=12.0):
+def _record(profile, checks, device="cpu", total=12.0, code="f00d"):
     return {"notebook": "x.ipynb", "profile": profile, "claims": checks, "key_numbers": {},
-            "provenance": {"device": device, "kernel": "torch", "git_revision": "abc1234"},
+            "provenance": {"device": device, "kernel": "torch", "git_revision": "abc1234", "code_fingerprint": code},
             "timings": {"total": total}}
 
 
@@ -52,29 +52,33 @@ def test_page_sets_profiles_side_by_side(tmp_path):
     res = _fake_book(tmp_path)
     page = scales_markdown(res, figures=["alpha", "beta"], titles={"alpha": "Alpha chapter", "beta": "Beta chapter"})
     assert page.startswith("# Results at two scales")
-    assert "1 of 2 figures have a paper-profile record; 3 checks are compared at both scales, and 1 of them" in page
+    assert "1 of 2 figures have a paper-profile record of the same code; 3 checks are compared at both scales, and " \
+        "1 of them" in page
     changed = page.split("## Verdicts that change with scale")[1].split("## ")[0]
     assert "`flips`" in changed and "`stays`" not in changed
     assert "FAIL (0.9)" in changed and "PASS (1.2)" in changed
     alpha = page.split("## Alpha chapter")[1].split("## ")[0]
-    assert "| `stays` | claim | PASS | 2 | PASS | 2.5 | > 1 |  |" in alpha
-    assert "| `flips` | claim | FAIL | 0.9 | PASS | 1.2 | > 1 | **yes** |" in alpha
-    assert "FAIL (as it must)" in alpha
-    assert "| `only-default` | finding | PASS | 3 | (not in this record) |  |" in alpha
-    assert "[1, 2, 3, 4, ...]" in alpha
+    assert "* - `stays` (claim)\n  - PASS (2)\n  - PASS (2.5)\n  - > 1" in alpha
+    assert "* - `flips` (claim)\n  - FAIL (0.9)\n  - **PASS (1.2)**" in alpha
+    assert "FAIL (as it must)" in alpha and "not in this record" in alpha and "[1, 2, 3, 4, ...]" in alpha
     assert "device `cuda:0`" in alpha and "notebook compute 900 s" in alpha
     assert "peak memory host 1234 MB, cuda 568 MB" in alpha
-    missing = page.split("## Figures with no paper-profile record yet")[1]
-    assert "**Beta chapter** (`beta`)" in missing and DEFAULT_MISSING_REASON in missing and "40 s" in missing
-    assert "alpha" not in missing
+    missing = page.split("## Figures with no paper-profile record")[1]
+    assert "**Beta chapter** (`beta`)" in missing and DEFAULT_MISSING_REASON in missing and "alpha" not in missing
 
 
-def test_page_with_a_given_reason_and_no_paper_records(tmp_path):
+def test_records_of_other_code_are_not_compared(tmp_path):
+    """The two-scale page refuses to set side by side records whose code fingerprints differ (or are unknown)."""
     res = tmp_path / "results"
-    _write(res / "beta.json", _record("default", [_check("b1", True, 1.5)]))
-    page = scales_markdown(res, figures=["beta"], missing_reasons={"beta": "needs about 2 h on a 2-core CPU"})
-    assert "No figure has a paper-profile record yet" in page
-    assert "needs about 2 h on a 2-core CPU" in page
+    _write(res / "gamma.json", _record("default", [_check("g", True, 1.5)], code="aaaa"))
+    _write(res / "paper" / "gamma.json", _record("paper", [_check("g", False, 0.5)], code="bbbb"))
+    page = scales_markdown(res, figures=["gamma"])
+    assert "0 of 1 figures have a paper-profile record of the same code" in page
+    assert "## Records of other code, not compared" in page and "`bbbb`" in page and "`aaaa`" in page
+    assert "## Verdicts that change with scale" not in page
+    unknown = _record("paper", [_check("g", True, 1.5)], code=None)
+    _write(res / "paper" / "gamma.json", unknown)
+    assert "## Records of other code, not compared" in scales_markdown(res, figures=["gamma"])
 
 
 def test_page_when_nothing_changes_and_default_figure_list(tmp_path):
@@ -82,63 +86,8 @@ def test_page_when_nothing_changes_and_default_figure_list(tmp_path):
     _write(res / "gamma.json", _record("default", [_check("g", True, 1.5)]))
     _write(res / "paper" / "gamma.json", _record("paper", [_check("g", True, 1.7)]))
     page = scales_markdown(res)                     # figures found on disk; titles from the registry or the name
-    assert "## gamma" in page and "None: every check compared has the same verdict at both scales." in page
-    assert "## Figures with no paper-profile record yet\n\nNone." in page
-
-
-def test_missing_paper_record_gets_a_rough_cpu_estimate(tmp_path):
-    from softmax_icl.registry import resolve
-    from softmax_icl.scales import cost_ratio
-
-    d, p = resolve("generalization", "default"), resolve("generalization", "paper")
-    ratio, used = cost_ratio("generalization")
-    expected = p["steps"] / d["steps"] * p["batch_size"] / d["batch_size"] * p["seeds"] / d["seeds"]
-    assert used == ["steps", "batch_size", "seeds"] and abs(ratio - expected) < 1e-12
-    assert cost_ratio("no_such_figure") is None
-    res = tmp_path / "results"
-    _write(res / "generalization.json", _record("default", [_check("g", True, 1.5)], total=60.0))
-    page = scales_markdown(res, figures=["generalization"])
-    assert f"roughly {ratio:.0f} times the work" in page and f"about {60.0 * ratio / 60:.0f} min" in page
-    page = scales_markdown(res, figures=["generalization"], missing_reasons={"generalization": "measured: 3 min"})
-    assert "times the work" not in page and "measured: 3 min" in page
-
-
-def test_figures_with_measured_cpu_runs_state_them_instead_of_the_estimate(tmp_path, monkeypatch):
-    from softmax_icl import scales
-
-    # the figures named in MISSING_REASONS (none, once every paper record exists) and one more, so the test holds
-    # whatever the dict holds today
-    reasons = {**scales.MISSING_REASONS,
-               "generalization": "Measured on the CPU: 3 h of one core. Stages in benchmarks/cpu_paper.md"}
-    monkeypatch.setattr(scales, "MISSING_REASONS", reasons)
-    res = tmp_path / "results"
-    for f in reasons:
-        _write(res / f"{f}.json", _record("default", [_check("c", True, 1.5)], total=80.0))
-    page = scales_markdown(res, figures=list(reasons))
-    for f, why in reasons.items():
-        line = next(ln for ln in page.splitlines() if f"(`{f}`)" in ln)
-        assert why.split(". ")[0] in line and "cpu_paper.md" in line and "80 s of notebook compute" in line
-        assert "times the work" not in line                           # the measured times replace the rough ratio
-    assert DEFAULT_MISSING_REASON not in page
-
-
-def test_the_estimate_states_how_far_off_it_was_where_both_scales_ran(tmp_path):
-    from softmax_icl.scales import cost_ratio, estimate_accuracy
-
-    ratio = {f: cost_ratio(f)[0] for f in ("generalization", "low_rank", "window_adaptation")}
-    res = tmp_path / "results"
-    for f, took in (("generalization", 2.0), ("low_rank", 0.5)):       # paper time / estimate
-        _write(res / f"{f}.json", _record("default", [_check("g", True, 1.5)], total=10.0))
-        _write(res / "paper" / f"{f}.json", _record("paper", [_check("g", True, 1.5)], total=10.0 * ratio[f] * took))
-    _write(res / "window_adaptation.json", _record("default", [_check("g", True, 1.5)], total=60.0))
-    page = scales_markdown(res, figures=["generalization", "low_rank", "window_adaptation"])
-    line = next(x for x in page.splitlines() if "`window_adaptation`" in x)
-    assert f"would need about {60.0 * ratio['window_adaptation'] / 60:.0f} min there; the 2 figures whose runs at " \
-        "both scales computed every stage took 0.5 to 2.0 times what this ratio predicted from their default runs" in line
-    assert "at least" not in line
-    cached = _record("paper", [], total=1.0)
-    cached["cache_hits"] = {"train": True}
-    assert estimate_accuracy({"low_rank": (_record("default", [], total=10.0), cached)}) == []   # not a measurement
+    assert "## gamma" in page and "Every check compared has the same verdict at both scales." in page
+    assert "no paper-profile record" not in page     # no empty heading
 
 
 def test_a_run_read_from_the_cache_says_so_and_gives_no_estimate(tmp_path):
@@ -152,9 +101,6 @@ def test_a_run_read_from_the_cache_says_so_and_gives_no_estimate(tmp_path):
     assert cache_note({**rec, "cache_hits": {"train": False}}) == "" and cache_note({}) == ""
     assert cache_note({**rec, "trained_in_parts": {"train": 5}}) == (
         " (2 of 3 stages read from the result cache; `train` trained in 5 parts by seed)")
-    page = scales_markdown(res, figures=["generalization"])
-    assert "times the work" not in page and "with 2 of 3 stages read from the result cache, so it gives no " \
-        "estimate" in page
 
 
 def test_build_publishes_paper_records_beside_the_books_and_only_those(tmp_path, monkeypatch, capsys):
@@ -174,7 +120,7 @@ def test_build_publishes_paper_records_beside_the_books_and_only_those(tmp_path,
     assert json.loads((tmp_path / "book" / "results" / "paper" / "low_rank.json").read_text()) == paper
     assert json.loads((tmp_path / "book" / "results" / "low_rank.json").read_text()) == default
     scales = (tmp_path / "book" / "scales.md").read_text()
-    assert scales.split("figures have a paper-profile record")[0].endswith("1 of 5 ") and "**yes**" in scales
+    assert scales.split("figures have a paper-profile record")[0].endswith("1 of 5 ") and "**FAIL (0.5)**" in scales
     assert "records published to book/results/paper/low_rank.json" in capsys.readouterr().out
     assert cli.main(["build", "--profile", "smoke", "--only", "low_rank", "--skip-run", "--publish"]) == 2
     assert "--publish puts 'paper'-profile records" in capsys.readouterr().err

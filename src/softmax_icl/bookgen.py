@@ -1,20 +1,23 @@
 """Book pages generated from the code and the notebooks' records, so they cannot disagree with them.
 
-* ``book/results_summary.md``: the papers' claims counted (reproduced / not reproduced / inconclusive), findings
-  and controls apart, one row per check with its source, kind and seed stability, read from ``book/results/*.json``
-  and the audit records ``book/results/audit/*.json`` (:mod:`softmax_icl.audit`).
+* ``book/claims_table.md``: the landing page's table (included by ``book/intro.md``): one row per entry of the claims
+  ledger, its verdict at the default and the paper scale and a one-line reason;
+* ``book/results_summary.md``: the ledger's claims counted in four categories (reproduced, not reproduced,
+  inconclusive, depends on a setting the sources leave open) at both scales, each with its quote, scope, checks and
+  baselines; findings and controls apart; every chapter's checks (:mod:`softmax_icl.verdicts`).
 * ``book/settings.md``: the settings-and-deviations table, read from the figure registry
   (:mod:`softmax_icl.registry`) plus the project-wide choices listed here.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from . import ledger as lg
 from .profiles import PROFILES, fmt
 from .registry import FIGURES
 from .scales import cache_note, scales_markdown
+from .verdicts import BookVerdicts, check_word
 
 #: Where a value comes from, in words a reader understands (``Param.source`` -> text).
 SOURCES = {
@@ -80,113 +83,279 @@ def settings_markdown() -> str:
     return "\n".join(out) + "\n"
 
 
-def _link(rec: dict, claim: dict) -> str:
-    """A link to where a check's verdict is explained: its anchor in the chapter, else the chapter."""
-    if claim.get("anchor"):
-        return f"{{ref}}`{_md(claim['id'])} <{claim['anchor']}>`"
-    return f"`{_md(claim['id'])}` ({{doc}}`chapter <../notebooks/{rec['notebook']}>`)"
+# -- verdicts: badges, the landing table, the results summary ---------------------------------------------------
+
+#: How each status reads on a page: a sphinx-design badge (muted colours: a claim that does not hold is a result, not
+#: an alarm).
+BADGE = {lg.REPRODUCED: "bdg-success", lg.NOT_REPRODUCED: "bdg-secondary", lg.INCONCLUSIVE: "bdg-warning-line",
+         lg.DEPENDS: "bdg-info", None: "bdg-light"}
+#: The short word of each status in a badge.
+SHORT = {lg.REPRODUCED: "reproduced", lg.NOT_REPRODUCED: "not reproduced", lg.INCONCLUSIVE: "inconclusive",
+         lg.DEPENDS: "depends on setting", None: "no record"}
+
+
+def badge(status: str | None) -> str:
+    return f"{{{BADGE[status]}}}`{SHORT[status]}`"
+
+
+def _title(check: dict) -> str:
+    """A check's name in a table: its title, else its id in words."""
+    return check.get("title") or check["id"].replace("-", " ")
+
+
+def _short_threshold(t: str, limit: int = 28) -> str:
+    """A threshold short enough for a table cell (cut at its first clause, else at a word); a longer one is given in
+    full in the method below the table."""
+    if len(t) <= limit:
+        return t
+    for sep in (":", ",", " and ", " ("):
+        head = t.split(sep)[0].strip()
+        if 1 < len(head) <= limit:
+            return head + " …"
+    return t[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def _value_cell(check: dict | None) -> str:
+    if check is None:
+        return "—"
+    return f"{_md(fmt(check.get('value')))} (required {_md(_short_threshold(check.get('threshold', '')))})"
+
+
+def reason(book: BookVerdicts, ev, scale: str = "default") -> str:
+    """One line on why an entry has its verdict, printed from the records: the failing or unstable checks with
+    their values, the readings each way for a map, else how many checks pass and baselines fail."""
+    v = ev.default if scale == "default" else ev.paper
+    if v is None:
+        return "no record at this scale"
+    if v.status == lg.DEPENDS:
+        ways = {}
+        for r, st in v.parts.items():
+            ways.setdefault(st, []).append(r)
+        return "; ".join(f"{SHORT[st]}: {', '.join(rs)}" for st, rs in ways.items())
+    bad = [k for k, st in v.parts.items() if st != lg.REPRODUCED] if not ev.entry.is_map else \
+        [c for r, st in v.parts.items() if st != lg.REPRODUCED for c in ev.entry.readings[r]]
+    if not bad:
+        n_base = sum(len(book.controls_of(k)) for k in ev.entry.all_checks())
+        what = "readings hold" if ev.entry.is_map else ("checks pass" if len(v.parts) > 1 else "check passes")
+        return (f"{len(v.parts)} of {len(v.parts)} {what}"
+                + (f"; {n_base} baseline{'s fail' if n_base != 1 else ' fails'}, as {'they' if n_base != 1 else 'it'} "
+                   "must" if n_base else ""))
+    out = []
+    for key in bad:
+        fv, c = book.check(key)
+        if c is None:
+            continue
+        if scale == "paper":
+            c = fv.paper_check(c["id"]) or c
+        fresh = fv.fresh(c) if scale == "default" else []
+        agree = sum(f == bool(c.get("passed")) for f in fresh)
+        out.append(f"{_title(c)}: {fmt(c.get('value'))}, required {c.get('threshold')}"
+                   + (f" ({agree}/{len(fresh)} fresh seed sets agree)" if fresh and agree < len(fresh) else ""))
+    return "; ".join(out)
+
+
+def _entry_ref(e: lg.Entry, text: str) -> str:
+    return f"{{ref}}`{_md(text)} <{e.anchor}>`"
+
+
+def landing_table(book: BookVerdicts) -> str:
+    """The landing page's table: one row per ledger entry, its verdict at both scales and a one-line reason."""
+    rows = ["```{list-table}", ":header-rows: 1", ":class: claims-ledger", ":widths: 44 14 14 28", "",
+            "* - Claim of the papers", "  - Default scale", "  - Paper scale", "  - Why"]
+    for ev in book.entries:
+        e = ev.entry
+        paper = book.ledger.papers[e.paper]["short"]
+        rows += [f"* - {e.claim} ({paper}, {e.figure.get('paper', '')}; {_entry_ref(e, 'details')})",
+                 f"  - {badge(ev.default.status if ev.default else None)}",
+                 f"  - {badge(ev.paper.status if ev.paper else None)}",
+                 f"  - {_md(reason(book, ev))}"]
+    return "\n".join(rows + ["```"])
+
+
+#: Colours of the overview figure's cells, by status (the badges' palette, muted).
+CELL_COLOURS = {lg.REPRODUCED: "#2e7d32", lg.NOT_REPRODUCED: "#6c757d", lg.INCONCLUSIVE: "#b8860b",
+                lg.DEPENDS: "#1565c0", None: "#ffffff"}
+
+
+def overview_figure(book: BookVerdicts, path: Path) -> list[Path]:
+    """The landing page's figure: every claim of the ledger (rows, grouped by paper) at the default and the paper
+    scale (columns), coloured by verdict; saved as PNG and PDF with the text-size metadata
+    (:func:`softmax_icl.plotting.save`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    from .plotting import save, use_style
+
+    use_style()
+    evs = book.entries
+    fig, ax = plt.subplots(figsize=(6.4, 0.24 * len(evs) + 1.0))
+    for i, ev in enumerate(evs):
+        for j, v in enumerate((ev.default, ev.paper)):
+            st = v.status if v is not None else None
+            ax.add_patch(Rectangle((j, i), 0.96, 0.9, facecolor=CELL_COLOURS[st],
+                                   edgecolor="#999999" if st is None else "none"))
+    ax.set_xlim(0, 2)
+    ax.set_ylim(len(evs), -0.1)
+    ax.set_yticks([i + 0.45 for i in range(len(evs))],
+                  [f"{book.ledger.papers[ev.entry.paper]['short'].split()[0]}: {ev.entry.label}" for ev in evs])
+    ax.set_xticks([0.48, 1.48], ["default scale", "paper scale"])
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    ax.grid(False)
+    ax.legend(handles=[Patch(facecolor=CELL_COLOURS[k], edgecolor="#999999" if k is None else "none", label=SHORT[k])
+                       for k in (*lg.CATEGORIES, None)], loc="upper center", bbox_to_anchor=(0.5, 0.0),
+              ncols=3, frameon=False)
+    return save(fig, Path(path).parent, Path(path).stem, show=False)
+
+
+def landing_markdown(book: BookVerdicts) -> str:
+    """What the landing page includes under its title (``book/claims_table.md``): the headline counts, the table
+    of claims and the overview figure."""
+    return "\n".join(headline(book) + ["", landing_table(book), "",
+                                       "```{figure} figures/claims_overview.png", ":name: fig-claims-overview",
+                                       ":alt: every claim's verdict at the default and the paper scale", "",
+                                       "Every claim of the two papers (rows) at the default and the paper scale: "
+                                       "green reproduced, grey not reproduced, gold inconclusive over seed sets, "
+                                       "blue depends on a setting the sources leave open.", "```"])
+
+
+def headline(book: BookVerdicts) -> list[str]:
+    """The counts of the ledger's entries in the four categories, at both scales."""
+    n = len(book.entries)
+    audited = [f for f, fv in book.figures.items() if fv.audit]
+    sets = sorted({len(fv.audit.get("sets", [])) for fv in book.figures.values() if fv.audit})
+    out = []
+    for scale, what in (("default", f"default scale ({'audited with ' + ' or '.join(map(str, sets)) + ' fresh seed sets' if sets else 'not audited'})"),
+                        ("paper", "paper scale (one seed set, not audited)")):
+        c = book.counts(scale)
+        parts = [f"{c[k]} {SHORT[k] if k != lg.DEPENDS else 'depend on a setting the sources leave open'}"
+                 for k in lg.CATEGORIES] + ([f"{c['missing']} without a record"] if c["missing"] else [])
+        out.append(f"* **At the {what}:** {', '.join(parts)} (of {n} claims).")
+    out += ["", f"The headline counts the default scale: its verdicts are audited against fresh seed sets "
+            f"({len(audited)} of {len(book.figures)} chapters), while the paper scale is one run per chapter. The "
+            "paper profile is the more faithful scale (longer training, more seeds, larger contexts); where the two "
+            "disagree, both are shown and the chapter gives the cause."]
+    return out
 
 
 def results_markdown(results_dir: Path) -> str:
-    from .audit import read_audit, speaks_for, stability, status
-
+    """The results summary: the ledger's claims counted in four categories at both scales, each claim with its quote,
+    scope, checks, baselines and findings (folded), then every chapter's checks (folded)."""
     results_dir = Path(results_dir)
+    book = BookVerdicts.read(results_dir, list(FIGURES))
     out = ["# Results summary", "",
-           "Generated from the machine-readable records that each notebook writes to `book/results/` when it "
-           "runs, and from the seed audit's records in `book/results/audit/` (`softmax-icl audit` reruns every "
-           "figure with fresh seed sets). CI re-executes the notebooks and compares these verdicts exactly, and "
-           "their numbers within declared tolerances, with the committed ones.", ""]
-    order = {name: i for i, name in enumerate(FIGURES)}
-    records = sorted(results_dir.glob("*.json"), key=lambda p: (order.get(p.stem, len(order)), p.stem))
-    if not records:
+           "Generated from the claims ledger (`book/claims.yml`: every statement of the authors the book tests, quoted "
+           "from their own words), the records each notebook writes (`book/results/`), the seed audits "
+           "(`book/results/audit/`) and the paper-profile records (`book/results/paper/`). CI re-executes the "
+           "notebooks and compares their verdicts exactly, and their numbers within declared tolerances, with the "
+           "committed ones.", ""]
+    if not any(fv.record for fv in book.figures.values()):
         return "\n".join(out + ["No notebook has been executed yet."]) + "\n"
-    recs = [json.loads(p.read_text()) for p in records]
-    audits, stale = {}, []
-    for r in recs:       # an audit of another committed run (other verdicts or values) does not speak for this one
-        a = read_audit(results_dir, r["notebook"])
-        if a and not speaks_for(a, r["notebook"], r["claims"], r.get("provenance", {}).get("git_revision")):
-            a = None
-            stale.append(r["notebook"])
-        audits[r["notebook"]] = a
-    kind = lambda c: c.get("kind", "claim")  # noqa: E731
-    rows = [(r, c, status(c, audits[r["notebook"]])) for r in recs for c in r["claims"]]
-    claims = [(r, c, st) for r, c, st in rows if kind(c) == "claim"]
-    finds = [(r, c, st) for r, c, st in rows if kind(c) == "finding"]
-    ctrls = [(r, c, st) for r, c, st in rows if kind(c) == "control"]
-    count = lambda group, word: sum(st == word for _, _, st in group)  # noqa: E731
-    audited = [n for n, a in audits.items() if a]
-    out += [f"**{count(claims, 'reproduced')} of {len(claims)} of the papers' claims reproduced, "
-            f"{count(claims, 'not reproduced')} not reproduced, {count(claims, 'inconclusive')} inconclusive.**", ""]
-    out += ["A claim is *reproduced* when its check passes, *not reproduced* when it fails, and *inconclusive* when "
-            "its verdict is not the same in the committed run and in every fresh seed set of the audit. "
-            + (f"Audited: {len(audited)} of {len(recs)} chapters"
-               + (f" (not yet: {', '.join(n for n in audits if not audits[n])})" if len(audited) < len(recs) else "")
-               + "; a chapter not audited keeps its committed verdicts." if audited else
-               "No chapter has been audited yet (`softmax-icl audit`): the verdicts are those of the committed "
-               "runs.")
-            + (f" The audit of {', '.join(stale)} was of another committed run (other verdicts or values), so it is "
-               "not used here." if stale
-               else ""), ""]
-    for word in ("not reproduced", "inconclusive"):
-        group = [(r, c) for r, c, st in claims if st == word]
-        if group:
-            out += [f"{word.capitalize()}, each explained in its chapter:", ""]
-            out += [f"* {_link(r, c)}: {_md(c['statement'])}" for r, c in group]
-            out.append("")
-    if finds:
-        out += [f"Besides the claims, {len(finds)} *findings* test questions the papers do not answer (either "
-                f"verdict is a result): {count(finds, 'holds')} hold, {count(finds, 'does not hold')} do not, "
-                f"{count(finds, 'inconclusive')} inconclusive."]
-    if ctrls:
-        out += [f"{count(ctrls, 'fails, as it must')} of {len(ctrls)} *controls* fail, as they must (a control runs "
-                "a check against the wrong counterpart; one that passes means its check does not discriminate)"
-                + (f"; {count(ctrls, 'inconclusive')} inconclusive" if count(ctrls, "inconclusive") else "") + "."]
-    out += ["", "How the kinds were assigned, and corrected, is in {doc}`changelog`.", ""]
-    timing = []
-    for rec in recs:
-        title = FIGURES[rec["notebook"]].title if rec["notebook"] in FIGURES else rec["notebook"]
-        audit = audits[rec["notebook"]]
-        parts = []
-        for k, noun in (("claim", "claims reproduced"), ("finding", "findings hold"),
-                        ("control", "controls fail, as they must")):
-            group = [c for c in rec["claims"] if kind(c) == k]
-            if group:
-                good = sum(status(c, audit) in ("reproduced", "holds", "fails, as it must") for c in group)
-                parts.append(f"{good}/{len(group)} {noun}")
-        seeds = (f"audited with {len(audit['sets'])} fresh seed sets" if audit else "not audited")
-        out += [f"## {title}", "",
-                f"{{doc}}`../notebooks/{rec['notebook']}`, {rec['profile']} profile: {', '.join(parts)}; {seeds}.",
-                "", "| check | kind | source | verdict | value | required | fresh seeds |",
-                "|---|---|---|---|---|---|---|"]
-        for c in rec["claims"]:
-            st = stability(c["id"], audit, c["passed"])
-            verdict = "PASS" if c["passed"] else "FAIL"
-            if status(c, audit) == "inconclusive":
-                verdict = f"**inconclusive** ({verdict} here)"
-            elif (kind(c) == "control") == c["passed"]:
-                verdict = f"**{verdict}**"
-            what = kind(c) + (f" of `{c['control_of']}`" if c.get("control_of") else "")
-            out.append(f"| `{_md(c['id'])}`: {_md(c['statement'])} | {what} | {_md(c.get('source') or 'not stated')} | {verdict} | "
-                       f"{_md(fmt(c['value']))} | {_md(c['threshold'])} | {st.text() if st else '-'} |")
-        out.append("")
-        timing.append(f"| {rec['notebook']} | {rec['profile']} | {rec['provenance']['device']} | "
-                      f"{rec['timings'].get('total', float('nan')):.0f} s{cache_note(rec)} |")
-    out += ["## Wall time", "", "Of the last execution of each notebook (with the result cache as it was then):", "",
-            "| notebook | profile | device | wall time |", "|---|---|---|---|"] + timing
+    out += ["## The headline", ""] + headline(book) + [
+        "", "A claim is *reproduced* when every check of it passes at the scope its sentence gives, in the committed "
+        "run and in every fresh seed set; *not reproduced* when a check fails in all of them; *inconclusive* when a "
+        "check's verdict differs between seed sets; and *depends on a setting the sources leave open* when it is "
+        "tested under several readings of such a setting and they disagree.", ""]
+    changed = [ev for ev in book.entries if ev.default and ev.paper and ev.default.status != ev.paper.status]
+    if changed:
+        out += ["Claims whose verdict changes with scale (each chapter says why):", ""]
+        out += [f"* {ev.entry.claim} ({_entry_ref(ev.entry, 'details')}): {SHORT[ev.default.status]} at the default "
+                f"scale, {SHORT[ev.paper.status]} at the paper scale." for ev in changed] + [""]
+    out += ["## The claims", "", "Each claim with the authors' sentence, its scope, its checks at both scales, the "
+            "baselines that must fail them and the findings that push it further (folded).", ""]
+    for ev in book.entries:
+        out += entry_block(book, ev)
+    out += findings_block(book)
     return "\n".join(out) + "\n"
+
+
+def entry_block(book: BookVerdicts, ev) -> list[str]:
+    e = ev.entry
+    paper = book.ledger.papers[e.paper]["short"]
+    head = (f"{e.claim} — default: {SHORT[ev.default.status if ev.default else None]}, paper: "
+            f"{SHORT[ev.paper.status if ev.paper else None]}")
+    out = [f"`````{{admonition}} {_md(head)}", ":class: dropdown claim-entry", "",
+           f"> {' '.join(e.source.quote.split())}", ">",
+           f"> — {paper}, `{e.source.file}` ({_md(e.source.section)})", "",
+           f"**Scope.** {_md(e.scope)}", "", f"**Where.** {_entry_ref(e, 'its chapter')}.", ""]
+    groups = e.readings.items() if e.is_map else [("", e.checks)]
+    out += ["````{list-table}", ":header-rows: 1", ":class: check-table", ":widths: 36 32 32", "",
+            "* - Check", "  - Default scale", "  - Paper scale"]
+    for reading, keys in groups:
+        for key in keys:
+            fv, c = book.check(key)
+            if c is None:
+                out += [f"* - `{key}`" + (f" ({reading})" if reading else ""), "  - no record", "  - no record"]
+                continue
+            pc = fv.paper_check(c["id"])
+            rows = [(c, pc, "")] + [(k, fv.paper_check(k["id"]), "baseline: ") for _, k in book.controls_of(key)]
+            for chk, pchk, tag in rows:
+                out += [f"* - {tag}{_md(_title(chk))}" + (f" ({_md(reading)})" if reading and not tag else ""),
+                        f"  - {check_word(chk, fv.status(chk))}: {_value_cell(chk)}",
+                        f"  - {check_word(pchk) + ': ' + _value_cell(pchk) if pchk else 'no record'}"]
+    out += ["````", ""]
+    if e.baselines:
+        out += ["**Baselines that must fail:** " + "; ".join(_md(b) for b in e.baselines) + ".", ""]
+    if e.beyond:
+        out += ["**Findings beyond its scope:** " + ", ".join(f"`{b.split('/', 1)[1]}`" for b in e.beyond) + ".", ""]
+    return out + ["`````", ""]
+
+
+def findings_block(book: BookVerdicts) -> list[str]:
+    """Findings and controls counted, and every chapter's checks in a folded table."""
+    from .audit import status as audit_status
+
+    finds = [(fv, c) for fv in book.figures.values() for c in fv.checks() if c.get("kind") == "finding"]
+    ctrls = [(fv, c) for fv in book.figures.values() for c in fv.checks() if c.get("kind") == "control"]
+    st = lambda fv, c: audit_status(c, fv.audit)  # noqa: E731
+    out = ["## Findings and controls", "",
+           f"Besides the claims, {len(finds)} *findings* test questions the papers do not answer, or push a claim "
+           f"past its scope (either verdict is a result): {sum(st(*x) == 'holds' for x in finds)} hold, "
+           f"{sum(st(*x) == 'does not hold' for x in finds)} do not, {sum(st(*x) == 'inconclusive' for x in finds)} "
+           f"inconclusive. {sum(st(*x) == 'fails, as it must' for x in ctrls)} of {len(ctrls)} *controls* fail, as "
+           "they must (a control runs a check on a baseline or against the wrong counterpart; one that passes means "
+           "its check does not discriminate). How checks were re-scoped, and why, is in {doc}`changelog`.", ""]
+    for name, fv in book.figures.items():
+        if fv.record is None:
+            continue
+        title = FIGURES[name].title if name in FIGURES else name
+        out += [f"````{{admonition}} Every check of {{doc}}`{_md(title)} <../notebooks/{name}>`", ":class: dropdown",
+                "", "```{list-table}", ":header-rows: 1", ":class: check-table", ":widths: 40 12 28 20", "",
+                "* - Check", "  - Kind", "  - Verdict and value", "  - Fresh seed sets"]
+        for c in fv.checks():
+            fresh = fv.fresh(c)
+            agree = sum(f == bool(c.get("passed")) for f in fresh)
+            out += [f"* - {_md(_title(c))}", f"  - {c.get('kind', 'claim')}",
+                    f"  - {check_word(c, fv.status(c) if c.get('kind') == 'claim' else None)}: {_value_cell(c)}",
+                    f"  - {f'{agree}/{len(fresh)} agree' if fresh else 'not audited'}"]
+        rec = fv.record
+        out += ["```", "", f"{rec['profile']} profile, device `{rec['provenance']['device']}`, "
+                f"{rec['timings'].get('total', float('nan')):.0f} s of notebook compute{cache_note(rec)}.", "", "````",
+                ""]
+    return out
 
 
 def page_texts(book_dir: Path) -> dict[Path, str]:
     """The generated pages of the book (path -> text), from the registry and the committed records."""
     book_dir = Path(book_dir)
+    book = BookVerdicts.read(book_dir / "results", list(FIGURES))
     return {book_dir / "settings.md": settings_markdown(),
+            book_dir / "claims_table.md": landing_markdown(book) + "\n",
             book_dir / "results_summary.md": results_markdown(book_dir / "results"),
             book_dir / "scales.md": scales_markdown(book_dir / "results", figures=list(FIGURES),
                                                     titles={k: f.title for k, f in FIGURES.items()})}
 
 
 def write_pages(book_dir: Path) -> list[Path]:
+    """Write the generated pages and the landing page's overview figure (``book/figures/claims_overview``)."""
     pages = page_texts(book_dir)
     for path, text in pages.items():
         path.write_text(text)
-    return list(pages)
+    figure = overview_figure(BookVerdicts.read(Path(book_dir) / "results", list(FIGURES)),
+                             Path(book_dir) / "figures" / "claims_overview")
+    return list(pages) + figure

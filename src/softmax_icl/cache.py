@@ -33,9 +33,9 @@ from .base import atomic_write_bytes, cache_dir
 COMPUTE_MODULES = ("base.py", "tasks.py", "models.py", "training.py", "metrics.py", "baselines.py", "theory.py",
                    "kernels/__init__.py", "kernels/readout.c")
 #: Folders whose every module is compute code too (each figure's sweeps and analyses, paper 2's subpackage), except
-#: the modules named here, which only draw or print.
+#: the modules named here, which only draw, declare parameters, or write text from computed results.
 COMPUTE_TREES = ("figures", "classification")
-NOT_COMPUTE = ("plots.py", "params.py")
+NOT_COMPUTE = ("plots.py", "params.py", "summary.py")
 
 
 def _shared_files(here: Path) -> list[Path]:

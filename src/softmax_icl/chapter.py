@@ -25,14 +25,6 @@ from typing import Any, Iterable
 #: The glue key under which :func:`glue_verdicts` stores the verdict box; the markdown cell pastes it.
 VERDICT_KEY = "verdicts"
 
-#: How each kind of check is introduced in the box (kinds not listed are shown under their own name).
-KIND_HEADINGS = {
-    "claim": "The papers' claims",
-    "finding": "Findings: open tests, where either verdict is a result",
-    "control": "Controls: checks that the experiment measures what it should",
-}
-
-
 def _get(claim: Any, name: str, default: Any = None) -> Any:
     """A claim's field, from a :class:`~softmax_icl.records.Claim` or from its dict in a JSON record."""
     if isinstance(claim, dict):
@@ -40,90 +32,123 @@ def _get(claim: Any, name: str, default: Any = None) -> Any:
     return getattr(claim, name, default)
 
 
+def _as_dict(claim: Any) -> dict:
+    from dataclasses import asdict, is_dataclass
+
+    return asdict(claim) if is_dataclass(claim) else dict(claim)
+
+
 def _cell(text: Any) -> str:
-    """Text for one cell of a markdown table: no line breaks, pipes escaped."""
+    """Text for one cell of a table: no line breaks, pipes escaped."""
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def _fmt(value: Any) -> str:
-    from .records import fmt
+def box_class(statuses: list[str]) -> str:
+    """The verdict box's colour, from its claims' statuses: every one reproduced, none, or a mix (no alarm colours:
+    a claim that does not hold is a result)."""
+    from .ledger import REPRODUCED
 
-    return fmt(value)
-
-
-def _fresh_cell(claim: Any, audit: dict) -> tuple[str, bool]:
-    """The "fresh seed sets" cell of a check, and whether the check is inconclusive (its verdict differs in a
-    fresh set or a set did not run)."""
-    from .audit import stability
-
-    st = stability(str(_get(claim, "id", "")), audit, bool(_get(claim, "passed")))
-    if st is None:
-        return "not audited", False
-    text = f"{st.agree}/{st.total} agree" + (f" ({st.total - st.ran} did not run)" if st.ran < st.total else "")
-    return (text, False) if st.stable else (f"**{text}: inconclusive**", True)
+    if statuses and all(st == REPRODUCED for st in statuses):
+        return "verdict-reproduced"
+    if statuses and not any(st == REPRODUCED for st in statuses):
+        return "verdict-not"
+    return "verdict-mixed"
 
 
-def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict | None = None) -> str:
-    """The verdict box as MyST markdown: an admonition with one table per kind of check.
+def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict | None = None,
+                     paper: dict | None = None, figure: str = "") -> str:
+    """The chapter's verdict table as MyST markdown: one block per claim of the papers (ledger entry) tested here,
+    its checks and their baselines, then the findings; a folded section per claim with the authors' sentence, the
+    scope and each check's method.
 
-    ``claims`` are :class:`~softmax_icl.records.Claim` objects or their dicts (``record["claims"]``); the
-    fields used are ``id, statement, passed, value, threshold`` and, where present, ``kind`` (``claim``,
-    ``finding``, ``control``; default ``claim``) and ``source``. The admonition is green (``tip``) when every
-    claim of the papers holds, orange (``warning``) when one fails; findings and controls do not colour it.
-    ``audit``: the figure's seed-audit record (:mod:`softmax_icl.audit`); with one, each check gets a column saying
-    in how many fresh seed sets it keeps its verdict, and the summary line counts the inconclusive ones.
+    ``claims``: :class:`~softmax_icl.records.Claim` objects or their record dicts; ``audit``: the chapter's seed audit
+    (a "fresh seed sets" column); ``paper``: the chapter's paper-profile record computed by the same code (a "paper
+    scale" column). Columns: claim (rendered maths) · verdict · value (required) · fresh seeds · paper scale.
     """
-    claims = list(claims)
-    by_kind: dict[str, list[Any]] = {}
-    for c in claims:
-        by_kind.setdefault(str(_get(c, "kind", "claim") or "claim"), []).append(c)
-    order = [k for k in KIND_HEADINGS if k in by_kind] + [k for k in by_kind if k not in KIND_HEADINGS]
+    from . import ledger as lg
+    from .bookgen import SHORT, badge, _short_threshold
+    from .profiles import fmt
+    from .verdicts import FigureVerdicts, check_word
 
-    def count(kind: str) -> str:
-        items = by_kind[kind]
-        noun = {"claim": "claims", "finding": "findings", "control": "controls"}.get(kind, kind)
-        if kind == "control":       # a control does its job when its criterion fails
-            return f"{sum(not _get(c, 'passed') for c in items)}/{len(items)} {noun} fail, as they must"
-        return f"{sum(bool(_get(c, 'passed')) for c in items)}/{len(items)} {noun} hold"
+    checks = [_as_dict(c) for c in claims]
+    record = {"notebook": figure, "claims": checks, "provenance": (paper or {}).get("provenance", {})}
+    fv = FigureVerdicts(figure, record, audit, paper)
+    led = lg.load()
+    entries = list(dict.fromkeys(c["ledger"] for c in checks if c.get("kind") == "claim" and c.get("ledger")))
 
-    summary = "; ".join(count(k) for k in order) if claims else "no checks were recorded"
-    fresh = {id(c): _fresh_cell(c, audit) for c in claims} if audit else {}
-    unstable = sum(flag for _, flag in fresh.values())
-    if audit:
-        n_sets = len(audit.get("sets", []))
-        summary += (f"; {unstable} inconclusive over {n_sets} fresh seed sets" if unstable
-                    else f"; every verdict kept in {n_sets} fresh seed sets")
-    # a claim that fails, or whose verdict does not survive fresh seeds, turns the box orange
-    failed_claim = any(not _get(c, "passed") or (id(c) in fresh and fresh[id(c)][1]) for c in by_kind.get("claim", []))
-    with_source = any(_get(c, "source") for c in claims)
+    def fresh_cell(c: dict) -> str:
+        fr = fv.fresh(c)
+        if not fr:
+            return "not audited"
+        agree = sum(f == bool(c.get("passed")) for f in fr)
+        return f"{agree}/{len(fr)} agree" if agree == len(fr) else f"{agree}/{len(fr)} agree: inconclusive"
 
-    lines = [f"````{{admonition}} {title}: {summary}",
-             f":class: {'warning' if failed_claim else 'tip'} verdict-box", ""]
-    for kind in order:
-        lines += [f"**{KIND_HEADINGS.get(kind, kind.capitalize())}**", ""]
-        header = ["", "check", "what is tested" + (" (and its source)" if with_source else ""), "value", "required"] \
-            + (["fresh seed sets"] if audit else [])
-        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for c in by_kind[kind]:
-            as_expected = (not _get(c, "passed")) if kind == "control" else bool(_get(c, "passed"))
-            mark = "✓" if as_expected else "✗"
-            what = _cell(_get(c, "statement", ""))
-            if _get(c, "source"):            # in the same cell: a seventh column left the statements no room
-                what += f" · **source:** {_cell(_get(c, 'source'))}"
-            row = [f"{mark} {'PASS' if _get(c, 'passed') else 'FAIL'}", f"`{_cell(_get(c, 'id', ''))}`", what,
-                   _cell(_fmt(_get(c, "value"))), _cell(_get(c, "threshold", ""))]
-            if audit:
-                row.append(fresh[id(c)][0])
-            lines.append("| " + " | ".join(row) + " |")
-        lines.append("")
-    lines += ["Each value is computed by this chapter's code from the run shown below; the same lines are "
-              "printed by its claim-check cell and written to its JSON record."]
-    if audit:
-        lines += ["", "*Fresh seed sets*: the same chapter rerun with seeds no committed run used (`softmax-icl "
-                  "audit`, record `book/results/audit/`); a check whose verdict differs in one of them is "
-                  "inconclusive, and the results summary counts it so."]
-    lines += ["````"]
+    def paper_cell(c: dict) -> str:
+        pc = fv.paper_check(c["id"])
+        return "no record" if pc is None else f"{check_word(pc)} ({_cell(fmt(pc.get('value')))})"
+
+    def row(c: dict, label: str) -> list[str]:
+        word = check_word(c, fv.status(c) if c.get("kind") == "claim" else None)
+        return [f"* - {label}", f"  - {word}",
+                f"  - {_cell(fmt(c.get('value')))} (required {_cell(_short_threshold(c.get('threshold', '')))})",
+                f"  - {fresh_cell(c)}", f"  - {paper_cell(c)}"]
+
+    def table(cls: str) -> list[str]:
+        return ["```{list-table}", ":header-rows: 1", f":class: verdict-table {cls}", ":widths: 40 16 20 12 12", "",
+                "* - Claim and its checks", "  - Verdict", "  - Value (required)", "  - Fresh seeds",
+                "  - Paper scale"]
+
+    statuses, body, methods = [], table("claims"), []
+    for eid in entries:
+        e = led.by_id(eid)
+        mine = [c for c in checks if c.get("ledger") == eid and c.get("kind") == "claim"]
+        st = lg.verdict(e, {f"{figure}/{c['id']}": fv.status(c) for c in mine}, partial=True)
+        status = st.status or None
+        # an entry tested in several chapters shows this chapter's part; its verdict over all is on the landing page
+        elsewhere = [k for k in e.all_checks() if not k.startswith(figure + "/")]
+        statuses.append(status)
+        body += [f"* - **{e.claim}**" + (" (with checks in other chapters)" if elsewhere else ""),
+                 f"  - {badge(status)}", "  - ", "  - ", "  - "]
+        for c in mine:
+            body += row(c, "↳ " + _cell(c.get("title") or c["id"]))
+            body += [x for k in checks if k.get("control_of") == c["id"]
+                     for x in row(k, "↳ baseline: " + _cell(k.get("title") or k["id"]))]
+        methods += method_block(e, mine, checks)
+    body += ["```"]
+    finds = [c for c in checks if c.get("kind") == "finding"]
+    fbody = table("findings")
+    for c in finds:
+        fbody += row(c, _cell(c.get("title") or c["id"]))
+        fbody += [x for k in checks if k.get("control_of") == c["id"]
+                  for x in row(k, "↳ baseline: " + _cell(k.get("title") or k["id"]))]
+    fbody += ["```"]
+    count = {s_: statuses.count(s_) for s_ in dict.fromkeys(statuses)}
+    summary = ", ".join(f"{n} {SHORT[s_]}" for s_, n in count.items()) or "no claim of the papers is tested here"
+    lines = [f"`````{{admonition}} {title}: {summary}", f":class: verdict-box {box_class(statuses)}", ""]
+    lines += body if entries else ["No check of this chapter tests a claim of the papers."]
+    lines += ["", "Each value is computed by this chapter's code from the run shown on this page and written to its "
+              "JSON record; *fresh seeds*: the same chapter rerun with seeds no committed run used (`softmax-icl "
+              "audit`), where a verdict that differs in one set is inconclusive; *paper scale*: the record of the "
+              "`paper` profile, computed by the same code.", "", "`````", ""]
+    if finds:
+        lines += [f"`````{{admonition}} Findings of ours ({sum(bool(c.get('passed')) for c in finds)} of {len(finds)} "
+                  "hold)", ":class: dropdown findings-box", "",
+                  "Questions the papers do not answer, or a claim pushed past its scope: either verdict is a result.",
+                  ""] + fbody + ["", "`````", ""]
+    if methods:
+        lines += ["`````{admonition} The authors' sentences, the scopes and the methods", ":class: dropdown", ""]
+        lines += methods + ["`````"]
     return "\n".join(lines)
+
+
+def method_block(e, mine: list[dict], checks: list[dict]) -> list[str]:
+    """One claim's quote, scope and, per check, its id, exact statement and threshold (folded under the table)."""
+    out = [f"**{e.claim}**", "", f"> {' '.join(e.source.quote.split())}", ">",
+           f"> — `{e.source.file}` ({_cell(e.source.section)})", "", f"*Scope.* {e.scope}", ""]
+    for c in mine + [k for c in mine for k in checks if k.get("control_of") == c["id"]]:
+        out += [f"* `{c['id']}` ({c.get('kind', 'claim')}): {_cell(c.get('statement', ''))}; required: "
+                f"{_cell(c.get('threshold', ''))}"]
+    return out + [""]
 
 
 def glue_verdicts(run: Any, key: str = VERDICT_KEY) -> str:
@@ -133,7 +158,8 @@ def glue_verdicts(run: Any, key: str = VERDICT_KEY) -> str:
     Call it in its own cell after the cell that prints ``run.finish()``. Outside a notebook kernel it only
     returns the markdown.
     """
-    text = verdict_markdown(getattr(run, "claims", []), audit=book_audit(run))
+    text = verdict_markdown(getattr(run, "claims", []), audit=book_audit(run), paper=book_paper_record(run),
+                            figure=getattr(run, "figure", ""))
     glue_markdown(key, text)
     return text
 
@@ -156,6 +182,118 @@ def book_audit(run: Any) -> dict | None:
     audit = None if root is None else read_audit(root / "book" / "results", figure)
     claims = [asdict(c) if is_dataclass(c) else dict(c) for c in getattr(run, "claims", [])]
     return audit if speaks_for(audit, figure, claims, getattr(run, "revision", None)) else None
+
+
+def run_verdicts(run: Any):
+    """The book's verdicts (:class:`softmax_icl.verdicts.BookVerdicts`) with ``run`` in place of its figure's committed
+    record: the other chapters' parts of a claim come from their committed records."""
+    from dataclasses import asdict, is_dataclass
+
+    from .records import repo_root
+    from .registry import FIGURES
+    from .verdicts import BookVerdicts, FigureVerdicts
+
+    from . import ledger as lg
+
+    root = repo_root()
+    figures = list(FIGURES)
+    book = (BookVerdicts.read(root / "book" / "results", figures) if root is not None
+            else BookVerdicts({f: FigureVerdicts(f, None) for f in figures}, lg.load()))
+    claims = [asdict(c) if is_dataclass(c) else dict(c) for c in getattr(run, "claims", [])]
+    record = {"notebook": run.figure, "profile": getattr(run, "profile", None), "claims": claims,
+              "provenance": {"code_fingerprint": getattr(run, "fingerprint", None)}}
+    book.figures[run.figure] = FigureVerdicts(run.figure, record, book_audit(run), book_paper_record(run))
+    book.entries = [book.entry_verdict(e) for e in book.ledger.entries]
+    return book
+
+
+def answer_markdown(run: Any, lead: str = "") -> str:
+    """The chapter's answer, for the top of the page: ``lead`` (two or three sentences with the run's numbers, from
+    the figure's ``summary.lead``) and one line per claim of the papers tested here, with its verdict at both scales,
+    the run's deciding numbers and a link to its paragraph."""
+    from .bookgen import badge, reason
+
+    book = run_verdicts(run)
+    lines = ["````{admonition} The answer", ":class: answer-box", ""] + ([lead, ""] if lead else [])
+    for ev in book.entries:
+        if not any(k.startswith(run.figure + "/") for k in ev.entry.all_checks()):
+            continue
+        e = ev.entry
+        paper = f"; paper scale {badge(ev.paper.status)}" if ev.paper else ""
+        link = f"{{ref}}`details <{e.anchor}>`" if e.chapter == run.figure else f"{{doc}}`its chapter <{e.chapter}>`"
+        lines.append(f"* {badge(ev.default.status if ev.default else None)}{paper} **{e.claim}** "
+                     f"{_cell(reason(book, ev))} ({link})")
+    return "\n".join(lines + ["````"])
+
+
+def claim_markdown(run: Any, entry_id: str) -> str:
+    """The paragraph that explains one claim's verdict in its chapter: the verdict at both scales with its reason,
+    then the authors' sentence, the scope, every check with its baselines at both scales (folded)."""
+    from .bookgen import badge, entry_block, reason
+
+    book = run_verdicts(run)
+    ev = next(x for x in book.entries if x.entry.id == entry_id)
+    scales = f"{badge(ev.default.status if ev.default else None)} at the default scale" + (
+        f", {badge(ev.paper.status)} at the paper scale" if ev.paper else "")
+    return "\n".join([f"{scales}: {_cell(reason(book, ev))}.", ""] + entry_block(book, ev))
+
+
+def provenance_markdown(run: Any) -> str:
+    """"How this page was computed", folded: provenance, settings, each stage's time and cache use."""
+    from .profiles import fmt
+
+    prov = run.provenance()
+    rows = [f"* **{k.replace('_', ' ')}**: `{_cell(v)}`" for k, v in prov.items() if k not in ("peak_memory_mb",)]
+    peak = prov.get("peak_memory_mb") or {}
+    rows.append("* **peak memory**: " + (", ".join(f"{k} {v:.0f} MB" for k, v in peak.items()) or "not measured"))
+    rows.append("* **settings**: " + ", ".join(f"`{k}={_cell(fmt(v))}`" for k, v in run.cfg.items() if k != "profile"))
+    stages = ["```{list-table}", ":header-rows: 1", ":widths: 40 20 20 20", "",
+              "* - Stage", "  - This run (s)", "  - Read from the cache", "  - Its computation (s)"]
+    for tag, t in run.timings.items():
+        hit = run.cache_hits.get(tag)
+        took = run.compute_seconds.get(tag)
+        stages += [f"* - `{tag}`", f"  - {t:.1f}", f"  - {'yes' if hit else ('no' if hit is not None else '—')}",
+                   f"  - {'—' if took is None else f'{took:.1f}'}"]
+    return "\n".join(["````{admonition} How this page was computed", ":class: dropdown provenance-box", "",
+                       "The run that produced this page, as its record (`book/results/<figure>.json`) keeps it. Same "
+                       "seed, profile and device give the same numbers.", ""] + rows + [""] + stages + ["```", "````"])
+
+
+def glue_chapter(run: Any, lead: str = "") -> None:
+    """Glue everything a chapter shows from its run (call after the claim checks): the answer (``answer``), the
+    verdict table (``verdicts``), one paragraph per claim tested here (``claim-<entry id>``), the seed audit
+    (``audit``) and the provenance (``provenance``)."""
+    from . import ledger as lg
+
+    glue_verdicts(run)
+    glue_markdown("answer", answer_markdown(run, lead))
+    for eid in dict.fromkeys(c.ledger for c in run.claims if c.kind == "claim" and c.ledger):
+        if lg.load().by_id(eid).chapter == run.figure:
+            glue_markdown(f"claim-{eid}", claim_markdown(run, eid))
+    head, *rest = audit_summary(run).splitlines()
+    glue_markdown("audit", "\n".join([head, ""] + [f"* {_cell(x)}" for x in rest]))
+    glue_markdown("provenance", provenance_markdown(run))
+
+
+def book_paper_record(run: Any) -> dict | None:
+    """The committed paper-profile record of ``run``'s figure (``book/results/paper/<figure>.json``) when ``run`` is
+    the book's own (its profile, no parameter overridden) and the record was computed by the same code (the result
+    cache's fingerprint): its verdicts sit beside this run's. None otherwise."""
+    import json
+
+    from .records import BOOK_PROFILE, repo_root
+    from .registry import resolve
+
+    figure, cfg = getattr(run, "figure", None), getattr(run, "cfg", None)
+    if figure is None or getattr(run, "profile", None) != BOOK_PROFILE or cfg != resolve(figure, BOOK_PROFILE):
+        return None
+    root = repo_root()
+    path = None if root is None else root / "book" / "results" / "paper" / f"{figure}.json"
+    if path is None or not path.is_file():
+        return None
+    rec = json.loads(path.read_text())
+    same = (rec.get("provenance") or {}).get("code_fingerprint") == getattr(run, "fingerprint", None)
+    return rec if same else None
 
 
 def glue_markdown(key: str, text: str) -> None:

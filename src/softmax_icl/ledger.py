@@ -59,6 +59,7 @@ class Entry:
     baselines: tuple = ()
     beyond: tuple = ()
     also: tuple = ()                             # more Quotes that say the same
+    label: str = ""                              # a few words, for the overview figure
 
     @property
     def chapter(self) -> str:
@@ -136,7 +137,8 @@ def load(path: str | Path | None = None) -> Ledger:
             checks=tuple(raw.get("checks") or ()),
             readings={k: tuple(v) for k, v in (raw.get("readings") or {}).items()},
             setting=str(raw.get("setting", "")), baselines=tuple(raw.get("baselines") or ()),
-            beyond=tuple(raw.get("beyond") or ()), also=tuple(_quote(q) for q in raw.get("also") or ())))
+            beyond=tuple(raw.get("beyond") or ()), also=tuple(_quote(q) for q in raw.get("also") or ()),
+            label=str(raw.get("label") or raw["id"])))
     keys = [c for e in entries for c in e.all_checks()]
     dup = sorted({c for c in keys if keys.count(c) > 1})
     if dup:
@@ -237,15 +239,18 @@ class Verdict:
     missing: tuple = ()               # checks the records do not hold (the verdict is then None)
 
 
-def verdict(entry: Entry, status_of: dict[str, str]) -> Verdict | None:
-    """``status_of``: "chapter/check-id" -> status (:func:`check_status`). None when a check has no record."""
+def verdict(entry: Entry, status_of: dict[str, str], partial: bool = False) -> Verdict:
+    """``status_of``: "chapter/check-id" -> status (:func:`check_status`). Where a check has no status, the verdict
+    has no ``status`` and names the checks in ``missing``; with ``partial`` it is the verdict of the checks that have
+    one (a chapter's part of an entry tested in several chapters)."""
     missing = tuple(c for c in entry.all_checks() if c not in status_of)
-    if missing:
+    if missing and (not partial or len(missing) == len(entry.all_checks())):
         return Verdict("", {}, missing)
     if not entry.is_map:
-        parts = {c: status_of[c] for c in entry.checks}
+        parts = {c: status_of[c] for c in entry.checks if c in status_of}
         return Verdict(combine(list(parts.values())), parts)
-    parts = {r: combine([status_of[c] for c in cs]) for r, cs in entry.readings.items()}
+    parts = {r: combine([status_of[c] for c in cs if c in status_of]) for r, cs in entry.readings.items()
+             if any(c in status_of for c in cs)}
     definite = {s for s in parts.values() if s != INCONCLUSIVE}
     if len(definite) > 1:
         return Verdict(DEPENDS, parts)

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from . import __version__, kernels, ledger
-from .cache import cached
+from .cache import cached, code_fingerprint
 from .plotting import save, use_style
 from .base import OUTPUT_DIR_ENV, atomic_write_bytes, resolve_device
 from .profiles import fmt, validate_device
@@ -130,6 +130,7 @@ class Claim:
     ``ledger`` names the entry of the claims ledger (``book/claims.yml``, :mod:`softmax_icl.ledger`) that the check
     tests: required for a claim (the entry must list the check), optional for a finding that pushes an entry past its
     scope (the entry lists it under ``beyond``).
+    ``title`` is a short name of the check for tables (MyST: ``$...$`` maths allowed); without one, pages use the id.
 
     One run gives one verdict, PASS or FAIL. Whether a claim of the papers is *reproduced*, *not reproduced* or
     *inconclusive* is a statement over seeds, so it is not a field of one run's check: the audit
@@ -148,6 +149,7 @@ class Claim:
     control_of: str | None = None
     anchor: str | None = None
     ledger: str | None = None
+    title: str | None = None
 
     @property
     def as_expected(self) -> bool:
@@ -216,6 +218,8 @@ class Run:
         custom = self.cfg != resolve(figure, profile)
         self.output_dir = Path(output_dir) if output_dir else default_output_dir(figure, profile, custom)
         self.claims: list[Claim] = []
+        #: short titles of the figure's checks by id (a claims module fills it; :meth:`check` reads it)
+        self.titles: dict[str, str] = {}
         self.numbers: dict[str, Any] = {}
         self.timings: dict[str, float] = {}
         self.cache_hits: dict[str, bool] = {}
@@ -225,6 +229,9 @@ class Run:
         self.trained_in_parts: dict[str, int] = {}
         self._t0 = time.perf_counter()
         self.revision = git_revision()     # the code this run loaded: read now, not when the record is written
+        #: the result cache's fingerprint of the code that computes this figure (records of other code are not
+        #: compared number by number: :mod:`softmax_icl.scales`)
+        self.fingerprint = code_fingerprint(figure)
         torch.manual_seed(0)  # nothing should use the global generator; make it deterministic if something does
         use_style()
         print(f"This run writes its record and figures to {self.where()}")
@@ -261,7 +268,8 @@ class Run:
     def provenance(self) -> dict:
         return {
             "figure": self.figure, "profile": self.profile, "device": str(self.device),
-            "package_version": __version__, "git_revision": self.revision, "torch": torch.__version__,
+            "package_version": __version__, "git_revision": self.revision, "code_fingerprint": self.fingerprint,
+            "torch": torch.__version__,
             "python": platform.python_version(), "threads": torch.get_num_threads(),
             "kernel": kernels.backend() if self.device.type == "cpu" else "torch",
             "seeds": {k: self.cfg[k] for k in ("data_seed", "init_seed", "eval_seed", "seeds") if k in self.cfg},
@@ -306,7 +314,8 @@ class Run:
 
     # -- results -------------------------------------------------------------------------------
     def check(self, id: str, statement: str, value: Any, passed: bool, threshold: str, *, kind: str, source: str,
-              control_of: str | None = None, anchor: str | None = None, ledger: str | None = None) -> Claim:
+              control_of: str | None = None, anchor: str | None = None, ledger: str | None = None,
+              title: str | None = None) -> Claim:
         """Record one check. ``kind`` ("claim", "finding" or "control") and ``source`` (what it tests, quoted
         briefly, or "beyond the papers") are required: SPEC Part 4 (see :class:`Claim`). A claim names its ledger
         entry (``ledger``), which must list it; a finding may name the entry it goes beyond."""
@@ -318,7 +327,11 @@ class Run:
         if (kind == "control") != (control_of is not None):
             raise ValueError("a control names the check it controls (control_of), and only a control does")
         _check_ledger(self.figure, id, kind, ledger)
-        claim = Claim(id, statement, bool(passed), _plain(value), threshold, kind, source, control_of, anchor, ledger)
+        if title is None and kind == "control":            # "control: the same for X; ..." -> "X"
+            title = statement.split(";")[0].removeprefix("control: ").removeprefix("the same for ").strip()
+        title = title or self.titles.get(id)
+        claim = Claim(id, statement, bool(passed), _plain(value), threshold, kind, source, control_of, anchor, ledger,
+                      title)
         self.claims = [c for c in self.claims if c.id != id] + [claim]
         return claim
 

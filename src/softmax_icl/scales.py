@@ -16,54 +16,14 @@ import math
 import sys
 from pathlib import Path
 
+from .verdicts import fingerprint, same_code
+
 #: Where the paper-profile records sit, relative to the results folder.
 PAPER_SUBDIR = "paper"
-#: Why a figure has no paper record, unless the caller says more (e.g. the CPU time it would need).
-_GPU_RAN_OUT = ("no record yet: the one GPU lent so far (an H100, 30 minutes of device time, 2026-11-25; "
-                "benchmarks/gpu_h100.md) ran out of time before this figure's paper run came back")
-DEFAULT_MISSING_REASON = _GPU_RAN_OUT + ", and the paper profile was not run on a CPU"
-#: Why these figures have no paper record, where more is known than :data:`DEFAULT_MISSING_REASON` says (measured
-#: step times, a run under way); a figure named here gets no cost-ratio estimate, which these measurements replace.
-#: Empty since 2026-11-26, when the last figure (classification_kernel_gd) got its paper record on the CPU.
+#: Why a figure has no paper record, unless the caller says more.
+DEFAULT_MISSING_REASON = "no paper-profile record yet"
+#: Why these figures have no paper record, where more is known than :data:`DEFAULT_MISSING_REASON` says.
 MISSING_REASONS: dict[str, str] = {}
-
-
-#: What a figure's training cost grows with (where it has them): the training length (the largest growth among its
-#: step counts), the batch and the seeds. A rough paper/default cost ratio is the product of their growths. It errs
-#: both ways (the paper profile's larger grids are not counted; a larger batch uses a CPU better than a small one),
-#: so the page also prints how far off it was for the figures that ran at both scales (:func:`estimate_accuracy`).
-COST_PARAMS = (("steps", "steps_main"), ("batch_size",), ("seeds",))
-
-
-def cost_ratio(figure: str) -> tuple[float, list[str]] | None:
-    """Rough paper/default compute ratio of ``figure`` and the parameters it rests on (None if unknown)."""
-    try:
-        from .registry import resolve
-        d, p = resolve(figure, "default"), resolve(figure, "paper")
-    except Exception:
-        return None
-    ratio, used = 1.0, []
-    for group in COST_PARAMS:
-        growth = {k: p[k] / d[k] for k in group
-                  if isinstance(d.get(k), (int, float)) and isinstance(p.get(k), (int, float)) and d[k] > 0}
-        if growth:
-            k = max(growth, key=growth.get)
-            ratio *= growth[k]
-            used.append(k)
-    return (ratio, used) if used else None
-
-
-def estimate_accuracy(pairs: dict[str, tuple[dict, dict]]) -> list[float]:
-    """For each figure with a default and a paper record (``figure -> (default, paper)``), both computed without the
-    result cache: paper notebook time / (default notebook time x :func:`cost_ratio`), i.e. how many times the
-    estimate the paper run really took."""
-    out = []
-    for figure, (d, p) in pairs.items():
-        cost = cost_ratio(figure)
-        td, tp = (r.get("timings", {}).get("total") for r in (d, p))
-        if cost and td and tp and not _cached_stages(d) and not _cached_stages(p):
-            out.append(float(tp) / (float(td) * cost[0]))
-    return sorted(out)
 
 
 def _load(path: Path) -> dict | None:
@@ -186,7 +146,9 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
 
     default = {f: _load(results / f"{f}.json") for f in figures}
     paper = {f: _load(paper_dir / f"{f}.json") for f in figures}
-    both = [f for f in figures if default[f] is not None and paper[f] is not None]
+    present = [f for f in figures if default[f] is not None and paper[f] is not None]
+    other_code = [f for f in present if not same_code(default[f], paper[f])]
+    both = [f for f in present if f not in other_code]
     missing = [f for f in figures if paper[f] is None]
     rows = {f: compare_scales(default[f], paper[f]) for f in both}
     changed = [(f, r) for f in both for r in rows[f] if r["changes"]]
@@ -195,80 +157,61 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
     out = ["# Results at two scales", "",
            "The chapters show the `default` profile: the scale at which the whole book runs in minutes on a "
            "two-core CPU. The `paper` profile is the most faithful scale (more training steps, seeds and context "
-           "lengths; meant for a GPU). This page sets every check's verdict and value at the two profiles side by "
-           "side, so a reader can see which conclusions hold at both scales and which depend on the scale. It is "
-           "generated from the records (`book/results/<figure>.json` and `book/results/paper/<figure>.json`) by "
-           "`softmax_icl.scales`.", "",
-           f"{len(both)} of {len(figures)} figures have a paper-profile record; {compared} checks are compared at "
-           f"both scales, and {len(changed)} of them change their verdict with scale.", ""]
+           "lengths). This page sets every check's verdict and value at the two profiles side by side, so a reader "
+           "can see which conclusions hold at both scales and which depend on the scale. It is generated from the "
+           "records (`book/results/<figure>.json` and `book/results/paper/<figure>.json`) by `softmax_icl.scales`. "
+           "Two records are compared only when the same code computed them (the result cache's code fingerprint, "
+           "kept in each record): a record of other code is another experiment.", "",
+           f"{len(both)} of {len(figures)} figures have a paper-profile record of the same code; {compared} checks "
+           f"are compared at both scales, and {len(changed)} of them change their verdict with scale.", ""]
 
-    out += ["## Verdicts that change with scale", ""]
-    if not both:
-        out += ["No figure has a paper-profile record yet (see below).", ""]
-    elif not changed:
-        out += ["None: every check compared has the same verdict at both scales.", ""]
-    else:
-        out += ["| figure | check | kind | default | paper |", "|---|---|---|---|---|"]
+    if changed:
+        out += ["## Verdicts that change with scale", "", "```{list-table}", ":header-rows: 1",
+                ":class: check-table", ":widths: 40 20 20 20", "",
+                "* - Check", "  - Kind", "  - Default", "  - Paper"]
         for f, r in changed:
-            out.append(f"| {_md(titles.get(f, f))} | `{r['id']}` | {r['kind']} | {_verdict(r['default'])} "
-                       f"({_value(r['default'].get('value'))}) | {_verdict(r['paper'])} "
-                       f"({_value(r['paper'].get('value'))}) |")
-        out.append("")
+            out += [f"* - {_md(titles.get(f, f))}: `{r['id']}`", f"  - {r['kind']}",
+                    f"  - {_verdict(r['default'])} ({_value(r['default'].get('value'))})",
+                    f"  - {_verdict(r['paper'])} ({_value(r['paper'].get('value'))})"]
+        out += ["```", ""]
+    elif both:
+        out += ["Every check compared has the same verdict at both scales.", ""]
 
     for f in both:
+        n_changed = sum(r["changes"] for r in rows[f])
         out += [f"## {_md(titles.get(f, f))}", "", _run_line("default", default[f]), _run_line("paper", paper[f]), "",
-                "| check | kind | default | value | paper | value | required | changes with scale |",
-                "|---|---|---|---|---|---|---|---|"]
+                f"````{{admonition}} Every check at both scales ({len(rows[f])} checks, {n_changed} change with "
+                "scale)", ":class: dropdown", "", "```{list-table}", ":header-rows: 1", ":class: check-table",
+                ":widths: 34 22 22 22", "", "* - Check", "  - Default", "  - Paper", "  - Required"]
         for r in rows[f]:
             ca, cb = r["default"], r["paper"]
-            cells = []
-            for c in (ca, cb):
-                cells += ["(not in this record)", ""] if c is None else [_verdict(c), _value(c.get("value"))]
+            cell = lambda c: "not in this record" if c is None else f"{_verdict(c)} ({_value(c.get('value'))})"  # noqa: E731
             required = (cb or ca).get("threshold", "")
             if ca is not None and cb is not None and ca.get("threshold") != cb.get("threshold"):
                 required = f"default: {ca.get('threshold')}; paper: {cb.get('threshold')}"
-            mark = "**yes**" if r["changes"] else ("" if ca is not None and cb is not None else "n/a")
-            out.append(f"| `{r['id']}` | {r['kind']} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
-                       f"{_md(required)} | {mark} |")
-        out.append("")
+            out += [f"* - `{r['id']}` ({r['kind']})", f"  - {cell(ca)}",
+                    f"  - {'**' + cell(cb) + '**' if r['changes'] else cell(cb)}", f"  - {_md(required)}"]
+        out += ["```", "````", ""]
 
-    out += ["## Figures with no paper-profile record yet", ""]
-    accuracy = estimate_accuracy({f: (default[f], paper[f]) for f in both})
-    if len(accuracy) > 1:
-        calibration = (f"; the {len(accuracy)} figures whose runs at both scales computed every stage took "
-                       f"{accuracy[0]:.1f} to {accuracy[-1]:.1f} times what this ratio predicted from their default "
-                       "runs")
-    elif accuracy:
-        calibration = ("; the one figure whose runs at both scales computed every stage took "
-                       f"{accuracy[0]:.1f} times what this ratio predicted from its default run")
-    else:
-        calibration = ""
-    if not missing:
-        out += ["None.", ""]
-    else:
+    if other_code:
+        out += ["## Records of other code, not compared", ""]
+        out += [f"* **{_md(titles.get(f, f))}** (`{f}`): the paper-profile record was computed by code with "
+                f"fingerprint `{fingerprint(paper[f]) or 'none recorded'}`, the default record by "
+                f"`{fingerprint(default[f]) or 'none recorded'}`." for f in other_code]
+        out += ["", "Rerun the paper profile with the current code to compare them: `softmax-icl build --profile "
+                "paper --publish` (with `--device cuda` on a GPU).", ""]
+
+    if missing:
+        out += ["## Figures with no paper-profile record", ""]
         for f in missing:
             why = reasons.get(f, DEFAULT_MISSING_REASON)
-            d = default[f]
-            total = None if d is None else d.get("timings", {}).get("total")
-            if total is not None:
-                why += f" (its default profile took {float(total):.0f} s of notebook compute"
-                cost = cost_ratio(f)
-                if _cached_stages(d):
-                    why += f", with {_cached_stages(d)}, so it gives no estimate"
-                elif cost is not None and f not in reasons:
-                    ratio, used = cost
-                    why += (f" on `{d.get('provenance', {}).get('device', '?')}`; the paper profile, roughly "
-                            f"{ratio:.0f} times the work ({' x '.join(used)} grow by that much; its larger grids "
-                            f"not counted), would need about {float(total) * ratio / 60:.0f} min there"
-                            f"{calibration}")
-                why += ")"
-            if d is None:
+            if default[f] is None:
                 why += " (and it has no default-profile record either)"
             out.append(f"* **{_md(titles.get(f, f))}** (`{f}`): {_md(why)}.")
-        out += ["", "To add them: `softmax-icl build --profile paper --device cuda --publish` (or `--only FIGURE "
-                "...`; on a CPU `--device cpu`, resumable across sessions as benchmarks/cpu_paper.md shows): the "
-                "notebooks run into `runs/<figure>-paper/`, and their records are copied to `book/results/paper/`, "
-                "from where this page is regenerated.", ""]
+        out += ["", "To add them: `softmax-icl build --profile paper --publish` (`--device cuda` on a GPU; on a CPU "
+                "the stages are cached, so a run can be stopped and resumed): the notebooks run into "
+                "`runs/<figure>-paper/`, and their records are copied to `book/results/paper/`, from where this page "
+                "is regenerated.", ""]
     return "\n".join(out)
 
 

@@ -21,12 +21,27 @@ CROSSOVER_FACTOR = 2.0        # Theorem 3.5: the branches meet within this facto
 
 
 
+#: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
+TITLES = {
+    'matched-L-curves-coincide': 'matched-$L$ units alike up to the training length',
+    'matched-L-curves-coincide-long-contexts': 'matched-$L$ units alike at every test length',
+    'mismatched-L-small-worse': 'pretrained at a smaller $L$: worse',
+    'mismatched-L-large-worse': 'pretrained at a larger $L$: worse',
+    'small-L-bias-dominated': 'too small $L$: error flat in $n$ (bias)',
+    'large-L-noise-dominated': 'too large $L$: error falls like $1/n$ (noise)',
+    'window-set-by-pretraining-L': '$\\|M\\|_2$ rises with the pretraining $L$',
+    'thm35-crossover-at-L': "the penalty switches branch at $L' = L$",
+    'thm35-matched-rate': 'matched error falls at least like $n^{-1/(d+2)}$',
+}
+
+
 def _converged(change, se) -> np.ndarray:
     return np.abs(change) <= np.maximum(CONVERGED_CHANGE, 3.0 * se)
 
 
 def check_claims(run: Run, a: GeneralizationAnalysis) -> None:
     """Every check of the chapter."""
+    run.titles.update(TITLES)
     cfg = run.cfg
     classes, Ls, ns = a.classes, a.L, np.array(a.n)
     lt, j_tr = index_of(Ls, a.L_test), index_of(ns, a.n_train)

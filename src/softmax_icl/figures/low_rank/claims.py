@@ -25,12 +25,26 @@ SLIDE_LINKS = "Collins et al. slides: 'Softmax Attention Learns Low-Dimensional 
 
 
 
+#: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
+TITLES = {
+    'softmax-rho1-to-zero': '$\\rho_1(M, B) \\to 0$ on the linear class',
+    'softmax-rho2-to-zero': '$\\rho_2(M, B) \\to 0$ on the linear class',
+    'links-rho1-to-zero': '$\\rho_1(M, B) \\to 0$ on the links',
+    'links-rho2-to-zero': '$\\rho_2(M, B) \\to 0$ on the links',
+    'softmax-M-is-cBBT': '$M = c\\,BB^\\top$ at $\\sigma = 0$',
+    'thm44-n2-rho2': '$\\rho_2(M, B) \\to 0$ at $n = 2$',
+    'softmax-beats-linear-on-links': 'softmax beats linear and the plain average on the links',
+    'softmax-beats-linear-on-linear-class': 'softmax beats linear on the linear class',
+}
+
+
 def short(name: str) -> str:
     return name.replace("lowrank_", "")
 
 
 def check_claims(run: Run, a: LowRankAnalysis) -> None:
     """Every check of the chapter (verdicts over seeds: the worst seed, or every seed)."""
+    run.titles.update(TITLES)
     cfg = run.cfg
     classes = a.classes
     sm, ln = a.softmax, a.linear

@@ -28,6 +28,28 @@ SRC_THM = "Collins et al. Theorem 3.4 (slides' Theorem 2)"
 BEYOND = "beyond the papers"
 
 
+#: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
+TITLES = {
+    'norm-grows-with-L': 'final $\\|M\\|_2$ rises with $L$',
+    'w-falls-with-sigma': '$w$ falls as $\\sigma$ grows',
+    'w-rises-with-n': '$w$ rises with $n$',
+    'growth-rate-orders-with-L': '$\\|M\\|_2$ grows faster for larger $L$',
+    'growth-rate-orders-with-L-every-seed': '$\\|M\\|_2$ grows faster for larger $L$, every seed and $L$',
+    'theorem34-slides-range': 'local exponent of $w^*$ inside $[1/d, 2/d]$',
+    'theorem34-sketch-range': "local exponent inside the sketch's $[1/(d+2), 2/(d+2)]$",
+    'theorem34-sphere-range': "local exponent inside the sphere's $[1/(d+1), 2/(d+1)]$",
+    'noise-term-exponent-d-over-2': 'noise term grows like $w^{d/2}$',
+    'noise-term-exponent-sphere': 'noise term grows like $w^{(d-1)/2}$',
+    'L-over-sigma-window-narrows': '$w^*$ narrows towards nearest neighbour as $L/\\sigma$ and $n$ grow',
+    'L-over-sigma-saturates-at-fixed-n': 'at fixed $n$, $w^*$ stops at the noiseless optimum',
+    'covariance-lemma-whitened': "$M \\propto \\Sigma^{-1}$ under the lemma's symmetry",
+    'covariance-lemma-noniso': '$M \\propto \\Sigma^{-1}$ without the symmetry',
+    'full-weights-block-form': 'full $W_K^\\top W_Q$ takes the block form',
+    'full-weights-value-ignores-x': 'the value row ignores the covariates',
+    'inner-dimension-same-M': 'a larger inner dimension learns the same $M$',
+}
+
+
 def _ratio(w, w_ref):
     r = np.asarray(w) / np.asarray(w_ref)
     return np.maximum(r, 1 / r)
@@ -285,6 +307,7 @@ def check_window_limit(run: Run, t: Theorem34) -> None:
 
 
 def check_claims(run: Run, a: Analysis, t: Theorem34, big: TrainedLargeN, early: Ordering, late: Ordering) -> None:
+    run.titles.update(TITLES)
     check_trends(run, a)
     check_dynamics(run, a, early, late)
     check_theorem34(run, t, big)

@@ -1,0 +1,170 @@
+"""Verdicts as a reader meets them: each check's status at both scales, and each ledger entry's verdict.
+
+Three sources meet here: a figure's record at the book's profile (``book/results/<figure>.json``), its seed audit
+(``book/results/audit/<figure>.json``, :mod:`softmax_icl.audit`) and its record at the paper profile
+(``book/results/paper/<figure>.json``). :class:`FigureVerdicts` holds them for one figure; :class:`BookVerdicts` for
+the whole book, with each entry of the claims ledger (:mod:`softmax_icl.ledger`) combined at both scales. The book's
+pages (the landing table, the results summary, the chapters' verdict boxes, the two-scale page) all read their
+verdicts from here, so they cannot disagree.
+
+A paper record counts only when it was computed by the same code as the book's record (the result cache's code
+fingerprint, ``provenance.code_fingerprint``): a record of other code is a different experiment, and its numbers are
+not set beside these (:func:`same_code`). The paper scale is one seed set (it is not audited): its statuses are its
+run's verdicts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import ledger as lg
+from .audit import read_audit, speaks_for, stability
+
+PAPER_SUBDIR = "paper"
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def fingerprint(record: dict | None) -> str | None:
+    return None if record is None else (record.get("provenance") or {}).get("code_fingerprint")
+
+
+def same_code(a: dict | None, b: dict | None) -> bool:
+    """Whether two records were computed by the same code (equal code fingerprints; a record without one never is)."""
+    fa, fb = fingerprint(a), fingerprint(b)
+    return fa is not None and fa == fb
+
+
+def check_word(check: dict, status: str | None = None) -> str:
+    """What a single check's verdict means, by its kind: a claim passes or fails, a finding holds or not, a control
+    fails as it must or passes (does not discriminate); ``status`` "inconclusive" overrides."""
+    if status == lg.INCONCLUSIVE:
+        return "inconclusive"
+    kind, passed = check.get("kind", "claim"), bool(check.get("passed"))
+    if kind == "control":
+        return "fails, as it must" if not passed else "passes: does not discriminate"
+    if kind == "finding":
+        return "holds" if passed else "does not hold"
+    return "passes" if passed else "fails"
+
+
+@dataclass
+class FigureVerdicts:
+    """One figure: its book record, the audit that speaks for it (or None), its paper record when computed by the
+    same code (or None), and why a paper record was set aside (``paper_note``)."""
+
+    figure: str
+    record: dict | None
+    audit: dict | None = None
+    paper: dict | None = None
+    paper_note: str = ""
+
+    @classmethod
+    def from_records(cls, figure: str, record: dict | None, audit: dict | None = None,
+                     paper: dict | None = None) -> "FigureVerdicts":
+        note = ""
+        if record is not None and audit is not None and not speaks_for(
+                audit, figure, record.get("claims", []), (record.get("provenance") or {}).get("git_revision")):
+            audit = None                       # an audit of another run does not speak for this one
+        if paper is not None and record is not None and not same_code(record, paper):
+            note = (f"the paper-profile record was computed by other code (fingerprint "
+                    f"{fingerprint(paper) or 'none'}, this record's {fingerprint(record) or 'none'}): not compared")
+            paper = None
+        return cls(figure, record, audit, paper, note)
+
+    @classmethod
+    def read(cls, results_dir: Path, figure: str) -> "FigureVerdicts":
+        results_dir = Path(results_dir)
+        return cls.from_records(figure, _load(results_dir / f"{figure}.json"), read_audit(results_dir, figure),
+                                _load(results_dir / PAPER_SUBDIR / f"{figure}.json"))
+
+    def checks(self) -> list[dict]:
+        return [] if self.record is None else list(self.record.get("claims", []))
+
+    def paper_check(self, cid: str) -> dict | None:
+        if self.paper is None:
+            return None
+        return next((c for c in self.paper.get("claims", []) if c["id"] == cid), None)
+
+    def fresh(self, check: dict) -> list[bool]:
+        """The check's verdicts in the audit's fresh seed sets ([] where none applies); a set that did not record it
+        counts as a disagreement."""
+        st = stability(check["id"], self.audit, bool(check.get("passed")))
+        if st is None:
+            return []
+        entry = next(c for c in self.audit["checks"] if c["id"] == check["id"])
+        return [bool(v) if v is not None else not bool(check.get("passed")) for v in entry["fresh"]]
+
+    def status(self, check: dict) -> str:
+        """The ledger status of a check at the book's profile: its verdict here and in every fresh seed set."""
+        return lg.check_status(bool(check.get("passed")), self.fresh(check))
+
+    def paper_status(self, cid: str) -> str | None:
+        c = self.paper_check(cid)
+        return None if c is None else lg.check_status(bool(c.get("passed")), None)
+
+
+@dataclass
+class EntryVerdict:
+    entry: lg.Entry
+    default: lg.Verdict | None
+    paper: lg.Verdict | None
+
+
+@dataclass
+class BookVerdicts:
+    """Every figure's verdicts and every ledger entry's, at both scales."""
+
+    figures: dict                       # figure -> FigureVerdicts
+    ledger: lg.Ledger
+    entries: list = field(default_factory=list)
+
+    @classmethod
+    def read(cls, results_dir: Path, figures: list[str], led: lg.Ledger | None = None) -> "BookVerdicts":
+        led = led or lg.load()
+        figs = {f: FigureVerdicts.read(results_dir, f) for f in figures}
+        book = cls(figs, led)
+        book.entries = [book.entry_verdict(e) for e in led.entries]
+        return book
+
+    def check(self, key: str) -> tuple[FigureVerdicts | None, dict | None]:
+        figure, cid = key.split("/", 1)
+        fv = self.figures.get(figure)
+        if fv is None:
+            return None, None
+        return fv, next((c for c in fv.checks() if c["id"] == cid), None)
+
+    def entry_verdict(self, e: lg.Entry) -> EntryVerdict:
+        default, paper = {}, {}
+        for key in e.all_checks():
+            fv, c = self.check(key)
+            if c is None:
+                continue
+            default[key] = fv.status(c)
+            st = fv.paper_status(c["id"])
+            if st is not None:
+                paper[key] = st
+        vd, vp = lg.verdict(e, default), lg.verdict(e, paper)
+        return EntryVerdict(e, None if vd.missing else vd, None if vp.missing else vp)
+
+    def counts(self, scale: str) -> dict:
+        """Entries per category at ``scale`` ("default" or "paper"); entries without a verdict under "missing"."""
+        out = {c: 0 for c in lg.CATEGORIES}
+        out["missing"] = 0
+        for ev in self.entries:
+            v = ev.default if scale == "default" else ev.paper
+            out["missing" if v is None else v.status] += 1
+        return out
+
+    def controls_of(self, key: str) -> list[tuple[FigureVerdicts, dict]]:
+        """The controls (baselines) of a check ``figure/id``, from its figure's record."""
+        figure, cid = key.split("/", 1)
+        fv = self.figures.get(figure)
+        return [] if fv is None else [(fv, c) for c in fv.checks() if c.get("control_of") == cid]
