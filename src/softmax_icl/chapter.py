@@ -151,6 +151,40 @@ def method_block(e, mine: list[dict], checks: list[dict]) -> list[str]:
     return out + [""]
 
 
+def table(header: list[str], rows: list[list[Any]], *, title: str = "", folded: bool = False,
+          widths: list[int] | None = None, note: str = "") -> str:
+    """A table as MyST markdown (a ``list-table``: cells may hold ``$...$`` maths and roles), optionally inside an
+    admonition titled ``title``, folded (a dropdown) with ``folded``. ``note`` is a paragraph under the table.
+
+    Cells are converted with ``str``; numbers should be formatted by the caller (e.g. :func:`softmax_icl.profiles.fmt`).
+    """
+    if any(len(r) != len(header) for r in rows):
+        raise ValueError(f"every row needs {len(header)} cells (the header's), got {sorted({len(r) for r in rows})}")
+    lines = ["```{list-table}", ":header-rows: 1", ":class: data-table"]
+    if widths:
+        lines.append(":widths: " + " ".join(str(w) for w in widths))
+    lines.append("")
+    for r in [header, *rows]:
+        lines += [f"* - {_cell(r[0])}"] + [f"  - {_cell(x)}" for x in r[1:]]
+    lines.append("```")
+    if note:
+        lines += ["", note]
+    if not title:
+        return "\n".join(lines)
+    return "\n".join([f"````{{admonition}} {title}", f":class: {'dropdown ' if folded else ''}table-box", ""] + lines
+                     + ["````"])
+
+
+def show(markdown: str) -> None:
+    """Display MyST markdown as a notebook cell's output (the book renders it; nbval does not compare it)."""
+    try:
+        from IPython.display import Markdown, display
+    except ImportError:      # outside IPython: print it
+        print(markdown)
+        return
+    display(Markdown(markdown))
+
+
 def glue_verdicts(run: Any, key: str = VERDICT_KEY) -> str:
     """Store the verdict box of ``run`` (a :class:`~softmax_icl.records.Run` after its claim checks) in the
     notebook under ``key``, without displaying it here; returns the markdown.
