@@ -35,7 +35,7 @@ COMPUTE_MODULES = ("base.py", "tasks.py", "models.py", "training.py", "metrics.p
 #: Folders whose every module is compute code too (each figure's sweeps and analyses, paper 2's subpackage), except
 #: the modules named here, which only draw, declare parameters, or write text from computed results.
 COMPUTE_TREES = ("figures", "classification")
-NOT_COMPUTE = ("plots.py", "params.py", "summary.py")
+NOT_COMPUTE = ("plots.py", "params.py", "summary.py", "answer.py")
 
 
 def _shared_files(here: Path) -> list[Path]:

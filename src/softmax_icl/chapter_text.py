@@ -1,0 +1,31 @@
+"""Helpers for a chapter's answer (``figures/<figure>/answer.py``): read a check of a run by id, and say its verdict
+and number in words, so every number in an answer is printed from the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .profiles import fmt
+
+
+def check(run: Any, cid: str):
+    """The check ``cid`` of ``run`` (a :class:`~softmax_icl.records.Claim`); KeyError naming the ids if absent."""
+    for c in run.claims:
+        if c.id == cid:
+            return c
+    raise KeyError(f"{run.figure} has no check {cid!r}; it has {', '.join(c.id for c in run.claims)}")
+
+
+def value(run: Any, cid: str, index: int | None = None) -> str:
+    """The check's value as printed in the tables (one element of a list value with ``index``)."""
+    v = check(run, cid).value
+    return fmt(v[index] if index is not None else v)
+
+
+def passed(run: Any, cid: str) -> bool:
+    return bool(check(run, cid).passed)
+
+
+def either(run: Any, cid: str, yes: str, no: str) -> str:
+    """``yes`` where the check passed, else ``no`` (both may use ``{v}`` for its value)."""
+    return (yes if passed(run, cid) else no).format(v=value(run, cid))
