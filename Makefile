@@ -20,7 +20,7 @@ NOTEBOOKS_torch ?= notebooks/window_adaptation.ipynb notebooks/norm_scaling.ipyn
   notebooks/low_rank.ipynb
 SKIP_torch ?= classification_kernel_gd
 # `make audit`: fresh seed sets per figure (see `softmax-icl audit --help`); EXECUTOR: serial | local | slurm | gpus
-AUDIT_SETS ?= 3
+AUDIT_SETS ?= 5
 EXECUTOR ?= serial
 
 .PHONY: setup book test audit figures pages bench clean

@@ -6,18 +6,19 @@
 
 For each notebook it:
 
-* tags the ``parameters`` cell ``hide-input`` (collapsed, still executed);
-* tags the cell that constructs the ``Run`` (``Run(...)`` or ``Run.from_notebook(...)``) ``hide-input`` and
-  ``hide-output`` (its provenance print is collapsed too);
-* inserts the verdict-box markdown cell (``{glue:md}`` of ``chapter.VERDICT_KEY``) right after the title cell;
-* inserts a ``chapter.glue_verdicts(run)`` code cell, tagged ``remove-cell``, right after the cell that prints
-  ``run.finish()``;
-* inserts, right after that, a short markdown cell and a ``print(chapter.audit_summary(run))`` code cell: the seed
-  audit's verdict on the checks (which of them flip under fresh seeds, with their verdicts and values).
+* tags the ``parameters`` cell ``hide-input`` and the cell that constructs the ``Run`` ``hide-input`` (it prints
+  nothing: the provenance is in the folded "How this page was computed" block);
+* tags the claim-check cell (``# NBVAL_CHECK_OUTPUT`` ... ``print(run.finish())``) ``remove-cell``: nbval still
+  executes and compares it, the reader sees the verdicts in the tables instead of a second printout;
+* makes sure the answer (``{glue:md} answer``) follows the title cell;
+* makes sure the chapter's closing sections exist, in this order, at the end: one paragraph per claim of the ledger
+  whose chapter this is (label ``(claim-<id>)=``, heading, ``{glue:md} claim-<id>``), every check
+  (``{glue:md} verdicts``), the seed audit (``{glue:md} audit``) and the provenance (``{glue:md} provenance``);
+  and that a ``remove-cell`` code cell after the claim checks glues them (``chapter.glue_chapter``).
 
-It leaves everything else (sources, outputs, other metadata) as it is. The inserted code cell has no outputs
-until the notebook is executed again, and the book's strict build fails on the verdict box until then
-(``glue key 'verdicts' not found``): re-execute the notebooks after applying it.
+It leaves everything else as it is (the headline figure and the text are the author's). Cells it inserts have no
+outputs until the notebook is executed again, and the strict book build fails on a glue key until then: re-execute
+the notebooks after applying it.
 """
 
 from __future__ import annotations
@@ -29,17 +30,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VERDICT_KEY = "verdicts"  # softmax_icl.chapter.VERDICT_KEY (not imported: this script needs no torch)
-VERDICT_CELL = f"```{{glue:md}} {VERDICT_KEY}\n:format: myst\n```"
-GLUE_CELL = "from softmax_icl import chapter\n\nchapter.glue_verdicts(run)"
-AUDIT_TEXT = ("**Stability under fresh seeds.** The verdicts above are those of one run. The seed audit reruns the "
-              "chapter with seeds that no committed run used (`softmax-icl audit`); the last column of the verdict "
-              "box says, for each check, in how many fresh seed sets it keeps its verdict, and the lines below name "
-              "the checks that do not, with their verdict and value in each set. A claim among them is counted as "
-              "*inconclusive* in the results summary, neither reproduced nor refuted.")
-AUDIT_CELL = "print(chapter.audit_summary(run))"
+sys.path.insert(0, str(ROOT / "src"))
+
+from softmax_icl import ledger as lg  # noqa: E402  (torch-free)
+
 RUN_CALL = re.compile(r"\bRun(\.from_notebook)?\s*\(")
 FINISH_CALL = re.compile(r"\brun\.finish\(\)")
+
+
+def glue_md(key: str) -> str:
+    return f"```{{glue:md}} {key}\n:format: myst\n```"
 
 
 def _source(cell: dict) -> str:
@@ -54,17 +54,40 @@ def _tag(cell: dict, *tags: str) -> bool:
     return bool(missing)
 
 
-def _markdown(source: str, cell_id: str) -> dict:
-    return {"cell_type": "markdown", "id": cell_id, "metadata": {}, "source": source.splitlines(keepends=True)}
+def _untag(cell: dict, *tags: str) -> bool:
+    current = cell.setdefault("metadata", {}).setdefault("tags", [])
+    gone = [t for t in tags if t in current]
+    for t in gone:
+        current.remove(t)
+    return bool(gone)
 
 
-def _code(source: str, tags: list[str], cell_id: str) -> dict:
-    return {"cell_type": "code", "execution_count": None, "id": cell_id, "metadata": {"tags": tags},
-            "outputs": [], "source": source.splitlines(keepends=True)}
+def _markdown(source: str) -> dict:
+    return {"cell_type": "markdown", "metadata": {}, "source": source.splitlines(keepends=True)}
 
 
-def apply(nb: dict) -> list[str]:
-    """Apply the layout to the notebook ``nb`` (a dict, changed in place); returns what was changed."""
+def _code(source: str, tags: list[str]) -> dict:
+    return {"cell_type": "code", "execution_count": None, "metadata": {"tags": tags}, "outputs": [],
+            "source": source.splitlines(keepends=True)}
+
+
+def closing_cells(figure: str) -> list[str]:
+    """The markdown of the closing sections, in order (see the module docstring)."""
+    mine = [e for e in lg.load().entries if e.chapter == figure]
+    out = []
+    if mine:
+        out.append("## The claims, one by one\n\nEach claim of the papers tested in this chapter: its verdict at both "
+                   "scales and why, then (folded) the authors' sentence, the scope the book tests, every check with "
+                   "its baseline at both scales.")
+        out += [f"({e.anchor})=\n### {e.label[0].upper() + e.label[1:]}\n\n{glue_md(f'claim-{e.id}')}" for e in mine]
+    out += ["## Every check\n\n" + glue_md("verdicts"),
+            "## Stability under fresh seeds\n\n" + glue_md("audit"),
+            glue_md("provenance")]
+    return out
+
+
+def apply(nb: dict, figure: str) -> list[str]:
+    """Apply the layout to the notebook ``nb`` of ``figure`` (a dict, changed in place); returns what changed."""
     cells = nb["cells"]
     changes: list[str] = []
     for cell in cells:
@@ -75,36 +98,37 @@ def apply(nb: dict) -> list[str]:
         if "parameters" in tags and _tag(cell, "hide-input"):
             changes.append("parameters cell: hide-input")
         if "injected-parameters" not in tags and "parameters" not in tags and RUN_CALL.search(src) \
-                and re.search(r"^\s*run\s*=", src, re.M) and _tag(cell, "hide-input", "hide-output"):
-            changes.append("Run cell: hide-input, hide-output")
+                and re.search(r"^\s*run\s*=", src, re.M):
+            if _tag(cell, "hide-input") | _untag(cell, "hide-output"):
+                changes.append("Run cell: hide-input")
+        if FINISH_CALL.search(src) and _tag(cell, "remove-cell"):
+            changes.append("claim-check cell: remove-cell")
 
-    if not any(c["cell_type"] == "markdown" and f"{{glue:md}} {VERDICT_KEY}" in _source(c) for c in cells):
+    if not any(c["cell_type"] == "markdown" and "{glue:md} answer" in _source(c) for c in cells):
         title = next((i for i, c in enumerate(cells)
                       if c["cell_type"] == "markdown" and _source(c).lstrip().startswith("# ")), None)
         if title is None:
-            changes.append("NOT DONE: no title cell ('# ...') to put the verdict box under")
+            changes.append("NOT DONE: no title cell ('# ...') to put the answer under")
         else:
-            cells.insert(title + 1, _markdown(VERDICT_CELL, "verdict-box"))
-            changes.append("verdict box inserted after the title cell")
+            cells.insert(title + 1, _markdown(glue_md("answer")))
+            changes.append("answer inserted after the title cell")
 
-    if not any(c["cell_type"] == "code" and "glue_verdicts(" in _source(c) for c in cells):
+    if not any(c["cell_type"] == "code" and "glue_chapter(" in _source(c) for c in cells):
         finish = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and FINISH_CALL.search(_source(c))]
         if not finish:
-            changes.append("NOT DONE: no cell calls run.finish() to put chapter.glue_verdicts(run) after")
+            changes.append("NOT DONE: no cell calls run.finish() to put chapter.glue_chapter(run) after")
         else:
-            cells.insert(finish[-1] + 1, _code(GLUE_CELL, ["remove-cell"], "glue-verdicts"))
-            changes.append("chapter.glue_verdicts(run) cell inserted after the run.finish() cell")
+            cells.insert(finish[-1] + 1, _code("from softmax_icl import chapter\n\nchapter.glue_chapter(run)",
+                                               ["remove-cell"]))
+            changes.append("chapter.glue_chapter(run) cell inserted after the claim checks")
 
-    if not any(c["cell_type"] == "code" and "audit_summary(" in _source(c) for c in cells):
-        glue = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and "glue_verdicts(" in _source(c)]
-        if glue:
-            cells[glue[-1] + 1:glue[-1] + 1] = [_markdown(AUDIT_TEXT, "audit-text"),
-                                                 _code(AUDIT_CELL, [], "audit-summary")]
-            changes.append("seed-audit cells inserted after the glue cell")
-    if nb.get("nbformat", 4) == 4 and nb.get("nbformat_minor", 0) < 5:  # cell ids exist from nbformat 4.5 on
-        for cell in cells:
-            if cell.get("id") in ("verdict-box", "glue-verdicts", "audit-text", "audit-summary"):
-                del cell["id"]
+    wanted = closing_cells(figure)
+    have = [_source(c) for c in cells if c["cell_type"] == "markdown"]
+    for text in wanted:
+        key = text.split("{glue:md} ")[1].split("\n")[0] if "{glue:md} " in text else text.splitlines()[0]
+        if not any(f"{{glue:md}} {key}\n" in h or h.startswith(key) for h in have):
+            cells.append(_markdown(text))
+            changes.append(f"closing section added: {key}")
     return changes
 
 
@@ -117,9 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                                      if not p.name.startswith(".") and not p.name.endswith(".failed.ipynb"))
     pending = False
     for path in paths:
-        text = path.read_text(encoding="utf-8")
-        nb = json.loads(text)
-        changes = apply(nb)
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        changes = apply(nb, path.stem)
         for change in changes:
             print(f"{path.name}: {change}")
         if not [c for c in changes if not c.startswith("NOT DONE")]:

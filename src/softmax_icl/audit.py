@@ -1,6 +1,6 @@
 """The seed audit: every figure rerun with fresh seed sets, and whether each check keeps its verdict.
 
-``softmax-icl audit`` (``make audit``) reruns each figure at a profile (the book's: ``default``) with ``K >= 3`` seed
+``softmax-icl audit`` (``make audit``) reruns each figure at a profile (the book's: ``default``) with ``K >= 5`` seed
 sets that no committed run used. Set ``k`` (1, 2, ...) offsets **every** ``*_seed`` parameter of the figure
 (``data_seed``, ``init_seed``, ``eval_seed``, and ``basis_seed``/``search_seed`` where a figure has them) by
 ``SEED_OFFSET * k``: set 1 uses ``1000 + `` the profile's seed, set 2 ``2000 +`` it, and so on. The number of
@@ -29,8 +29,9 @@ from .profiles import Figure
 
 #: Seed set ``k`` adds ``SEED_OFFSET * k`` to every ``*_seed`` parameter (no committed run used seeds >= 1000).
 SEED_OFFSET = 1000
-#: Fewest fresh seed sets an audit runs.
-MIN_SETS = 3
+#: Fewest fresh seed sets an audit runs (three sets let verdicts near their thresholds look stable by luck: in two
+#: further sets, three 'not reproduced' checks of 2026-11-25 changed verdict).
+MIN_SETS = 5
 
 
 def seed_overrides(fig: Figure, profile: str, k: int) -> dict:

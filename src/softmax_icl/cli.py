@@ -4,7 +4,7 @@
     softmax-icl run window_adaptation --profile paper -p sigma 0.5 --device cuda
     softmax-icl build                                  every notebook at the default profile, then the HTML
     softmax-icl build --executor local                 the same, the notebooks at once (submitit; also slurm, gpus)
-    softmax-icl audit --sets 3                         every figure with 3 fresh seed sets -> book/results/audit/
+    softmax-icl audit --sets 5                         every figure with 5 fresh seed sets -> book/results/audit/
     softmax-icl compare book runs/low_rank-default     number by number, within the regression tolerances
     softmax-icl pages                                  regenerate the generated book pages only
 
@@ -396,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     executor(p)
     p.add_argument("--figures", nargs="+", help="audit only these figures (default: all)")
-    p.add_argument("--sets", type=int, default=3, help="fresh seed sets per figure (>= 3; set k offsets every "
+    p.add_argument("--sets", type=int, default=5, help="fresh seed sets per figure (>= 5; set k offsets every "
                                                       "*_seed parameter by 1000 k)")
     p.add_argument("--no-run", action="store_true", help="rebuild the audit records from the runs already in "
                                                         "runs/audit/ (no notebook is executed)")

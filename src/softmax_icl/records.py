@@ -339,8 +339,16 @@ class Run:
         """Key numbers for the machine-readable record."""
         self.numbers.update({k: _plain(v) for k, v in numbers.items()})
 
-    def savefig(self, fig, name: str) -> None:
-        save(fig, self.output_dir / "figures", f"{self.figure}_{name}")
+    def savefig(self, fig, name: str, glue: str | None = None) -> None:
+        """Save ``fig`` as ``<output>/figures/<figure>_<name>.png`` and ``.pdf``; show the saved PNG here, or, with
+        ``glue``, glue it under that key (myst-nb) for a ``{glue:figure}`` higher up the page, and show nothing."""
+        paths = save(fig, self.output_dir / "figures", f"{self.figure}_{name}", show=glue is None)
+        if glue is not None:
+            import matplotlib.pyplot as plt
+
+            from .chapter import glue_image
+            glue_image(glue, paths[0])
+            plt.close(fig)
 
     def verdicts(self) -> str:
         counts = []
