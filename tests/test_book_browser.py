@@ -1,18 +1,19 @@
-"""The rendered book as a reader meets it: every page opened in headless Chromium with no network.
+"""The rendered book as a reader meets it: every page opened in headless Chromium with no network, at two widths.
 
-The book is built from the committed notebooks (execution off, warnings are errors) into a temporary folder, then
-every HTML page is loaded in Debian's Chromium through chromedriver (selenium) with all host names resolving to
-nothing. For each page the test asserts:
+The book is built once from the committed notebooks (execution off, warnings are errors) into a temporary folder;
+then every HTML page is loaded in Debian's Chromium through chromedriver (selenium), with all host names resolving to
+nothing, once with a viewport of 1400 x 900 CSS px and once with 800 x 900 (a wide and a narrow window). The pass over the pages (the ``survey`` fixture) records what each page shows; each test below then asserts
+one property of every page at both widths, and names the page, the width, the element and by how much it fails:
 
-* math: no raw TeX left in the rendered text, every formula typeset by MathJax (``mjx-container``), none in error;
-* every image loaded (``naturalWidth > 0``);
-* every internal link points at an existing file, and its ``#anchor`` at an element of that page;
-* no console errors;
-* no request leaves the machine: every URL the page requested is ``file:``, ``data:``, ``blob:`` or ``about:``.
+* ``test_math_is_typeset``: every formula typeset by MathJax (``mjx-container``), none in error, and no raw TeX left
+  in the rendered text (``\\frac``, ``\\(``);
+* ``test_images_load``, ``test_internal_links_resolve``, ``test_no_console_errors``,
+  ``test_no_request_leaves_the_machine``: every image loaded, every internal link and ``#anchor`` exists, nothing
+  logged as an error, nothing requested but ``file:``/``data:``/``blob:``/``about:`` URLs;
 
 It skips, saying why, where selenium, Chromium or chromedriver is missing (``.ci/run`` installs them with apt-get
-when it runs as root). ``SOFTMAX_ICL_SCREENSHOTS=DIR`` saves a PNG of every page there; ``SOFTMAX_ICL_BOOK_HTML=DIR``
-checks an existing HTML build instead of building one.
+when it runs as root). ``SOFTMAX_ICL_SCREENSHOTS=DIR`` saves a full-height PNG of every page at each width there;
+``SOFTMAX_ICL_BOOK_HTML=DIR`` checks an existing HTML build instead of building one.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -33,8 +35,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 REDIRECT = re.compile(r'http-equiv="refresh"\s+content="\d+;\s*url=([^"#]+)', re.I)
 LOCAL_SCHEMES = {"file", "data", "blob", "about", "chrome", "chrome-extension", "devtools"}
+# Pages of the browser itself (its new-tab page may still be loading when the first book page opens): what they
+# request is not the book's doing.
+BROWSER_PAGES = ("chrome:", "chrome-untrusted:", "devtools:")
 # Raw TeX that MathJax should have replaced: \( \) \[ \] delimiters, or a control word with an argument.
 RAW_TEX = re.compile(r"\\[()\[\]]|\\(?:frac|mathrm|mathbb|mathcal|hat|sum|begin|end|sqrt|top|varepsilon)\b")
+
+#: The two viewports (CSS px); every page is checked at each width with this height.
+WIDTHS = (1400, 800)
+HEIGHT = 900
+#: How many lines of problems an assertion message lists (all of them are printed to the captured stdout).
+SHOWN = 60
 
 
 def _find(*names: str) -> str | None:
@@ -81,6 +92,7 @@ def html_dir():
 
 
 def pages(html: Path) -> list[Path]:
+    """Every HTML page of the build (not the theme's and Sphinx's own folders)."""
     skip = {"_static", "_sources", "_images", "_downloads"}
     return sorted(p for p in html.rglob("*.html") if not skip & set(p.relative_to(html).parts))
 
@@ -97,6 +109,7 @@ class _Ids(HTMLParser):
 
 
 def anchors(path: Path, cache: dict) -> set[str]:
+    """The ids (and ``<a name>``) of an HTML file, parsed once per file."""
     if path not in cache:
         parser = _Ids()
         parser.feed(path.read_text(encoding="utf-8", errors="replace"))
@@ -108,13 +121,14 @@ def anchors(path: Path, cache: dict) -> set[str]:
 
 @pytest.fixture(scope="module")
 def browser():
+    """Headless Chromium through chromedriver, every host name resolving to nothing, console and network logged."""
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-default-apps", "--disable-extensions", "--no-first-run", "--disable-quic",
-                "--window-size=1280,2000", f"--user-data-dir={profile}",
+                f"--window-size={WIDTHS[0]},{HEIGHT}", f"--user-data-dir={profile}",
                 # every host name resolves to nothing: a page that tries the network fails visibly
                 "--host-resolver-rules=MAP * ~NOTFOUND"]:
         opts.add_argument(arg)
@@ -129,13 +143,29 @@ def browser():
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def set_viewport(driver, width: int, height: int) -> None:
+    """Give the page a viewport of exactly ``width`` x ``height`` CSS px (``innerWidth`` x ``innerHeight``) at one
+    device pixel per CSS px, whatever the window's frame takes (Chromium's device-metrics override; it holds across
+    navigations)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+
+# Waits until the page has loaded, its fonts and images are in and MathJax has typeset it, then reports what the page
+# shows as it opens (nothing unfolded).
 _INSPECT = r"""
 const done = arguments[arguments.length - 1];
-const ready = (window.MathJax && MathJax.startup && MathJax.startup.promise) ? MathJax.startup.promise
-                                                                             : Promise.resolve();
-const imgs = Array.from(document.images).map(i => i.complete ? Promise.resolve()
-    : new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); }));
-Promise.all([ready, ...imgs]).then(() => {
+const loaded = new Promise(r => {
+  const poll = () => (document.readyState === 'complete' && document.body) ? r() : setTimeout(poll, 20);
+  poll();
+});
+loaded.then(() => {
+  const ready = (window.MathJax && MathJax.startup && MathJax.startup.promise) ? MathJax.startup.promise
+                                                                               : Promise.resolve();
+  const imgs = Array.from(document.images).map(i => i.complete ? Promise.resolve()
+      : new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); }));
+  return Promise.all([ready, document.fonts.ready, ...imgs]);
+}).then(() => {
   const skip = 'pre, code, script, style, textarea, mjx-container, .highlight, .MathJax';
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   const texts = [];
@@ -144,9 +174,10 @@ Promise.all([ready, ...imgs]).then(() => {
     if (el && !el.closest(skip) && n.nodeValue.trim()) texts.push(n.nodeValue);
   }
   done({
+    viewport: [innerWidth, innerHeight],
+    height: document.documentElement.scrollHeight,
     mathjax: !!(window.MathJax && MathJax.startup),
     math: document.querySelectorAll('.math').length,
-    typeset: document.querySelectorAll('mjx-container').length,
     untypeset: Array.from(document.querySelectorAll('.math')).filter(e => !e.querySelector('mjx-container'))
                     .map(e => e.textContent.slice(0, 80)),
     errors: Array.from(document.querySelectorAll('mjx-merror')).map(e => e.textContent.slice(0, 80)),
@@ -157,74 +188,156 @@ Promise.all([ready, ...imgs]).then(() => {
 }).catch(e => done({failure: String(e)}));
 """
 
+@dataclass
+class View:
+    """One page at one width: what it shows (``seen``, from ``_INSPECT``), its console errors and the URLs it
+    requested."""
 
-def test_every_page_reads_offline(html_dir, browser):
+    page: str
+    width: int
+    seen: dict
+    console: list
+    requests: list
+
+
+@dataclass
+class Survey:
+    """The pass over every page at every width, and the problems met before any page could be inspected."""
+
+    views: list
+    broken: list
+
+
+def visit(driver, html: Path, page: Path, width: int, screenshots: str | None) -> View:
+    """Open ``page`` at ``width``, inspect it and save its full-height screenshot (with ``screenshots``)."""
+    rel = page.relative_to(html).as_posix()
+    driver.get_log("performance")  # drop what earlier pages logged
+    driver.get_log("browser")
+    driver.get(page.as_uri())
+    seen = driver.execute_async_script(_INSPECT)
+    if screenshots and "failure" not in seen:
+        Path(screenshots).mkdir(parents=True, exist_ok=True)
+        set_viewport(driver, width, seen["height"])
+        driver.save_screenshot(str(Path(screenshots) / f"{rel.replace('/', '__')}@{width}.png"))
+        set_viewport(driver, width, HEIGHT)
+    console = [e.get("message", "")[:200] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    requests = []
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") == "Network.requestWillBeSent":
+            params = msg["params"]
+            if not params.get("documentURL", "").startswith(BROWSER_PAGES):
+                requests.append(params["request"]["url"])
+    return View(rel, width, seen, console, requests)
+
+
+@pytest.fixture(scope="module")
+def survey(html_dir, browser) -> Survey:
+    """Every page of the book, opened once at each width (``WIDTHS`` x ``HEIGHT``)."""
     screenshots = os.environ.get("SOFTMAX_ICL_SCREENSHOTS")
     all_pages = pages(html_dir)
     assert len(all_pages) >= int(os.environ.get("SOFTMAX_ICL_MIN_PAGES", "10")), [p.name for p in all_pages]
-    problems: list[str] = []
-    ids_cache: dict = {}
-    formulas = pages_with_math = 0
-    for page in all_pages:
-        rel = page.relative_to(html_dir).as_posix()
+    views, broken, shown = [], [], []
+    for page in all_pages:  # a redirect page (index.html) is not shown: its target must exist, and is checked
         refresh = REDIRECT.search(page.read_text(encoding="utf-8", errors="replace")[:2000])
-        if refresh:  # a redirect page (index.html): its target exists; the target is checked as a page
-            if not (page.parent / refresh.group(1)).is_file():
-                problems.append(f"{rel}: redirects to a missing page {refresh.group(1)}")
-            continue
-        browser.get_log("performance")  # drop what earlier pages logged
-        browser.get(page.as_uri())
-        info = browser.execute_async_script(_INSPECT)
-        if "failure" in info:
-            problems.append(f"{rel}: {info['failure']}")
-            continue
-        if screenshots:
-            Path(screenshots).mkdir(parents=True, exist_ok=True)
-            browser.save_screenshot(str(Path(screenshots) / (rel.replace("/", "__") + ".png")))
+        if not refresh:
+            shown.append(page)
+        elif not (page.parent / refresh.group(1)).is_file():
+            broken.append((page.relative_to(html_dir).as_posix(), None,
+                           f"redirects to a missing page {refresh.group(1)}"))
+    for width in WIDTHS:
+        set_viewport(browser, width, HEIGHT)
+        for page in shown:
+            views.append(visit(browser, html_dir, page, width, screenshots))
+    for v in views:
+        if "failure" in v.seen:
+            broken.append((v.page, v.width, f"could not be inspected: {v.seen['failure']}"))
+        if "viewport" in v.seen and v.seen["viewport"] != [v.width, HEIGHT]:
+            broken.append((v.page, v.width, f"viewport is {v.seen['viewport']}, not {[v.width, HEIGHT]}"))
+    return Survey([v for v in views if "failure" not in v.seen], broken)
 
-        # math
-        if info["math"]:
+
+# -- reporting --------------------------------------------------------------------------------------------------
+
+def assert_none(what: str, problems) -> None:
+    """Fail with every problem, one line per page and message (the widths it occurs at merged into one line);
+    ``problems`` are ``(page, width or None, message)``. The message lists the first ``SHOWN`` lines; all of them
+    go to the captured stdout."""
+    widths: dict[tuple[str, str], list] = {}
+    for page, width, message in problems:
+        widths.setdefault((page, message), [])
+        if width is not None:
+            widths[(page, message)].append(width)
+    lines = [f"{page}" + (f" at {' and '.join(f'{w} px' for w in ws)}" if ws else "") + f": {message}"
+             for (page, message), ws in widths.items()]
+    if lines:
+        print(f"{what}: {len(lines)} problems", *lines, sep="\n")
+    more = f"\n... and {len(lines) - SHOWN} more (all in the captured stdout)" if len(lines) > SHOWN else ""
+    assert not lines, f"{what}: {len(lines)} problems\n" + "\n".join(lines[:SHOWN]) + more
+
+
+# -- the checks -------------------------------------------------------------------------------------------------
+
+def test_pages_were_inspected(survey):
+    """Every page could be opened and inspected at both widths, in a viewport of the intended size, and every
+    redirect page points at a page of the book."""
+    assert_none("pages that could not be checked", survey.broken)
+
+
+def test_math_is_typeset(survey):
+    """Every formula typeset by MathJax, none in error, and no raw TeX (``\\frac``, ``\\(``) in the rendered text."""
+    problems = []
+    formulas = pages_with_math = 0
+    for v in survey.views:
+        seen = v.seen
+        if seen["math"]:
             pages_with_math += 1
-            formulas += info["math"]
-            if not info["mathjax"]:
-                problems.append(f"{rel}: has {info['math']} formulas but MathJax did not start")
-            if info["untypeset"]:
-                problems.append(f"{rel}: {len(info['untypeset'])} formulas not typeset, e.g. {info['untypeset'][:3]}")
-        if info["errors"]:
-            problems.append(f"{rel}: MathJax errors {info['errors'][:3]}")
-        raw = [t.strip()[:100] for t in info["texts"] if RAW_TEX.search(t)]
+            formulas += seen["math"]
+            if not seen["mathjax"]:
+                problems.append((v.page, v.width, f"has {seen['math']} formulas but MathJax did not start"))
+            if seen["untypeset"]:
+                problems.append((v.page, v.width, f"{len(seen['untypeset'])} formulas not typeset, "
+                                                  f"e.g. {seen['untypeset'][:3]}"))
+        if seen["errors"]:
+            problems.append((v.page, v.width, f"MathJax errors {seen['errors'][:3]}"))
+        raw = [t.strip()[:100] for t in seen["texts"] if RAW_TEX.search(t)]
         if raw:
-            problems.append(f"{rel}: raw TeX in the rendered text, e.g. {raw[:3]}")
+            problems.append((v.page, v.width, f"{len(raw)} text nodes with raw TeX, e.g. {raw[:3]}"))
+    print(f"{formulas} formulas on {pages_with_math} page views")
+    assert pages_with_math > 0 and formulas > 0, "no page has math: the check of typesetting checked nothing"
+    assert_none("maths", problems)
 
-        # images
-        broken = [src for src, width in info["images"] if not width]
-        if broken:
-            problems.append(f"{rel}: images that did not load: {broken[:5]}")
 
-        # internal links and anchors
-        for href in info["links"]:
+def test_images_load(survey):
+    """Every image of every page loaded (``naturalWidth > 0``)."""
+    assert_none("images that did not load",
+                [(v.page, v.width, f"image did not load: {src}") for v in survey.views
+                 for src, width in v.seen["images"] if not width])
+
+
+def test_internal_links_resolve(survey):
+    """Every ``file:`` link points at an existing file, and its ``#anchor`` at an element of that page."""
+    problems, ids_cache = [], {}
+    for v in survey.views:
+        for href in v.seen["links"]:
             url = urlsplit(href)
             if url.scheme != "file":
                 continue
             target = Path(unquote(url.path))
             if not target.exists():
-                problems.append(f"{rel}: link to a missing file {target}")
+                problems.append((v.page, None, f"link to a missing file {target}"))
             elif url.fragment and target.suffix == ".html" and unquote(url.fragment) not in anchors(target, ids_cache):
-                problems.append(f"{rel}: link to a missing anchor {target.name}#{url.fragment}")
+                problems.append((v.page, None, f"link to a missing anchor {target.name}#{url.fragment}"))
+    assert_none("internal links", problems)
 
-        # console errors
-        for entry in browser.get_log("browser"):
-            if entry.get("level") == "SEVERE":
-                problems.append(f"{rel}: console error: {entry.get('message', '')[:200]}")
 
-        # requests
-        for entry in browser.get_log("performance"):
-            msg = json.loads(entry["message"])["message"]
-            if msg.get("method") == "Network.requestWillBeSent":
-                requested = msg["params"]["request"]["url"]
-                if urlsplit(requested).scheme not in LOCAL_SCHEMES:
-                    problems.append(f"{rel}: requested {requested[:120]}")
+def test_no_console_errors(survey):
+    """Nothing logged to the console at level SEVERE."""
+    assert_none("console errors", [(v.page, v.width, f"console error: {m}") for v in survey.views for m in v.console])
 
-    print(f"checked {len(all_pages)} pages; {formulas} formulas on {pages_with_math} pages, all typeset")
-    assert pages_with_math > 0 and formulas > 0, "no page has math: the check of typesetting checked nothing"
-    assert not problems, f"{len(problems)} problems:\n" + "\n".join(dict.fromkeys(problems))
+
+def test_no_request_leaves_the_machine(survey):
+    """Every URL a page requested is local (``file:``, ``data:``, ``blob:``, ``about:``)."""
+    assert_none("requests to the network",
+                [(v.page, v.width, f"requested {url[:120]}") for v in survey.views for url in v.requests
+                 if urlsplit(url).scheme not in LOCAL_SCHEMES])
