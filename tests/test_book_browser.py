@@ -6,7 +6,7 @@ nothing, once with a viewport of 1400 x 900 CSS px and once with 800 x 900 (a wi
 one property of every page at both widths, and names the page, the width, the element and by how much it fails:
 
 * ``test_math_is_typeset``: every formula typeset by MathJax (``mjx-container``), none in error, and no raw TeX left
-  in the rendered text (``\\frac``, ``\\(``);
+  in the rendered prose outside code (``\\frac``, ``\\(``, or caret/brace pseudo-TeX such as ``x^{2}``, ``M_{K}``);
 * ``test_images_load``, ``test_internal_links_resolve``, ``test_no_console_errors``,
   ``test_no_request_leaves_the_machine``: every image loaded, every internal link and ``#anchor`` exists, nothing
   logged as an error, nothing requested but ``file:``/``data:``/``blob:``/``about:`` URLs;
@@ -38,8 +38,9 @@ LOCAL_SCHEMES = {"file", "data", "blob", "about", "chrome", "chrome-extension", 
 # Pages of the browser itself (its new-tab page may still be loading when the first book page opens): what they
 # request is not the book's doing.
 BROWSER_PAGES = ("chrome:", "chrome-untrusted:", "devtools:")
-# Raw TeX that MathJax should have replaced: \( \) \[ \] delimiters, or a control word with an argument.
-RAW_TEX = re.compile(r"\\[()\[\]]|\\(?:frac|mathrm|mathbb|mathcal|hat|sum|begin|end|sqrt|top|varepsilon)\b")
+# Raw TeX that MathJax should have replaced: \( \) \[ \] delimiters, a control word with an argument, or caret/brace
+# pseudo-TeX (x^{2}, M_{K}) written in prose instead of as maths.
+RAW_TEX = re.compile(r"\\[()\[\]]|\\(?:frac|mathrm|mathbb|mathcal|hat|sum|begin|end|sqrt|top|varepsilon)\b|[\^_]\{")
 
 #: The two viewports (CSS px); every page is checked at each width with this height.
 WIDTHS = (1400, 800)
@@ -166,7 +167,8 @@ loaded.then(() => {
       : new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); }));
   return Promise.all([ready, document.fonts.ready, ...imgs]);
 }).then(() => {
-  const skip = 'pre, code, script, style, textarea, mjx-container, .highlight, .MathJax';
+  // code, and Sphinx's object signatures (dt.sig: a Python value's repr is code too), are not prose
+  const skip = 'pre, code, kbd, samp, script, style, textarea, mjx-container, .highlight, .MathJax, .sig';
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   const texts = [];
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
@@ -276,6 +278,12 @@ def assert_none(what: str, problems) -> None:
     assert not lines, f"{what}: {len(lines)} problems\n" + "\n".join(lines[:SHOWN]) + more
 
 
+def excerpt(text: str, match: re.Match, context: int = 40) -> str:
+    """The matched part of ``text`` with ``context`` characters either side, white space collapsed."""
+    start, end = max(0, match.start() - context), match.end() + context
+    return ("..." if start else "") + " ".join(text[start:end].split()) + ("..." if end < len(text) else "")
+
+
 # -- the checks -------------------------------------------------------------------------------------------------
 
 def test_pages_were_inspected(survey):
@@ -285,7 +293,8 @@ def test_pages_were_inspected(survey):
 
 
 def test_math_is_typeset(survey):
-    """Every formula typeset by MathJax, none in error, and no raw TeX (``\\frac``, ``\\(``) in the rendered text."""
+    """Every formula typeset by MathJax, none in error, and no raw TeX (``\\frac``, ``\\(``, ``x^{2}``, ``M_{K}``) in
+    the rendered text outside code."""
     problems = []
     formulas = pages_with_math = 0
     for v in survey.views:
@@ -300,7 +309,7 @@ def test_math_is_typeset(survey):
                                                   f"e.g. {seen['untypeset'][:3]}"))
         if seen["errors"]:
             problems.append((v.page, v.width, f"MathJax errors {seen['errors'][:3]}"))
-        raw = [t.strip()[:100] for t in seen["texts"] if RAW_TEX.search(t)]
+        raw = [excerpt(t, m) for t in seen["texts"] for m in [RAW_TEX.search(t)] if m]
         if raw:
             problems.append((v.page, v.width, f"{len(raw)} text nodes with raw TeX, e.g. {raw[:3]}"))
     print(f"{formulas} formulas on {pages_with_math} page views")
