@@ -10,6 +10,14 @@ one property of every page at both widths, and names the page, the width, the el
 * ``test_images_load``, ``test_internal_links_resolve``, ``test_no_console_errors``,
   ``test_no_request_leaves_the_machine``: every image loaded, every internal link and ``#anchor`` exists, nothing
   logged as an error, nothing requested but ``file:``/``data:``/``blob:``/``about:`` URLs;
+* ``test_nothing_is_wider_than_the_column``: no element of the content column (``article.bd-article``), nor its
+  text, reaches past the column's right edge, and none scrolls sideways (a table in a horizontal scroller is wider
+  than the column too);
+* ``test_no_table_cell_breaks_a_token``: no whitespace-delimited token of a table cell (a check id, a number) is
+  laid out over two lines, and none sticks out of its cell;
+
+Folded content (``<details>``, sphinx-togglebutton dropdowns) is measured unfolded, as a reader who opens it sees it;
+the screenshots are taken as the page opens.
 
 It skips, saying why, where selenium, Chromium or chromedriver is missing (``.ci/run`` installs them with apt-get
 when it runs as root). ``SOFTMAX_ICL_SCREENSHOTS=DIR`` saves a full-height PNG of every page at each width there;
@@ -42,9 +50,15 @@ BROWSER_PAGES = ("chrome:", "chrome-untrusted:", "devtools:")
 # pseudo-TeX (x^{2}, M_{K}) written in prose instead of as maths.
 RAW_TEX = re.compile(r"\\[()\[\]]|\\(?:frac|mathrm|mathbb|mathcal|hat|sum|begin|end|sqrt|top|varepsilon)\b|[\^_]\{")
 
+#: The page's content column: sphinx-book-theme's article, or on Sphinx's search page (which has none) its form.
+COLUMN = "article.bd-article, div.bd-search-container"
 #: The two viewports (CSS px); every page is checked at each width with this height.
 WIDTHS = (1400, 800)
 HEIGHT = 900
+#: Slack of the geometric checks, in CSS px (sub-pixel layout and rounding).
+SLACK_PX = 1.0
+#: Two rects of one token lie on one line when their tops differ by at most this (CSS px).
+SAME_LINE_PX = 2.0
 #: How many lines of problems an assertion message lists (all of them are printed to the captured stdout).
 SHOWN = 60
 
@@ -190,14 +204,94 @@ loaded.then(() => {
 }).catch(e => done({failure: String(e)}));
 """
 
+# Unfolds everything folded in the content column, lets the layout settle, then measures it: what reaches past the
+# column or scrolls sideways, and the table-cell tokens laid out over two lines or sticking out of their cell.
+_MEASURE = r"""
+const done = arguments[arguments.length - 1];
+const [slack, sameLine] = [arguments[0], arguments[1]];
+const column = document.querySelector(arguments[2]);
+if (!column) { done({failure: `no content column (${arguments[2]}) on the page`}); return; }
+column.querySelectorAll('details:not([open])').forEach(d => { d.open = true; });
+column.querySelectorAll('button.toggle-button-hidden').forEach(b => b.click());
+const frame = () => new Promise(r => requestAnimationFrame(() => r()));
+const ready = (window.MathJax && MathJax.startup && MathJax.startup.promise) ? MathJax.startup.promise
+                                                                             : Promise.resolve();
+ready.then(frame).then(frame).then(() => {
+  const describe = el => ({
+    tag: el.tagName.toLowerCase(),
+    cls: (el.getAttribute('class') || '').trim(),
+    text: (el.textContent || el.getAttribute('alt') || '').replace(/\s+/g, ' ').trim().slice(0, 60),
+  });
+
+  // 1. wider than the column: an element's box or the text directly in it; outermost offenders only (a descendant
+  // of one is part of it)
+  const right = column.getBoundingClientRect().right;
+  const range = document.createRange();
+  const reach = el => {
+    let r = el.getBoundingClientRect().right;
+    for (const n of el.childNodes) {
+      if (n.nodeType !== Node.TEXT_NODE || !n.nodeValue.trim()) continue;
+      range.selectNodeContents(n);
+      for (const q of range.getClientRects()) r = Math.max(r, q.right);
+    }
+    return r - right;
+  };
+  const wide = [];
+  for (const el of column.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if (!r.width && !r.height) continue;
+    const ox = getComputedStyle(el).overflowX;
+    const scrolls = (ox === 'auto' || ox === 'scroll') && el.scrollWidth > el.clientWidth + slack;
+    const past = reach(el);
+    if (!scrolls && past <= slack) continue;
+    const outer = wide.find(w => w.el.contains(el));
+    if (outer) { outer.past = Math.max(outer.past, past); continue; }
+    wide.push({el, past, scroll: scrolls ? el.scrollWidth - el.clientWidth : 0});
+  }
+
+  // 2. tokens of table cells: one line each, inside their cell
+  const split = [], sticking = [];
+  for (const cell of column.querySelectorAll('td, th')) {
+    const box = cell.getBoundingClientRect();
+    if (!box.width) continue;
+    const cs = getComputedStyle(cell);
+    const inner = box.right - parseFloat(cs.paddingRight) - parseFloat(cs.borderRightWidth);
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const el = n.parentElement;
+      if (el.closest('td, th') !== cell || el.closest('mjx-container, .MathJax')) continue;
+      for (const m of n.nodeValue.matchAll(/\S+/g)) {
+        range.setStart(n, m.index);
+        range.setEnd(n, m.index + m[0].length);
+        const rects = Array.from(range.getClientRects()).filter(q => q.width > 0);
+        if (!rects.length) continue;
+        const tops = rects.map(q => q.top);
+        const cellText = describe(cell).text;
+        if (Math.max(...tops) - Math.min(...tops) > sameLine) split.push({token: m[0], cell: cellText});
+        const out = Math.max(...rects.map(q => q.right)) - inner;
+        if (out > slack) sticking.push({token: m[0], cell: cellText, by: out});
+      }
+    }
+  }
+
+  done({
+    wide: wide.map(w => Object.assign(describe(w.el), {past: w.past, scroll: w.scroll})),
+    split: split,
+    sticking: sticking,
+  });
+}).catch(e => done({failure: String(e)}));
+"""
+
+
 @dataclass
 class View:
-    """One page at one width: what it shows (``seen``, from ``_INSPECT``), its console errors and the URLs it
-    requested."""
+    """One page at one width: what it shows as it opens (``seen``, from ``_INSPECT``), its unfolded layout
+    (``layout``, from ``_MEASURE``), its console errors and the URLs it requested."""
 
     page: str
     width: int
     seen: dict
+    layout: dict
     console: list
     requests: list
 
@@ -211,7 +305,8 @@ class Survey:
 
 
 def visit(driver, html: Path, page: Path, width: int, screenshots: str | None) -> View:
-    """Open ``page`` at ``width``, inspect it and save its full-height screenshot (with ``screenshots``)."""
+    """Open ``page`` at ``width``, inspect it as it opens, save its full-height screenshot (with ``screenshots``),
+    then unfold it and measure its layout."""
     rel = page.relative_to(html).as_posix()
     driver.get_log("performance")  # drop what earlier pages logged
     driver.get_log("browser")
@@ -222,6 +317,7 @@ def visit(driver, html: Path, page: Path, width: int, screenshots: str | None) -
         set_viewport(driver, width, seen["height"])
         driver.save_screenshot(str(Path(screenshots) / f"{rel.replace('/', '__')}@{width}.png"))
         set_viewport(driver, width, HEIGHT)
+    layout = {} if "failure" in seen else driver.execute_async_script(_MEASURE, SLACK_PX, SAME_LINE_PX, COLUMN)
     console = [e.get("message", "")[:200] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
     requests = []
     for entry in driver.get_log("performance"):
@@ -230,7 +326,7 @@ def visit(driver, html: Path, page: Path, width: int, screenshots: str | None) -
             params = msg["params"]
             if not params.get("documentURL", "").startswith(BROWSER_PAGES):
                 requests.append(params["request"]["url"])
-    return View(rel, width, seen, console, requests)
+    return View(rel, width, seen, layout, console, requests)
 
 
 @pytest.fixture(scope="module")
@@ -252,11 +348,12 @@ def survey(html_dir, browser) -> Survey:
         for page in shown:
             views.append(visit(browser, html_dir, page, width, screenshots))
     for v in views:
-        if "failure" in v.seen:
-            broken.append((v.page, v.width, f"could not be inspected: {v.seen['failure']}"))
+        for what in (v.seen, v.layout):
+            if "failure" in what:
+                broken.append((v.page, v.width, f"could not be inspected: {what['failure']}"))
         if "viewport" in v.seen and v.seen["viewport"] != [v.width, HEIGHT]:
             broken.append((v.page, v.width, f"viewport is {v.seen['viewport']}, not {[v.width, HEIGHT]}"))
-    return Survey([v for v in views if "failure" not in v.seen], broken)
+    return Survey([v for v in views if "failure" not in v.seen and "failure" not in v.layout], broken)
 
 
 # -- reporting --------------------------------------------------------------------------------------------------
@@ -276,6 +373,12 @@ def assert_none(what: str, problems) -> None:
         print(f"{what}: {len(lines)} problems", *lines, sep="\n")
     more = f"\n... and {len(lines) - SHOWN} more (all in the captured stdout)" if len(lines) > SHOWN else ""
     assert not lines, f"{what}: {len(lines)} problems\n" + "\n".join(lines[:SHOWN]) + more
+
+
+def element(info: dict) -> str:
+    """An element as a failure names it: ``tag.class 'its text'``."""
+    cls = "." + ".".join(info["cls"].split()) if info["cls"] else ""
+    return f"{info['tag']}{cls} {info['text']!r}"
 
 
 def excerpt(text: str, match: re.Match, context: int = 40) -> str:
@@ -350,3 +453,37 @@ def test_no_request_leaves_the_machine(survey):
     assert_none("requests to the network",
                 [(v.page, v.width, f"requested {url[:120]}") for v in survey.views for url in v.requests
                  if urlsplit(url).scheme not in LOCAL_SCHEMES])
+
+
+def test_nothing_is_wider_than_the_column(survey):
+    """No element of the content column (``COLUMN``), nor the text directly in it, reaches more than ``SLACK_PX``
+    past the column's right edge (bounding rects; a text node's ``Range.getClientRects()``), and none scrolls sideways (``scrollWidth > clientWidth + SLACK_PX`` with overflow-x auto or scroll).
+    Each offender is named once, at its outermost element, with how far its content reaches past the edge or how far
+    it scrolls."""
+    problems = []
+    for v in survey.views:
+        for w in v.layout["wide"]:
+            how = []
+            if w["scroll"]:
+                how.append(f"scrolls sideways by {w['scroll']:.0f} px")
+            if w["past"] > SLACK_PX:
+                how.append(f"reaches {w['past']:.0f} px past the column's right edge")
+            problems.append((v.page, v.width, f"{element(w)} {' and '.join(how)}"))
+    assert_none("elements wider than the content column", problems)
+
+
+def test_no_table_cell_breaks_a_token(survey):
+    """In every ``td``/``th`` of the content column, each whitespace-delimited token of a text node (MathJax
+    excepted) lies on one line (the tops of its ``Range.getClientRects()`` within ``SAME_LINE_PX``) and inside its
+    cell's content box (within ``SLACK_PX``)."""
+    problems = []
+    for v in survey.views:
+        split, sticking = v.layout["split"], v.layout["sticking"]
+        if split:
+            examples = "; ".join(f"{s['token']!r} in {s['cell']!r}" for s in split[:4])
+            problems.append((v.page, v.width, f"{len(split)} cell tokens split over two lines, e.g. {examples}"))
+        if sticking:
+            worst = sorted(sticking, key=lambda s: -s["by"])[:4]
+            examples = "; ".join(f"{s['token']!r} by {s['by']:.0f} px in {s['cell']!r}" for s in worst)
+            problems.append((v.page, v.width, f"{len(sticking)} cell tokens stick out of their cell, e.g. {examples}"))
+    assert_none("table cells that break or overflow a token", problems)
