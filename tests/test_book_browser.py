@@ -15,9 +15,14 @@ one property of every page at both widths, and names the page, the width, the el
   than the column too);
 * ``test_no_table_cell_breaks_a_token``: no whitespace-delimited token of a table cell (a check id, a number) is
   laid out over two lines, and none sticks out of its cell;
+* ``test_landing_page_has_one_claims_table``: the root page has one ``table.claims-ledger`` with one row per entry
+  of the claims ledger (``book/claims.yml``);
+* ``test_figure_text_is_legible``: every figure that carries the text-size metadata of ``softmax_icl.plotting.save``
+  shows its smallest text at 10 CSS px or more, and every image of a chapter and of the landing page carries it;
+* ``test_first_figure_within_two_screens``: a chapter's first figure starts within two window heights of the top.
 
 Folded content (``<details>``, sphinx-togglebutton dropdowns) is measured unfolded, as a reader who opens it sees it;
-the screenshots are taken as the page opens.
+the position of the first figure and the screenshots are taken as the page opens.
 
 It skips, saying why, where selenium, Chromium or chromedriver is missing (``.ci/run`` installs them with apt-get
 when it runs as root). ``SOFTMAX_ICL_SCREENSHOTS=DIR`` saves a full-height PNG of every page at each width there;
@@ -26,6 +31,7 @@ when it runs as root). ``SOFTMAX_ICL_SCREENSHOTS=DIR`` saves a full-height PNG o
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -39,6 +45,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 REDIRECT = re.compile(r'http-equiv="refresh"\s+content="\d+;\s*url=([^"#]+)', re.I)
@@ -55,10 +62,17 @@ COLUMN = "article.bd-article, div.bd-search-container"
 #: The two viewports (CSS px); every page is checked at each width with this height.
 WIDTHS = (1400, 800)
 HEIGHT = 900
+#: The smallest text of a figure, as displayed, in CSS px.
+MIN_FIGURE_TEXT_PX = 10.0
+#: A chapter's first figure must start within this many window heights of the top of the page.
+FIRST_FIGURE_SCREENS = 2
 #: Slack of the geometric checks, in CSS px (sub-pixel layout and rounding).
 SLACK_PX = 1.0
 #: Two rects of one token lie on one line when their tops differ by at most this (CSS px).
 SAME_LINE_PX = 2.0
+#: PNG tEXt keys that softmax_icl.plotting.save writes: the saved figure's size in inches, its dpi, and the size of
+#: its smallest text in points.
+FIGURE_TEXT_KEYS = ("width_in", "height_in", "dpi", "min_font_pt")
 #: How many lines of problems an assertion message lists (all of them are printed to the captured stdout).
 SHOWN = 60
 
@@ -110,6 +124,21 @@ def pages(html: Path) -> list[Path]:
     """Every HTML page of the build (not the theme's and Sphinx's own folders)."""
     skip = {"_static", "_sources", "_images", "_downloads"}
     return sorted(p for p in html.rglob("*.html") if not skip & set(p.relative_to(html).parts))
+
+
+@functools.lru_cache(maxsize=None)
+def landing_page() -> str:
+    """The book's root page (``root:`` of ``_toc.yml``), relative to the HTML folder; ``index.html`` redirects
+    there."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    return f"{toc['root']}.html"
+
+
+def page_kind(rel: str) -> str:
+    """``landing`` for the root page, ``chapter`` for a notebook's page (``notebooks/*.html``), else ``other``."""
+    if rel == landing_page():
+        return "landing"
+    return "chapter" if rel.startswith("notebooks/") else "other"
 
 
 class _Ids(HTMLParser):
@@ -189,6 +218,9 @@ loaded.then(() => {
     const el = n.parentElement;
     if (el && !el.closest(skip) && n.nodeValue.trim()) texts.push(n.nodeValue);
   }
+  const column = document.querySelector(arguments[0]);
+  const first = column && column.querySelector('img');
+  const box = first && first.getBoundingClientRect();
   done({
     viewport: [innerWidth, innerHeight],
     height: document.documentElement.scrollHeight,
@@ -200,12 +232,14 @@ loaded.then(() => {
     texts: texts,
     images: Array.from(document.images).map(i => [i.getAttribute('src'), i.naturalWidth]),
     links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+    first_figure: first ? {src: first.getAttribute('src'), top: box.top + scrollY, shown: box.width > 0} : null,
   });
 }).catch(e => done({failure: String(e)}));
 """
 
 # Unfolds everything folded in the content column, lets the layout settle, then measures it: what reaches past the
-# column or scrolls sideways, and the table-cell tokens laid out over two lines or sticking out of their cell.
+# column or scrolls sideways, the table-cell tokens laid out over two lines or sticking out of their cell, the claims
+# tables, and the displayed size of every image.
 _MEASURE = r"""
 const done = arguments[arguments.length - 1];
 const [slack, sameLine] = [arguments[0], arguments[1]];
@@ -278,6 +312,16 @@ ready.then(frame).then(frame).then(() => {
     wide: wide.map(w => Object.assign(describe(w.el), {past: w.past, scroll: w.scroll})),
     split: split,
     sticking: sticking,
+    ledgers: Array.from(column.querySelectorAll('table.claims-ledger'))
+                  .map(t => t.querySelectorAll(':scope > tbody > tr').length),
+    images: Array.from(document.images).map(i => {
+      const cs = getComputedStyle(i);
+      const edges = ['paddingLeft', 'paddingRight', 'borderLeftWidth', 'borderRightWidth']
+                    .reduce((sum, k) => sum + parseFloat(cs[k]), 0);
+      // the width the picture itself is drawn at: the rendered box less its padding and border
+      return {src: i.currentSrc || i.src, width: Math.max(0, i.getBoundingClientRect().width - edges),
+              in_column: column.contains(i)};
+    }),
   });
 }).catch(e => done({failure: String(e)}));
 """
@@ -290,6 +334,7 @@ class View:
 
     page: str
     width: int
+    kind: str
     seen: dict
     layout: dict
     console: list
@@ -300,6 +345,7 @@ class View:
 class Survey:
     """The pass over every page at every width, and the problems met before any page could be inspected."""
 
+    html: Path
     views: list
     broken: list
 
@@ -311,7 +357,7 @@ def visit(driver, html: Path, page: Path, width: int, screenshots: str | None) -
     driver.get_log("performance")  # drop what earlier pages logged
     driver.get_log("browser")
     driver.get(page.as_uri())
-    seen = driver.execute_async_script(_INSPECT)
+    seen = driver.execute_async_script(_INSPECT, COLUMN)
     if screenshots and "failure" not in seen:
         Path(screenshots).mkdir(parents=True, exist_ok=True)
         set_viewport(driver, width, seen["height"])
@@ -326,7 +372,7 @@ def visit(driver, html: Path, page: Path, width: int, screenshots: str | None) -
             params = msg["params"]
             if not params.get("documentURL", "").startswith(BROWSER_PAGES):
                 requests.append(params["request"]["url"])
-    return View(rel, width, seen, layout, console, requests)
+    return View(rel, width, page_kind(rel), seen, layout, console, requests)
 
 
 @pytest.fixture(scope="module")
@@ -353,7 +399,7 @@ def survey(html_dir, browser) -> Survey:
                 broken.append((v.page, v.width, f"could not be inspected: {what['failure']}"))
         if "viewport" in v.seen and v.seen["viewport"] != [v.width, HEIGHT]:
             broken.append((v.page, v.width, f"viewport is {v.seen['viewport']}, not {[v.width, HEIGHT]}"))
-    return Survey([v for v in views if "failure" not in v.seen and "failure" not in v.layout], broken)
+    return Survey(html_dir, [v for v in views if "failure" not in v.seen and "failure" not in v.layout], broken)
 
 
 # -- reporting --------------------------------------------------------------------------------------------------
@@ -385,6 +431,69 @@ def excerpt(text: str, match: re.Match, context: int = 40) -> str:
     """The matched part of ``text`` with ``context`` characters either side, white space collapsed."""
     start, end = max(0, match.start() - context), match.end() + context
     return ("..." if start else "") + " ".join(text[start:end].split()) + ("..." if end < len(text) else "")
+
+
+# -- figure text size -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FigureText:
+    """The text-size metadata of an image file: ``values`` (the ``FIGURE_TEXT_KEYS`` as floats) when it carries a
+    usable set, else ``problem`` says why not; ``carried`` is whether it has any of the keys at all."""
+
+    values: dict | None
+    problem: str | None
+    carried: bool
+
+
+@functools.lru_cache(maxsize=None)
+def figure_text(path: Path) -> FigureText:
+    """Read the tEXt chunks that ``softmax_icl.plotting.save`` writes into a PNG and check they describe the file:
+    ``width_in`` x ``dpi`` and ``height_in`` x ``dpi`` must be its size in pixels (within 2 px)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            text, size, fmt = dict(getattr(img, "text", {}) or {}), img.size, img.format
+    except OSError as exc:
+        return FigureText(None, f"is not a PNG with text-size metadata (Pillow cannot read it: {exc})", False)
+    missing = [k for k in FIGURE_TEXT_KEYS if k not in text]
+    carried = len(missing) < len(FIGURE_TEXT_KEYS)
+    if fmt != "PNG" or missing:
+        return FigureText(None, f"carries no text-size metadata ({fmt or 'an image'} without tEXt "
+                                f"{', '.join(missing or FIGURE_TEXT_KEYS)}; softmax_icl.plotting.save writes them)",
+                          carried)
+    try:
+        values = {k: float(text[k]) for k in FIGURE_TEXT_KEYS}
+    except ValueError:
+        return FigureText(None, "has text-size metadata that is not decimal: "
+                                + ", ".join(f"{k}={text[k]!r}" for k in FIGURE_TEXT_KEYS), True)
+    expected = (values["width_in"] * values["dpi"], values["height_in"] * values["dpi"])
+    if min(values.values()) <= 0 or any(abs(e - s) > 2 for e, s in zip(expected, size)):
+        return FigureText(None, f"has text-size metadata that does not describe it: {values['width_in']:g} x "
+                                f"{values['height_in']:g} in at {values['dpi']:g} dpi is {expected[0]:.0f} x "
+                                f"{expected[1]:.0f} px, the PNG is {size[0]} x {size[1]} px", True)
+    return FigureText(values, None, True)
+
+
+def test_figure_text_reads_the_metadata_of_plotting_save(tmp_path):
+    """``figure_text`` reads the four tEXt chunks, says why when a PNG has none, and refuses a set that does not
+    describe the file's size."""
+    from PIL import Image, PngImagePlugin
+
+    def png(name: str, size: tuple, **text: str) -> Path:
+        info = PngImagePlugin.PngInfo()
+        for key, value in text.items():
+            info.add_text(key, value)
+        Image.new("RGB", size, "white").save(tmp_path / name, pnginfo=info)
+        return tmp_path / name
+
+    meta = {"width_in": "6.4", "height_in": "3.2", "dpi": "150", "min_font_pt": "8"}
+    good = figure_text(png("good.png", (960, 480), **meta))
+    assert good == FigureText({"width_in": 6.4, "height_in": 3.2, "dpi": 150.0, "min_font_pt": 8.0}, None, True)
+    bare = figure_text(png("bare.png", (960, 480)))
+    assert bare.values is None and not bare.carried and "no text-size metadata" in bare.problem
+    other = figure_text(png("other.png", (900, 480), **meta))
+    assert other.values is None and other.carried and "960 x 480 px, the PNG is 900 x 480 px" in other.problem
 
 
 # -- the checks -------------------------------------------------------------------------------------------------
@@ -487,3 +596,70 @@ def test_no_table_cell_breaks_a_token(survey):
             examples = "; ".join(f"{s['token']!r} by {s['by']:.0f} px in {s['cell']!r}" for s in worst)
             problems.append((v.page, v.width, f"{len(sticking)} cell tokens stick out of their cell, e.g. {examples}"))
     assert_none("table cells that break or overflow a token", problems)
+
+
+def test_landing_page_has_one_claims_table(survey):
+    """The landing page has exactly one ``table.claims-ledger``, whose ``tbody`` has one row per entry of the claims
+    ledger (``book/claims.yml``, read with ``softmax_icl.ledger``)."""
+    from softmax_icl import ledger
+
+    entries = len(ledger.load(ROOT / "book" / "claims.yml").entries)
+    views = [v for v in survey.views if v.kind == "landing"]
+    assert views, f"the landing page {landing_page()} was not checked"
+    problems = []
+    for v in views:
+        tables = v.layout["ledgers"]
+        if len(tables) != 1:
+            problems.append((v.page, v.width, f"has {len(tables)} tables of class claims-ledger, not one"))
+        elif tables[0] != entries:
+            problems.append((v.page, v.width, f"its claims-ledger table has {tables[0]} body rows; the ledger has "
+                                              f"{entries} entries"))
+    assert_none("the landing page's claims table", problems)
+
+
+def test_figure_text_is_legible(survey):
+    """Every image whose PNG carries ``softmax_icl.plotting.save``'s text-size metadata shows its smallest text at
+    ``min_font_pt / 72 * displayed_width / width_in >= MIN_FIGURE_TEXT_PX`` CSS px; every image in the content column
+    of a chapter or of the landing page must carry it (images elsewhere without it are not figures of the book)."""
+    problems = []
+    for v in survey.views:
+        for img in v.layout["images"]:
+            url = urlsplit(img["src"])
+            if url.scheme != "file":
+                continue
+            path = Path(unquote(url.path))
+            name = path.relative_to(survey.html).as_posix() if path.is_relative_to(survey.html) else str(path)
+            meta = figure_text(path)
+            if meta.values is None:
+                if meta.carried or (img["in_column"] and v.kind in ("chapter", "landing")):
+                    problems.append((v.page, None, f"image {name} {meta.problem}"))
+                continue
+            if not img["width"]:
+                continue  # not displayed at all (a broken image is test_images_load's)
+            px = meta.values["min_font_pt"] / 72 * img["width"] / meta.values["width_in"]
+            if px < MIN_FIGURE_TEXT_PX - 1e-6:
+                needed = MIN_FIGURE_TEXT_PX * 72 * meta.values["width_in"] / meta.values["min_font_pt"]
+                problems.append((v.page, v.width, f"image {name}: smallest text {px:.1f} px as displayed "
+                                                  f"({meta.values['min_font_pt']:g} pt on a "
+                                                  f"{meta.values['width_in']:g} in figure shown {img['width']:.0f} px "
+                                                  f"wide; {MIN_FIGURE_TEXT_PX:g} px needs {needed:.0f} px)"))
+    assert_none("figure text smaller than 10 px", problems)
+
+
+def test_first_figure_within_two_screens(survey):
+    """On every chapter page the first image of the content column starts less than ``FIRST_FIGURE_SCREENS`` window
+    heights below the top of the page, as the page opens."""
+    limit = FIRST_FIGURE_SCREENS * HEIGHT
+    views = [v for v in survey.views if v.kind == "chapter"]
+    assert views, "no chapter page (notebooks/*.html) was checked"
+    problems = []
+    for v in views:
+        first = v.seen["first_figure"]
+        if first is None:
+            problems.append((v.page, None, "has no figure"))
+        elif not first["shown"]:
+            problems.append((v.page, v.width, f"its first figure {first['src']} is not displayed as the page opens"))
+        elif first["top"] >= limit:
+            problems.append((v.page, v.width, f"its first figure starts {first['top']:.0f} px below the top, "
+                                              f"{first['top'] - limit + 1:.0f} px too low (limit {limit} px)"))
+    assert_none("first figures below the second screen", problems)
