@@ -1,22 +1,37 @@
-"""The rendered book as a reader meets it: every page opened in headless Chromium with no network.
+"""The rendered book as a reader meets it: every page opened in headless Chromium with no network, at two widths.
 
-The book is built from the committed notebooks (execution off, warnings are errors) into a temporary folder, then
-every HTML page is loaded in Debian's Chromium through chromedriver (selenium) with all host names resolving to
-nothing. For each page the test asserts:
+The book is built once from the committed notebooks (execution off, warnings are errors) into a temporary folder;
+then every HTML page is loaded in Debian's Chromium through chromedriver (selenium), with all host names resolving to
+nothing, once with a viewport of 1400 x 900 CSS px and once with 800 x 900 (a wide and a narrow window). The pass over the pages (the ``survey`` fixture) records what each page shows; each test below then asserts
+one property of every page at both widths, and names the page, the width, the element and by how much it fails:
 
-* math: no raw TeX left in the rendered text, every formula typeset by MathJax (``mjx-container``), none in error;
-* every image loaded (``naturalWidth > 0``);
-* every internal link points at an existing file, and its ``#anchor`` at an element of that page;
-* no console errors;
-* no request leaves the machine: every URL the page requested is ``file:``, ``data:``, ``blob:`` or ``about:``.
+* ``test_math_is_typeset``: every formula typeset by MathJax (``mjx-container``), none in error, and no raw TeX left
+  in the rendered prose outside code (``\\frac``, ``\\(``, or caret/brace pseudo-TeX such as ``x^{2}``, ``M_{K}``);
+* ``test_images_load``, ``test_internal_links_resolve``, ``test_no_console_errors``,
+  ``test_no_request_leaves_the_machine``: every image loaded, every internal link and ``#anchor`` exists, nothing
+  logged as an error, nothing requested but ``file:``/``data:``/``blob:``/``about:`` URLs;
+* ``test_nothing_is_wider_than_the_column``: no element of the content column (``article.bd-article``), nor its
+  text, reaches past the column's right edge, and none scrolls sideways (a table in a horizontal scroller is wider
+  than the column too);
+* ``test_no_table_cell_breaks_a_token``: no whitespace-delimited token of a table cell (a check id, a number) is
+  laid out over two lines, and none sticks out of its cell;
+* ``test_landing_page_has_one_claims_table``: the root page has one ``table.claims-ledger`` with one row per entry
+  of the claims ledger (``book/claims.yml``);
+* ``test_figure_text_is_legible``: every figure that carries the text-size metadata of ``softmax_icl.plotting.save``
+  shows its smallest text at 10 CSS px or more, and every image of a chapter and of the landing page carries it;
+* ``test_first_figure_within_two_screens``: a chapter's first figure starts within two window heights of the top.
+
+Folded content (``<details>``, sphinx-togglebutton dropdowns) is measured unfolded, as a reader who opens it sees it;
+the position of the first figure and the screenshots are taken as the page opens.
 
 It skips, saying why, where selenium, Chromium or chromedriver is missing (``.ci/run`` installs them with apt-get
-when it runs as root). ``SOFTMAX_ICL_SCREENSHOTS=DIR`` saves a PNG of every page there; ``SOFTMAX_ICL_BOOK_HTML=DIR``
-checks an existing HTML build instead of building one.
+when it runs as root). ``SOFTMAX_ICL_SCREENSHOTS=DIR`` saves a full-height PNG of every page at each width there;
+``SOFTMAX_ICL_BOOK_HTML=DIR`` checks an existing HTML build instead of building one.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -24,17 +39,42 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 REDIRECT = re.compile(r'http-equiv="refresh"\s+content="\d+;\s*url=([^"#]+)', re.I)
 LOCAL_SCHEMES = {"file", "data", "blob", "about", "chrome", "chrome-extension", "devtools"}
-# Raw TeX that MathJax should have replaced: \( \) \[ \] delimiters, or a control word with an argument.
-RAW_TEX = re.compile(r"\\[()\[\]]|\\(?:frac|mathrm|mathbb|mathcal|hat|sum|begin|end|sqrt|top|varepsilon)\b")
+# Pages of the browser itself (its new-tab page may still be loading when the first book page opens): what they
+# request is not the book's doing.
+BROWSER_PAGES = ("chrome:", "chrome-untrusted:", "devtools:")
+# Raw TeX that MathJax should have replaced: \( \) \[ \] delimiters, a control word with an argument, or caret/brace
+# pseudo-TeX (x^{2}, M_{K}) written in prose instead of as maths.
+RAW_TEX = re.compile(r"\\[()\[\]]|\\(?:frac|mathrm|mathbb|mathcal|hat|sum|begin|end|sqrt|top|varepsilon)\b|[\^_]\{")
+
+#: The page's content column: sphinx-book-theme's article, or on Sphinx's search page (which has none) its form.
+COLUMN = "article.bd-article, div.bd-search-container"
+#: The two viewports (CSS px); every page is checked at each width with this height.
+WIDTHS = (1400, 800)
+HEIGHT = 900
+#: The smallest text of a figure, as displayed, in CSS px.
+MIN_FIGURE_TEXT_PX = 10.0
+#: A chapter's first figure must start within this many window heights of the top of the page.
+FIRST_FIGURE_SCREENS = 2
+#: Slack of the geometric checks, in CSS px (sub-pixel layout and rounding).
+SLACK_PX = 1.0
+#: Two rects of one token lie on one line when their tops differ by at most this (CSS px).
+SAME_LINE_PX = 2.0
+#: PNG tEXt keys that softmax_icl.plotting.save writes: the saved figure's size in inches, its dpi, and the size of
+#: its smallest text in points.
+FIGURE_TEXT_KEYS = ("width_in", "height_in", "dpi", "min_font_pt")
+#: How many lines of problems an assertion message lists (all of them are printed to the captured stdout).
+SHOWN = 60
 
 
 def _find(*names: str) -> str | None:
@@ -81,8 +121,24 @@ def html_dir():
 
 
 def pages(html: Path) -> list[Path]:
+    """Every HTML page of the build (not the theme's and Sphinx's own folders)."""
     skip = {"_static", "_sources", "_images", "_downloads"}
     return sorted(p for p in html.rglob("*.html") if not skip & set(p.relative_to(html).parts))
+
+
+@functools.lru_cache(maxsize=None)
+def landing_page() -> str:
+    """The book's root page (``root:`` of ``_toc.yml``), relative to the HTML folder; ``index.html`` redirects
+    there."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    return f"{toc['root']}.html"
+
+
+def page_kind(rel: str) -> str:
+    """``landing`` for the root page, ``chapter`` for a notebook's page (``notebooks/*.html``), else ``other``."""
+    if rel == landing_page():
+        return "landing"
+    return "chapter" if rel.startswith("notebooks/") else "other"
 
 
 class _Ids(HTMLParser):
@@ -97,6 +153,7 @@ class _Ids(HTMLParser):
 
 
 def anchors(path: Path, cache: dict) -> set[str]:
+    """The ids (and ``<a name>``) of an HTML file, parsed once per file."""
     if path not in cache:
         parser = _Ids()
         parser.feed(path.read_text(encoding="utf-8", errors="replace"))
@@ -108,13 +165,14 @@ def anchors(path: Path, cache: dict) -> set[str]:
 
 @pytest.fixture(scope="module")
 def browser():
+    """Headless Chromium through chromedriver, every host name resolving to nothing, console and network logged."""
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for arg in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
                 "--disable-default-apps", "--disable-extensions", "--no-first-run", "--disable-quic",
-                "--window-size=1280,2000", f"--user-data-dir={profile}",
+                f"--window-size={WIDTHS[0]},{HEIGHT}", f"--user-data-dir={profile}",
                 # every host name resolves to nothing: a page that tries the network fails visibly
                 "--host-resolver-rules=MAP * ~NOTFOUND"]:
         opts.add_argument(arg)
@@ -129,102 +187,479 @@ def browser():
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def set_viewport(driver, width: int, height: int) -> None:
+    """Give the page a viewport of exactly ``width`` x ``height`` CSS px (``innerWidth`` x ``innerHeight``) at one
+    device pixel per CSS px, whatever the window's frame takes (Chromium's device-metrics override; it holds across
+    navigations)."""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                           {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+
+# Waits until the page has loaded, its fonts and images are in and MathJax has typeset it, then reports what the page
+# shows as it opens (nothing unfolded).
 _INSPECT = r"""
 const done = arguments[arguments.length - 1];
-const ready = (window.MathJax && MathJax.startup && MathJax.startup.promise) ? MathJax.startup.promise
-                                                                             : Promise.resolve();
-const imgs = Array.from(document.images).map(i => i.complete ? Promise.resolve()
-    : new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); }));
-Promise.all([ready, ...imgs]).then(() => {
-  const skip = 'pre, code, script, style, textarea, mjx-container, .highlight, .MathJax';
+const loaded = new Promise(r => {
+  const poll = () => (document.readyState === 'complete' && document.body) ? r() : setTimeout(poll, 20);
+  poll();
+});
+loaded.then(() => {
+  const ready = (window.MathJax && MathJax.startup && MathJax.startup.promise) ? MathJax.startup.promise
+                                                                               : Promise.resolve();
+  const imgs = Array.from(document.images).map(i => i.complete ? Promise.resolve()
+      : new Promise(r => { i.addEventListener('load', r); i.addEventListener('error', r); }));
+  return Promise.all([ready, document.fonts.ready, ...imgs]);
+}).then(() => {
+  // code, and Sphinx's object signatures (dt.sig: a Python value's repr is code too), are not prose
+  const skip = 'pre, code, kbd, samp, script, style, textarea, mjx-container, .highlight, .MathJax, .sig';
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   const texts = [];
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
     const el = n.parentElement;
     if (el && !el.closest(skip) && n.nodeValue.trim()) texts.push(n.nodeValue);
   }
+  const column = document.querySelector(arguments[0]);
+  const first = column && column.querySelector('img');
+  const box = first && first.getBoundingClientRect();
   done({
+    viewport: [innerWidth, innerHeight],
+    height: document.documentElement.scrollHeight,
     mathjax: !!(window.MathJax && MathJax.startup),
     math: document.querySelectorAll('.math').length,
-    typeset: document.querySelectorAll('mjx-container').length,
     untypeset: Array.from(document.querySelectorAll('.math')).filter(e => !e.querySelector('mjx-container'))
                     .map(e => e.textContent.slice(0, 80)),
     errors: Array.from(document.querySelectorAll('mjx-merror')).map(e => e.textContent.slice(0, 80)),
     texts: texts,
     images: Array.from(document.images).map(i => [i.getAttribute('src'), i.naturalWidth]),
     links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+    first_figure: first ? {src: first.getAttribute('src'), top: box.top + scrollY, shown: box.width > 0} : null,
+  });
+}).catch(e => done({failure: String(e)}));
+"""
+
+# Unfolds everything folded in the content column, lets the layout settle, then measures it: what reaches past the
+# column or scrolls sideways, the table-cell tokens laid out over two lines or sticking out of their cell, the claims
+# tables, and the displayed size of every image.
+_MEASURE = r"""
+const done = arguments[arguments.length - 1];
+const [slack, sameLine] = [arguments[0], arguments[1]];
+const column = document.querySelector(arguments[2]);
+if (!column) { done({failure: `no content column (${arguments[2]}) on the page`}); return; }
+column.querySelectorAll('details:not([open])').forEach(d => { d.open = true; });
+column.querySelectorAll('button.toggle-button-hidden').forEach(b => b.click());
+const frame = () => new Promise(r => requestAnimationFrame(() => r()));
+const ready = (window.MathJax && MathJax.startup && MathJax.startup.promise) ? MathJax.startup.promise
+                                                                             : Promise.resolve();
+ready.then(frame).then(frame).then(() => {
+  const describe = el => ({
+    tag: el.tagName.toLowerCase(),
+    cls: (el.getAttribute('class') || '').trim(),
+    text: (el.textContent || el.getAttribute('alt') || '').replace(/\s+/g, ' ').trim().slice(0, 60),
+  });
+
+  // 1. wider than the column: an element's box or the text directly in it; outermost offenders only (a descendant
+  // of one is part of it)
+  const right = column.getBoundingClientRect().right;
+  const range = document.createRange();
+  const reach = el => {
+    let r = el.getBoundingClientRect().right;
+    for (const n of el.childNodes) {
+      if (n.nodeType !== Node.TEXT_NODE || !n.nodeValue.trim()) continue;
+      range.selectNodeContents(n);
+      for (const q of range.getClientRects()) r = Math.max(r, q.right);
+    }
+    return r - right;
+  };
+  const wide = [];
+  for (const el of column.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if (!r.width && !r.height) continue;
+    const ox = getComputedStyle(el).overflowX;
+    const scrolls = (ox === 'auto' || ox === 'scroll') && el.scrollWidth > el.clientWidth + slack;
+    const past = reach(el);
+    if (!scrolls && past <= slack) continue;
+    const outer = wide.find(w => w.el.contains(el));
+    if (outer) { outer.past = Math.max(outer.past, past); continue; }
+    wide.push({el, past, scroll: scrolls ? el.scrollWidth - el.clientWidth : 0});
+  }
+
+  // 2. tokens of table cells: one line each, inside their cell
+  const split = [], sticking = [];
+  for (const cell of column.querySelectorAll('td, th')) {
+    const box = cell.getBoundingClientRect();
+    if (!box.width) continue;
+    const cs = getComputedStyle(cell);
+    const inner = box.right - parseFloat(cs.paddingRight) - parseFloat(cs.borderRightWidth);
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const el = n.parentElement;
+      if (el.closest('td, th') !== cell || el.closest('mjx-container, .MathJax')) continue;
+      for (const m of n.nodeValue.matchAll(/\S+/g)) {
+        range.setStart(n, m.index);
+        range.setEnd(n, m.index + m[0].length);
+        const rects = Array.from(range.getClientRects()).filter(q => q.width > 0);
+        if (!rects.length) continue;
+        const tops = rects.map(q => q.top);
+        const cellText = describe(cell).text;
+        if (Math.max(...tops) - Math.min(...tops) > sameLine) split.push({token: m[0], cell: cellText});
+        const out = Math.max(...rects.map(q => q.right)) - inner;
+        if (out > slack) sticking.push({token: m[0], cell: cellText, by: out});
+      }
+    }
+  }
+
+  done({
+    wide: wide.map(w => Object.assign(describe(w.el), {past: w.past, scroll: w.scroll})),
+    split: split,
+    sticking: sticking,
+    ledgers: Array.from(column.querySelectorAll('table.claims-ledger'))
+                  .map(t => t.querySelectorAll(':scope > tbody > tr').length),
+    images: Array.from(document.images).map(i => {
+      const cs = getComputedStyle(i);
+      const edges = ['paddingLeft', 'paddingRight', 'borderLeftWidth', 'borderRightWidth']
+                    .reduce((sum, k) => sum + parseFloat(cs[k]), 0);
+      // the width the picture itself is drawn at: the rendered box less its padding and border
+      return {src: i.currentSrc || i.src, width: Math.max(0, i.getBoundingClientRect().width - edges),
+              in_column: column.contains(i)};
+    }),
   });
 }).catch(e => done({failure: String(e)}));
 """
 
 
-def test_every_page_reads_offline(html_dir, browser):
+@dataclass
+class View:
+    """One page at one width: what it shows as it opens (``seen``, from ``_INSPECT``), its unfolded layout
+    (``layout``, from ``_MEASURE``), its console errors and the URLs it requested."""
+
+    page: str
+    width: int
+    kind: str
+    seen: dict
+    layout: dict
+    console: list
+    requests: list
+
+
+@dataclass
+class Survey:
+    """The pass over every page at every width, and the problems met before any page could be inspected."""
+
+    html: Path
+    views: list
+    broken: list
+
+
+def visit(driver, html: Path, page: Path, width: int, screenshots: str | None) -> View:
+    """Open ``page`` at ``width``, inspect it as it opens, save its full-height screenshot (with ``screenshots``),
+    then unfold it and measure its layout."""
+    rel = page.relative_to(html).as_posix()
+    driver.get_log("performance")  # drop what earlier pages logged
+    driver.get_log("browser")
+    driver.get(page.as_uri())
+    seen = driver.execute_async_script(_INSPECT, COLUMN)
+    if screenshots and "failure" not in seen:
+        Path(screenshots).mkdir(parents=True, exist_ok=True)
+        set_viewport(driver, width, seen["height"])
+        driver.save_screenshot(str(Path(screenshots) / f"{rel.replace('/', '__')}@{width}.png"))
+        set_viewport(driver, width, HEIGHT)
+    layout = {} if "failure" in seen else driver.execute_async_script(_MEASURE, SLACK_PX, SAME_LINE_PX, COLUMN)
+    console = [e.get("message", "")[:200] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+    requests = []
+    for entry in driver.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") == "Network.requestWillBeSent":
+            params = msg["params"]
+            if not params.get("documentURL", "").startswith(BROWSER_PAGES):
+                requests.append(params["request"]["url"])
+    return View(rel, width, page_kind(rel), seen, layout, console, requests)
+
+
+@pytest.fixture(scope="module")
+def survey(html_dir, browser) -> Survey:
+    """Every page of the book, opened once at each width (``WIDTHS`` x ``HEIGHT``)."""
     screenshots = os.environ.get("SOFTMAX_ICL_SCREENSHOTS")
     all_pages = pages(html_dir)
     assert len(all_pages) >= int(os.environ.get("SOFTMAX_ICL_MIN_PAGES", "10")), [p.name for p in all_pages]
-    problems: list[str] = []
-    ids_cache: dict = {}
-    formulas = pages_with_math = 0
-    for page in all_pages:
-        rel = page.relative_to(html_dir).as_posix()
+    views, broken, shown = [], [], []
+    for page in all_pages:  # a redirect page (index.html) is not shown: its target must exist, and is checked
         refresh = REDIRECT.search(page.read_text(encoding="utf-8", errors="replace")[:2000])
-        if refresh:  # a redirect page (index.html): its target exists; the target is checked as a page
-            if not (page.parent / refresh.group(1)).is_file():
-                problems.append(f"{rel}: redirects to a missing page {refresh.group(1)}")
-            continue
-        browser.get_log("performance")  # drop what earlier pages logged
-        browser.get(page.as_uri())
-        info = browser.execute_async_script(_INSPECT)
-        if "failure" in info:
-            problems.append(f"{rel}: {info['failure']}")
-            continue
-        if screenshots:
-            Path(screenshots).mkdir(parents=True, exist_ok=True)
-            browser.save_screenshot(str(Path(screenshots) / (rel.replace("/", "__") + ".png")))
+        if not refresh:
+            shown.append(page)
+        elif not (page.parent / refresh.group(1)).is_file():
+            broken.append((page.relative_to(html_dir).as_posix(), None,
+                           f"redirects to a missing page {refresh.group(1)}"))
+    for width in WIDTHS:
+        set_viewport(browser, width, HEIGHT)
+        for page in shown:
+            views.append(visit(browser, html_dir, page, width, screenshots))
+    for v in views:
+        for what in (v.seen, v.layout):
+            if "failure" in what:
+                broken.append((v.page, v.width, f"could not be inspected: {what['failure']}"))
+        if "viewport" in v.seen and v.seen["viewport"] != [v.width, HEIGHT]:
+            broken.append((v.page, v.width, f"viewport is {v.seen['viewport']}, not {[v.width, HEIGHT]}"))
+    return Survey(html_dir, [v for v in views if "failure" not in v.seen and "failure" not in v.layout], broken)
 
-        # math
-        if info["math"]:
+
+# -- reporting --------------------------------------------------------------------------------------------------
+
+def assert_none(what: str, problems) -> None:
+    """Fail with every problem, one line per page and message (the widths it occurs at merged into one line);
+    ``problems`` are ``(page, width or None, message)``. The message lists the first ``SHOWN`` lines; all of them
+    go to the captured stdout."""
+    widths: dict[tuple[str, str], list] = {}
+    for page, width, message in problems:
+        widths.setdefault((page, message), [])
+        if width is not None:
+            widths[(page, message)].append(width)
+    lines = [f"{page}" + (f" at {' and '.join(f'{w} px' for w in ws)}" if ws else "") + f": {message}"
+             for (page, message), ws in widths.items()]
+    if lines:
+        print(f"{what}: {len(lines)} problems", *lines, sep="\n")
+    more = f"\n... and {len(lines) - SHOWN} more (all in the captured stdout)" if len(lines) > SHOWN else ""
+    assert not lines, f"{what}: {len(lines)} problems\n" + "\n".join(lines[:SHOWN]) + more
+
+
+def element(info: dict) -> str:
+    """An element as a failure names it: ``tag.class 'its text'``."""
+    cls = "." + ".".join(info["cls"].split()) if info["cls"] else ""
+    return f"{info['tag']}{cls} {info['text']!r}"
+
+
+def excerpt(text: str, match: re.Match, context: int = 40) -> str:
+    """The matched part of ``text`` with ``context`` characters either side, white space collapsed."""
+    start, end = max(0, match.start() - context), match.end() + context
+    return ("..." if start else "") + " ".join(text[start:end].split()) + ("..." if end < len(text) else "")
+
+
+# -- figure text size -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FigureText:
+    """The text-size metadata of an image file: ``values`` (the ``FIGURE_TEXT_KEYS`` as floats) when it carries a
+    usable set, else ``problem`` says why not; ``carried`` is whether it has any of the keys at all."""
+
+    values: dict | None
+    problem: str | None
+    carried: bool
+
+
+@functools.lru_cache(maxsize=None)
+def figure_text(path: Path) -> FigureText:
+    """Read the tEXt chunks that ``softmax_icl.plotting.save`` writes into a PNG and check they describe the file:
+    ``width_in`` x ``dpi`` and ``height_in`` x ``dpi`` must be its size in pixels (within 2 px)."""
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            text, size, fmt = dict(getattr(img, "text", {}) or {}), img.size, img.format
+    except OSError as exc:
+        return FigureText(None, f"is not a PNG with text-size metadata (Pillow cannot read it: {exc})", False)
+    missing = [k for k in FIGURE_TEXT_KEYS if k not in text]
+    carried = len(missing) < len(FIGURE_TEXT_KEYS)
+    if fmt != "PNG" or missing:
+        return FigureText(None, f"carries no text-size metadata ({fmt or 'an image'} without tEXt "
+                                f"{', '.join(missing or FIGURE_TEXT_KEYS)}; softmax_icl.plotting.save writes them)",
+                          carried)
+    try:
+        values = {k: float(text[k]) for k in FIGURE_TEXT_KEYS}
+    except ValueError:
+        return FigureText(None, "has text-size metadata that is not decimal: "
+                                + ", ".join(f"{k}={text[k]!r}" for k in FIGURE_TEXT_KEYS), True)
+    expected = (values["width_in"] * values["dpi"], values["height_in"] * values["dpi"])
+    if min(values.values()) <= 0 or any(abs(e - s) > 2 for e, s in zip(expected, size)):
+        return FigureText(None, f"has text-size metadata that does not describe it: {values['width_in']:g} x "
+                                f"{values['height_in']:g} in at {values['dpi']:g} dpi is {expected[0]:.0f} x "
+                                f"{expected[1]:.0f} px, the PNG is {size[0]} x {size[1]} px", True)
+    return FigureText(values, None, True)
+
+
+def test_figure_text_reads_the_metadata_of_plotting_save(tmp_path):
+    """``figure_text`` reads the four tEXt chunks, says why when a PNG has none, and refuses a set that does not
+    describe the file's size."""
+    from PIL import Image, PngImagePlugin
+
+    def png(name: str, size: tuple, **text: str) -> Path:
+        info = PngImagePlugin.PngInfo()
+        for key, value in text.items():
+            info.add_text(key, value)
+        Image.new("RGB", size, "white").save(tmp_path / name, pnginfo=info)
+        return tmp_path / name
+
+    meta = {"width_in": "6.4", "height_in": "3.2", "dpi": "150", "min_font_pt": "8"}
+    good = figure_text(png("good.png", (960, 480), **meta))
+    assert good == FigureText({"width_in": 6.4, "height_in": 3.2, "dpi": 150.0, "min_font_pt": 8.0}, None, True)
+    bare = figure_text(png("bare.png", (960, 480)))
+    assert bare.values is None and not bare.carried and "no text-size metadata" in bare.problem
+    other = figure_text(png("other.png", (900, 480), **meta))
+    assert other.values is None and other.carried and "960 x 480 px, the PNG is 900 x 480 px" in other.problem
+
+
+# -- the checks -------------------------------------------------------------------------------------------------
+
+def test_pages_were_inspected(survey):
+    """Every page could be opened and inspected at both widths, in a viewport of the intended size, and every
+    redirect page points at a page of the book."""
+    assert_none("pages that could not be checked", survey.broken)
+
+
+def test_math_is_typeset(survey):
+    """Every formula typeset by MathJax, none in error, and no raw TeX (``\\frac``, ``\\(``, ``x^{2}``, ``M_{K}``) in
+    the rendered text outside code."""
+    problems = []
+    formulas = pages_with_math = 0
+    for v in survey.views:
+        seen = v.seen
+        if seen["math"]:
             pages_with_math += 1
-            formulas += info["math"]
-            if not info["mathjax"]:
-                problems.append(f"{rel}: has {info['math']} formulas but MathJax did not start")
-            if info["untypeset"]:
-                problems.append(f"{rel}: {len(info['untypeset'])} formulas not typeset, e.g. {info['untypeset'][:3]}")
-        if info["errors"]:
-            problems.append(f"{rel}: MathJax errors {info['errors'][:3]}")
-        raw = [t.strip()[:100] for t in info["texts"] if RAW_TEX.search(t)]
+            formulas += seen["math"]
+            if not seen["mathjax"]:
+                problems.append((v.page, v.width, f"has {seen['math']} formulas but MathJax did not start"))
+            if seen["untypeset"]:
+                problems.append((v.page, v.width, f"{len(seen['untypeset'])} formulas not typeset, "
+                                                  f"e.g. {seen['untypeset'][:3]}"))
+        if seen["errors"]:
+            problems.append((v.page, v.width, f"MathJax errors {seen['errors'][:3]}"))
+        raw = [excerpt(t, m) for t in seen["texts"] for m in [RAW_TEX.search(t)] if m]
         if raw:
-            problems.append(f"{rel}: raw TeX in the rendered text, e.g. {raw[:3]}")
+            problems.append((v.page, v.width, f"{len(raw)} text nodes with raw TeX, e.g. {raw[:3]}"))
+    print(f"{formulas} formulas on {pages_with_math} page views")
+    assert pages_with_math > 0 and formulas > 0, "no page has math: the check of typesetting checked nothing"
+    assert_none("maths", problems)
 
-        # images
-        broken = [src for src, width in info["images"] if not width]
-        if broken:
-            problems.append(f"{rel}: images that did not load: {broken[:5]}")
 
-        # internal links and anchors
-        for href in info["links"]:
+def test_images_load(survey):
+    """Every image of every page loaded (``naturalWidth > 0``)."""
+    assert_none("images that did not load",
+                [(v.page, v.width, f"image did not load: {src}") for v in survey.views
+                 for src, width in v.seen["images"] if not width])
+
+
+def test_internal_links_resolve(survey):
+    """Every ``file:`` link points at an existing file, and its ``#anchor`` at an element of that page."""
+    problems, ids_cache = [], {}
+    for v in survey.views:
+        for href in v.seen["links"]:
             url = urlsplit(href)
             if url.scheme != "file":
                 continue
             target = Path(unquote(url.path))
             if not target.exists():
-                problems.append(f"{rel}: link to a missing file {target}")
+                problems.append((v.page, None, f"link to a missing file {target}"))
             elif url.fragment and target.suffix == ".html" and unquote(url.fragment) not in anchors(target, ids_cache):
-                problems.append(f"{rel}: link to a missing anchor {target.name}#{url.fragment}")
+                problems.append((v.page, None, f"link to a missing anchor {target.name}#{url.fragment}"))
+    assert_none("internal links", problems)
 
-        # console errors
-        for entry in browser.get_log("browser"):
-            if entry.get("level") == "SEVERE":
-                problems.append(f"{rel}: console error: {entry.get('message', '')[:200]}")
 
-        # requests
-        for entry in browser.get_log("performance"):
-            msg = json.loads(entry["message"])["message"]
-            if msg.get("method") == "Network.requestWillBeSent":
-                requested = msg["params"]["request"]["url"]
-                if urlsplit(requested).scheme not in LOCAL_SCHEMES:
-                    problems.append(f"{rel}: requested {requested[:120]}")
+def test_no_console_errors(survey):
+    """Nothing logged to the console at level SEVERE."""
+    assert_none("console errors", [(v.page, v.width, f"console error: {m}") for v in survey.views for m in v.console])
 
-    print(f"checked {len(all_pages)} pages; {formulas} formulas on {pages_with_math} pages, all typeset")
-    assert pages_with_math > 0 and formulas > 0, "no page has math: the check of typesetting checked nothing"
-    assert not problems, f"{len(problems)} problems:\n" + "\n".join(dict.fromkeys(problems))
+
+def test_no_request_leaves_the_machine(survey):
+    """Every URL a page requested is local (``file:``, ``data:``, ``blob:``, ``about:``)."""
+    assert_none("requests to the network",
+                [(v.page, v.width, f"requested {url[:120]}") for v in survey.views for url in v.requests
+                 if urlsplit(url).scheme not in LOCAL_SCHEMES])
+
+
+def test_nothing_is_wider_than_the_column(survey):
+    """No element of the content column (``COLUMN``), nor the text directly in it, reaches more than ``SLACK_PX``
+    past the column's right edge (bounding rects; a text node's ``Range.getClientRects()``), and none scrolls sideways (``scrollWidth > clientWidth + SLACK_PX`` with overflow-x auto or scroll).
+    Each offender is named once, at its outermost element, with how far its content reaches past the edge or how far
+    it scrolls."""
+    problems = []
+    for v in survey.views:
+        for w in v.layout["wide"]:
+            how = []
+            if w["scroll"]:
+                how.append(f"scrolls sideways by {w['scroll']:.0f} px")
+            if w["past"] > SLACK_PX:
+                how.append(f"reaches {w['past']:.0f} px past the column's right edge")
+            problems.append((v.page, v.width, f"{element(w)} {' and '.join(how)}"))
+    assert_none("elements wider than the content column", problems)
+
+
+def test_no_table_cell_breaks_a_token(survey):
+    """In every ``td``/``th`` of the content column, each whitespace-delimited token of a text node (MathJax
+    excepted) lies on one line (the tops of its ``Range.getClientRects()`` within ``SAME_LINE_PX``) and inside its
+    cell's content box (within ``SLACK_PX``)."""
+    problems = []
+    for v in survey.views:
+        split, sticking = v.layout["split"], v.layout["sticking"]
+        if split:
+            examples = "; ".join(f"{s['token']!r} in {s['cell']!r}" for s in split[:4])
+            problems.append((v.page, v.width, f"{len(split)} cell tokens split over two lines, e.g. {examples}"))
+        if sticking:
+            worst = sorted(sticking, key=lambda s: -s["by"])[:4]
+            examples = "; ".join(f"{s['token']!r} by {s['by']:.0f} px in {s['cell']!r}" for s in worst)
+            problems.append((v.page, v.width, f"{len(sticking)} cell tokens stick out of their cell, e.g. {examples}"))
+    assert_none("table cells that break or overflow a token", problems)
+
+
+def test_landing_page_has_one_claims_table(survey):
+    """The landing page has exactly one ``table.claims-ledger``, whose ``tbody`` has one row per entry of the claims
+    ledger (``book/claims.yml``, read with ``softmax_icl.ledger``)."""
+    from softmax_icl import ledger
+
+    entries = len(ledger.load(ROOT / "book" / "claims.yml").entries)
+    views = [v for v in survey.views if v.kind == "landing"]
+    assert views, f"the landing page {landing_page()} was not checked"
+    problems = []
+    for v in views:
+        tables = v.layout["ledgers"]
+        if len(tables) != 1:
+            problems.append((v.page, v.width, f"has {len(tables)} tables of class claims-ledger, not one"))
+        elif tables[0] != entries:
+            problems.append((v.page, v.width, f"its claims-ledger table has {tables[0]} body rows; the ledger has "
+                                              f"{entries} entries"))
+    assert_none("the landing page's claims table", problems)
+
+
+def test_figure_text_is_legible(survey):
+    """Every image whose PNG carries ``softmax_icl.plotting.save``'s text-size metadata shows its smallest text at
+    ``min_font_pt / 72 * displayed_width / width_in >= MIN_FIGURE_TEXT_PX`` CSS px; every image in the content column
+    of a chapter or of the landing page must carry it (images elsewhere without it are not figures of the book)."""
+    problems = []
+    for v in survey.views:
+        for img in v.layout["images"]:
+            url = urlsplit(img["src"])
+            if url.scheme != "file":
+                continue
+            path = Path(unquote(url.path))
+            name = path.relative_to(survey.html).as_posix() if path.is_relative_to(survey.html) else str(path)
+            meta = figure_text(path)
+            if meta.values is None:
+                if meta.carried or (img["in_column"] and v.kind in ("chapter", "landing")):
+                    problems.append((v.page, None, f"image {name} {meta.problem}"))
+                continue
+            if not img["width"]:
+                continue  # not displayed at all (a broken image is test_images_load's)
+            px = meta.values["min_font_pt"] / 72 * img["width"] / meta.values["width_in"]
+            if px < MIN_FIGURE_TEXT_PX - 1e-6:
+                needed = MIN_FIGURE_TEXT_PX * 72 * meta.values["width_in"] / meta.values["min_font_pt"]
+                problems.append((v.page, v.width, f"image {name}: smallest text {px:.1f} px as displayed "
+                                                  f"({meta.values['min_font_pt']:g} pt on a "
+                                                  f"{meta.values['width_in']:g} in figure shown {img['width']:.0f} px "
+                                                  f"wide; {MIN_FIGURE_TEXT_PX:g} px needs {needed:.0f} px)"))
+    assert_none("figure text smaller than 10 px", problems)
+
+
+def test_first_figure_within_two_screens(survey):
+    """On every chapter page the first image of the content column starts less than ``FIRST_FIGURE_SCREENS`` window
+    heights below the top of the page, as the page opens."""
+    limit = FIRST_FIGURE_SCREENS * HEIGHT
+    views = [v for v in survey.views if v.kind == "chapter"]
+    assert views, "no chapter page (notebooks/*.html) was checked"
+    problems = []
+    for v in views:
+        first = v.seen["first_figure"]
+        if first is None:
+            problems.append((v.page, None, "has no figure"))
+        elif not first["shown"]:
+            problems.append((v.page, v.width, f"its first figure {first['src']} is not displayed as the page opens"))
+        elif first["top"] >= limit:
+            problems.append((v.page, v.width, f"its first figure starts {first['top']:.0f} px below the top, "
+                                              f"{first['top'] - limit + 1:.0f} px too low (limit {limit} px)"))
+    assert_none("first figures below the second screen", problems)
