@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from . import ledger as lg
@@ -48,7 +49,26 @@ GENERAL_CHOICES = [
 
 
 def _md(x) -> str:
-    return str(x).replace("|", "\\|")
+    """Text for a table cell or a heading: pipes escaped, word-internal hyphens non-breaking (:func:`nobreak`)."""
+    return nobreak(str(x).replace("|", "\\|"))
+
+
+#: A hyphen between two letters or digits, outside code and maths: in a narrow table cell the browser may break a line
+#: after it ("population-" / "optimal"), splitting a word; the non-breaking hyphen U+2011 keeps it whole.
+_HYPHEN = re.compile(r"(?<=\w)-(?=\w)")
+
+
+def nobreak(text: str) -> str:
+    """``text`` with its word-internal hyphens made non-breaking, except inside ``code`` spans and ``$maths$``."""
+    parts = re.split(r"(`[^`]*`|\$[^$]*\$)", str(text))
+    return "".join(p if p[:1] in "`$" else _HYPHEN.sub("\u2011", p) for p in parts)
+
+
+def _list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> list[str]:
+    out = ["```{list-table}", ":header-rows: 1", ":class: check-table", ":widths: " + " ".join(map(str, widths)), ""]
+    for r in [header, *rows]:
+        out += [f"* - {r[0]}"] + [f"  - {x}" for x in r[1:]]
+    return out + ["```"]
 
 
 def settings_markdown() -> str:
@@ -56,30 +76,28 @@ def settings_markdown() -> str:
            "Neither paper's appendix (with its exact hyperparameters) was available, so many settings are ours. "
            "This page is generated from the code (`softmax_icl.registry` and `softmax_icl.bookgen`), so it always "
            "shows what the notebooks actually use. *Source* says where a value comes from: "
-           + "; ".join(f"**{t}**" for t in SOURCES.values()) + ". Every figure parameter can be changed: the "
-           "column *change with* gives the option of `softmax-icl run` (or set the same name in the notebook's "
-           "parameters cell); see {doc}`intro`.", "",
-           "## Choices shared by every figure", "", "| setting | our choice | source |", "|---|---|---|"]
-    out += [f"| {_md(a)} | {_md(b)} | {_md(c)} |" for a, b, c in GENERAL_CHOICES]
+           + "; ".join(f"**{t}**" for t in SOURCES.values()) + ". Every figure parameter can be changed with "
+           "`softmax-icl run FIGURE -p NAME VALUE` (or the same name in the notebook's parameters cell), which writes "
+           "to `runs/FIGURE-<profile>-custom/`, never the book; see {doc}`intro`.", "",
+           "## Choices shared by every figure", ""]
+    out += _list_table(["Setting", "Our choice", "Source"], [[_md(a), _md(b), _md(c)] for a, b, c in GENERAL_CHOICES],
+                       [22, 48, 30])
     for fig in FIGURES.values():
-        example = next(iter(fig.params))
         out += ["", f"(settings-{fig.name.replace('_', '-')})=", f"## {fig.title}", "",
-                f"Notebook `notebooks/{fig.notebook}` ({fig.paper}). Change a setting with "
-                f"`softmax-icl run {fig.name} -p NAME VALUE` (e.g. `softmax-icl run {fig.name} -p {example} "
-                f"{_md(fmt(fig.params[example].value('default'))).replace(' ', '')}`), which writes to "
-                f"`runs/{fig.name}-<profile>-custom/`, never the book.", "",
-                "| parameter | meaning | " + " | ".join(PROFILES) + " | source | change with |",
-                "|---|---|" + "---|" * len(PROFILES) + "---|---|"]
+                f"Notebook `notebooks/{fig.notebook}` ({fig.paper}). Values per profile: "
+                + " / ".join(f"*{p}*" for p in PROFILES) + " (one value where all agree).", ""]
+        rows = []
         for name, p in fig.params.items():
-            vals = " | ".join(_md(fmt(p.value(pr))) for pr in PROFILES)
-            out.append(f"| `{name}` | {_md(p.help)} | {vals} | {SOURCES.get(p.source, p.source)} | "
-                       f"`-p {name} VALUE` |")
+            vals = [_md(fmt(p.value(pr))) for pr in PROFILES]
+            rows.append([f"`{name}`", _md(p.help), vals[0] if len(set(vals)) == 1 else " / ".join(vals),
+                         _md(SOURCES.get(p.source, p.source))])
+        out += _list_table(["Parameter", "Meaning", "Value", "Source"], rows, [22, 44, 18, 16])
         if fig.notes:
             out += [""] + [f"* {n}" for n in fig.notes]
         if fig.tolerances:
             tol = lambda t: "not compared" if t is None else f"relative tolerance {t:g}"  # noqa: E731
             out += ["", "Regression check (`make test`, `softmax-icl compare`), exceptions to the default tolerance: "
-                    + "; ".join(f"`{_md(k)}`: {tol(t)}" for k, t in fig.tolerances.items()) + "."]
+                    + "; ".join(f"`{k}`: {tol(t)}" for k, t in fig.tolerances.items()) + "."]
     return "\n".join(out) + "\n"
 
 
@@ -280,7 +298,7 @@ def entry_block(book: BookVerdicts, ev) -> list[str]:
     head = (f"{e.claim} — default: {SHORT[ev.default.status if ev.default else None]}, paper: "
             f"{SHORT[ev.paper.status if ev.paper else None]}")
     out = [f"`````{{admonition}} {_md(head)}", ":class: dropdown claim-entry", "",
-           f"> {' '.join(e.source.quote.split())}", ">",
+           f"> {lg.render_quote(e.source.quote)}", ">",
            f"> — {paper}, `{e.source.file}` ({_md(e.source.section)})", "",
            f"**Scope.** {_md(e.scope)}", "", f"**Where.** {_entry_ref(e, 'its chapter')}.", ""]
     groups = e.readings.items() if e.is_map else [("", e.checks)]
@@ -324,8 +342,8 @@ def findings_block(book: BookVerdicts) -> list[str]:
         if fv.record is None:
             continue
         title = FIGURES[name].title if name in FIGURES else name
-        out += [f"````{{admonition}} Every check of {{doc}}`{_md(title)} <../notebooks/{name}>`", ":class: dropdown",
-                "", "```{list-table}", ":header-rows: 1", ":class: check-table", ":widths: 40 12 28 20", "",
+        out += [f"````{{admonition}} Every check of the chapter “{_md(title)}”", ":class: dropdown", "",
+                f"Chapter: {{doc}}`../notebooks/{name}`.", "", "```{list-table}", ":header-rows: 1", ":class: check-table", ":widths: 40 12 28 20", "",
                 "* - Check", "  - Kind", "  - Verdict and value", "  - Fresh seed sets"]
         for c in fv.checks():
             fresh = fv.fresh(c)

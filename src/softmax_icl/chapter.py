@@ -39,8 +39,10 @@ def _as_dict(claim: Any) -> dict:
 
 
 def _cell(text: Any) -> str:
-    """Text for one cell of a table: no line breaks, pipes escaped."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Text for one cell of a table: no line breaks, pipes escaped, word-internal hyphens non-breaking."""
+    from .bookgen import nobreak
+
+    return nobreak(" ".join(str(text).split()).replace("|", "\\|"))
 
 
 def box_class(statuses: list[str]) -> str:
@@ -143,7 +145,9 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
 
 def method_block(e, mine: list[dict], checks: list[dict]) -> list[str]:
     """One claim's quote, scope and, per check, its id, exact statement and threshold (folded under the table)."""
-    out = [f"**{e.claim}**", "", f"> {' '.join(e.source.quote.split())}", ">",
+    from .ledger import render_quote
+
+    out = [f"**{e.claim}**", "", f"> {render_quote(e.source.quote)}", ">",
            f"> — `{e.source.file}` ({_cell(e.source.section)})", "", f"*Scope.* {e.scope}", ""]
     for c in mine + [k for c in mine for k in checks if k.get("control_of") == c["id"]]:
         out += [f"* `{c['id']}` ({c.get('kind', 'claim')}): {_cell(c.get('statement', ''))}; required: "

@@ -196,6 +196,20 @@ def authors_words(papers_dir: str | Path | None = None) -> dict[str, str]:
     return out
 
 
+def render_quote(text: str) -> str:
+    """A quote for a MyST page: whitespace collapsed; its ``$...$`` maths kept (it renders), and every other token that
+    holds a backslash (LaTeX that the source file kept from a PDF's extraction, e.g. ``MKMQ\\mathbf{M}_K^\\top``)
+    shown as code, so the page quotes the source as it is without raw TeX in its prose."""
+    out, in_math = [], False
+    for tok in text.split():
+        delimiters = tok.count("$$") + tok.replace("$$", "").count("$")
+        if not in_math and not delimiters and "\\" in tok:
+            tok = f"``{tok}``"
+        in_math ^= delimiters % 2 == 1
+        out.append(tok)
+    return " ".join(out)
+
+
 def normalise(text: str) -> str:
     """Whitespace collapsed, markdown emphasis (``*``, ``_``) and quote marks dropped, lower case: how a quote is
     compared with its source (line breaks and bold type are not part of a sentence)."""

@@ -25,7 +25,7 @@ FUNCTION_CLASSES = {
     "cosine": "f(x) = cos(L w^T x + phi), w ~ U^d, phi ~ U[0, 2 pi)",
     "cosine_centered": "f(x) = cos(L w^T x + phi) - cos(phi) E_x[cos(L w^T x)]: the cosine task less its mean over "
                        "x ~ U^d (zero mean, no offset, isotropic inputs)",
-    "lowrank_linear": "f(x) = L a^T B^T x, a ~ U^k, B in R^{d x k} orthonormal, fixed per run",
+    "lowrank_linear": "f(x) = L a^T B^T x, a ~ U^k, B in R^(d x k) orthonormal, fixed per run",
     "lowrank_affine": "f(x) = L a^T B^T x + 2",
     "lowrank_quadratic": "f(x) = (L a^T B^T x)^2",
     "lowrank_cosine": "f(x) = cos(4 L a^T B^T x)",

@@ -71,7 +71,7 @@ def sketch_exponents(noise_exponent: float) -> tuple[float, float]:
 
     With bias between ``L^2/w^2`` and ``L^2/w`` (see :func:`sketch_window_bounds`): ``w_lo ~ s^{1/(2(k+1))}``
     and ``w_hi ~ s^{1/(k+1)}``; ``k = d/2`` gives the sketch's ``[1/(d+2), 2/(d+2)]`` and ``k = (d-1)/2`` (inputs
-    on S^{d-1}) gives ``[1/(d+1), 2/(d+1)]``.
+    on S^(d-1)) gives ``[1/(d+1), 2/(d+1)]``.
     """
     k = float(noise_exponent)
     if k <= 0:

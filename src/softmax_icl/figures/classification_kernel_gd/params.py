@@ -29,7 +29,7 @@ FIGURE = Figure(
     params={
         "C": Param("int", {"default": 5}, "classes per context (main setting)", source="paper",
                    check=at_least(2), check_text="an integer >= 2"),
-        "d": Param("int", {"default": 5}, "input dimension (main setting); inputs and class vectors on S^{d-1}",
+        "d": Param("int", {"default": 5}, "input dimension (main setting); inputs and class vectors on S^(d-1)",
                    source="paper", check=at_least(2), check_text="an integer >= 2"),
         "n_main": Param("int", {"default": 100}, "context length of the main setting", source="paper", **_int),
         "local_prototypes": Param("int", {"default": 3},
@@ -91,7 +91,7 @@ FIGURE = Figure(
         "tau); local (P = local_prototypes prototypes per class, beyond the papers); subspace (class vectors in the "
         "first subspace_k coordinates: the kernel-shape test). All readings share raw draws (common random numbers). "
         "The query is drawn like the context inputs; no label noise.",
-        "Model: one layer, one head, full W_K, W_Q, W_V in R^{(d+C)x(d+C)} on tokens [x_i; y_i], query [x_q; 0]; "
+        "Model: one layer, one head, full W_K, W_Q, W_V in R^((d+C)x(d+C)) on tokens [x_i; y_i], query [x_q; 0]; "
         "the query does not attend to itself; linear attention weights s_i / n; prediction softmax of the "
         "y-slot of the query's attention update; cross-entropy loss; no MLP, LayerNorm or residual readout "
         "beyond the update.",

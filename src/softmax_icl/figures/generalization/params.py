@@ -48,7 +48,7 @@ FIGURE = Figure(
     paper="Collins et al. (2024), Figure 5 and Theorem 3.5",
     validate=_generalization_validate,
     params={
-        "d": Param("int", {"default": 2}, "input dimension (inputs on the sphere S^{d-1})", check=at_least(1),
+        "d": Param("int", {"default": 2}, "input dimension (inputs on the sphere S^(d-1))", check=at_least(1),
                    check_text="an integer >= 1"),
         "sigma": Param("float", {"default": 0.5}, "label-noise standard deviation, pretraining and test",
                        check=non_negative, check_text="a number >= 0"),

@@ -125,10 +125,10 @@ def check_theorem34(run: Run, t: Theorem34, big: TrainedLargeN) -> None:
     e = {d: t.exponent[(d, n_max, rho)] for d in t.ds}
     etxt = ", ".join(f"d = {d}: {e[d]:.3f}" for d in t.ds)
     for version, kind, src in (
-            ("slides", "claim", SRC_THM + ": Omega((nL²/σ²)^{1/d}) < w < O((nL²/σ²)^{2/d}) for sufficiently large n"),
-            ("sketch", "finding", "the slides' proof sketch (noise term Θ(σ² w^{d/2}/n), bias between L²/w² and "
+            ("slides", "claim", SRC_THM + ": Omega((nL²/σ²)^(1/d)) < w < O((nL²/σ²)^(2/d)) for sufficiently large n"),
+            ("sketch", "finding", "the slides' proof sketch (noise term Θ(σ² w^(d/2)/n), bias between L²/w² and "
                                   "L²/w), carried to its range [1/(d+2), 2/(d+2)] by the book"),
-            ("sphere", "finding", "the sketch with the noise term of inputs on S^{d-1}, w^{(d-1)/2}: range "
+            ("sphere", "finding", "the sketch with the noise term of inputs on S^(d-1), w^((d-1)/2): range "
                                   "[1/(d+1), 2/(d+1)] (derived by the book)")):
         rng = {d: th.theorem34_exponents(d, version) for d in t.ds}
         margin = min(min(e[d] - rng[d][0], rng[d][1] - e[d]) for d in t.ds)
@@ -156,12 +156,12 @@ def check_theorem34(run: Run, t: Theorem34, big: TrainedLargeN) -> None:
               f"[30, 300] (n -> inf closed form on S^(d-1), matching the Monte Carlo at n = {n_max} within "
               f"{dev:.1%} where 1/E[sum a^2] >= 100; {ktxt}) within {NOISE_EXPONENT_TOL} of d/2 for every d; "
               "largest |k - d/2|", gap_half, gap_half <= NOISE_EXPONENT_TOL, f"<= {NOISE_EXPONENT_TOL}",
-              kind="finding", source="a step of the slides' proof sketch, L_noise = Θ(σ² (w^{d/2} + 1) / n), read with "
+              kind="finding", source="a step of the slides' proof sketch, L_noise = Θ(σ² (w^(d/2) + 1) / n), read with "
               "d the ambient dimension (not counted as a claim: see the ledger's not_counted)")
     run.check("noise-term-exponent-sphere", f"the same exponent within {NOISE_EXPONENT_TOL} of (d-1)/2 for every d, "
               f"and the closed form within {NOISE_MC_TOL:.0%} of the Monte Carlo; largest |k - (d-1)/2|", gap_sphere,
               gap_sphere <= NOISE_EXPONENT_TOL and dev <= NOISE_MC_TOL, f"<= {NOISE_EXPONENT_TOL}", kind="finding",
-              source=BEYOND + " (SPEC 1.4: the noise term on the sphere grows like w^{(d-1)/2})")
+              source=BEYOND + " (SPEC 1.4: the noise term on the sphere grows like w^((d-1)/2))")
     # trained units at the largest n against the population curve
     wr, wo = _ratio(big.w, big.w_pop).max(), _ratio(big.w, big.w_pop_other).min()
     dtxt = ", ".join(f"d = {d}" for d in t.ds)
@@ -212,7 +212,7 @@ def check_covariance(run: Run, a: Analysis) -> None:
     cfg, units = run.cfg, a.units
     for key, label, kind, src in (
             ("whitened", "tasks of the whitened input (lemma's symmetry holds)", "claim",
-             "Collins et al. covariance lemma (slides' Lemma 1): x ~ Σ^{1/2} U^d ⇒ M* = w Σ^{-1}, under symmetry"),
+             "Collins et al. covariance lemma (slides' Lemma 1): x ~ Σ^(1/2) U^d ⇒ M* = w Σ^-1, under symmetry"),
             ("noniso", "SPEC tasks, direction uniform in x (symmetry fails)", "finding",
              BEYOND + " (the lemma outside its symmetry condition)")):
         u = units[key]

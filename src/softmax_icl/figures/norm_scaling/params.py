@@ -174,7 +174,7 @@ FIGURE = Figure(
         "(rho = L^2/sigma^2 fixed), read as n grows for each d of `t34_d`, from one float64 Monte Carlo per d "
         "(`theory.relu_window_scan`; every n of `t34_n` on prefixes of one draw, every w at once). No regime "
         "cut-off enters it. Three ranges: the slides' [1/d, 2/d] (a claim), the proof sketch's [1/(d+2), 2/(d+2)] "
-        "with its noise term w^{d/2}, and the sketch with the noise term of inputs on S^{d-1}, w^{(d-1)/2}: "
+        "with its noise term w^(d/2), and the sketch with the noise term of inputs on S^(d-1), w^((d-1)/2): "
         "[1/(d+1), 2/(d+1)] (derived by the book: findings).",
         "Figure 3's dynamics: separate panels from a small init (`dyn_init`) with a small Adam step (`dyn_lr`), so "
         "growth rates can be compared (the paper's optimiser is not in the sources). Growth rate: slope of "

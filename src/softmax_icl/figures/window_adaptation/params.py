@@ -8,7 +8,7 @@ from ...profiles import FUNCTION_CLASSES
 def _window_validate(cfg: dict) -> None:
     if cfg["d"] < 2:
         raise ParameterError(f"parameter 'd' = {cfg['d']} is out of range for window_adaptation; allowed: an "
-                             "integer >= 2 (the attention window is an angle on the sphere S^{d-1})")
+                             "integer >= 2 (the attention window is an angle on the sphere S^(d-1))")
     if len(cfg["L_values"]) != 3:
         raise ParameterError("parameter 'L_values' must list exactly 3 Lipschitz constants (small, medium, "
                              f"large), got {cfg['L_values']!r}")
