@@ -1,0 +1,173 @@
+"""The chapters' tables (``figures/<figure>/summary.py``) are MyST markdown that renders: every table a well-formed
+``list-table`` (each row as many cells as the header), mathematics only inside ``$...$`` (no pseudo-TeX such as
+``||M||_2`` or ``Sigma^-1`` in the text), and the run's numbers in the cells.
+
+Each chapter is computed once at the ``smoke`` profile, with the calls its notebook makes, and every summary function
+of the chapter is called on it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mdit_py_plugins")
+
+from markdown_it import MarkdownIt  # noqa: E402
+from markdown_it.tree import SyntaxTreeNode  # noqa: E402
+from mdit_py_plugins.dollarmath import dollarmath_plugin  # noqa: E402
+
+from softmax_icl.records import Run  # noqa: E402
+
+#: Pseudo-TeX that must not stand in the text outside maths and code spans.
+PSEUDO_TEX = [r"\|\|", r"\^", r"_\d", r"_\{", r"\brho_", r"\bsigma\^", r"\bSigma\b", r"->", r"<=", r">=",
+              r"\b(rho|sigma|tau|eta|beta|gamma)\b"]
+
+_MD = MarkdownIt("commonmark").use(dollarmath_plugin)
+
+
+def _run(figure: str, tmp_path_factory) -> Run:
+    return Run(figure, "smoke", "cpu", output_dir=str(tmp_path_factory.mktemp(figure)))
+
+
+def _text_nodes(node: SyntaxTreeNode):
+    """The plain-text pieces of an inline node (not maths, not code)."""
+    for child in node.children:
+        if child.type == "text":
+            yield child.content
+        elif child.type not in ("math_inline", "code_inline"):
+            yield from _text_nodes(child)
+
+
+def _check_inline(text: str, where: str) -> list[str]:
+    """Parse one line of inline markdown; fail on pseudo-TeX outside maths; return its maths."""
+    tokens = _MD.parseInline(text)
+    node = SyntaxTreeNode(tokens)
+    for piece in _text_nodes(node):
+        for pat in PSEUDO_TEX:
+            assert not re.search(pat, piece), f"pseudo-TeX {pat!r} outside $...$ in {where}: {piece!r} (of {text!r})"
+    maths = [t.content for t in tokens[0].children if t.type == "math_inline"]
+    for m in maths:
+        # chapter.table escapes "|" in cells, which would reach MathJax as "\|": maths must not use "|"
+        assert "|" not in m, f"'|' in the maths {m!r} of {where}"
+    assert text.count("$") == 2 * len(maths), f"an unmatched $ in {where}: {text!r}"
+    return maths
+
+
+def _list_table(content: str, where: str) -> list[list[str]]:
+    """The rows of a ``list-table`` directive's content (options, then a two-level bullet list)."""
+    lines = content.splitlines()
+    options = {}
+    while lines and lines[0].startswith(":"):
+        key, _, value = lines.pop(0)[1:].partition(":")
+        options[key] = value.strip()
+    assert options.get("header-rows") == "1", f"{where}: no header row"
+    root = SyntaxTreeNode(_MD.parse("\n".join(lines)))
+    lists = [n for n in root.children if n.type == "bullet_list"]
+    assert len(lists) == 1 and len(root.children) == 1, f"{where}: the table is not one bullet list"
+    rows = []
+    for item in lists[0].children:
+        inner = [n for n in item.children if n.type == "bullet_list"]
+        assert len(inner) == 1, f"{where}: row {len(rows)} is not a list of cells"
+        cells = []
+        for cell in inner[0].children:
+            text = " ".join(n.children[0].content for n in cell.children if n.type == "paragraph")
+            cells.append(text)
+        rows.append(cells)
+    header = rows[0]
+    for r in rows[1:]:
+        assert len(r) == len(header), f"{where}: a row of {len(r)} cells under a header of {len(header)}: {r}"
+    assert len(header) <= 7, f"{where}: {len(header)} columns do not fit the page"
+    if "widths" in options:
+        assert len(options["widths"].split()) == len(header), f"{where}: widths do not match the columns"
+    for r in rows:
+        for c in r:
+            _check_inline(c, where)
+    return rows
+
+
+def parse(markdown: str) -> list[dict]:
+    """Every table of ``markdown``: title (empty without a box), folded, rows (header first). Checks the prose
+    around them too."""
+    tables = []
+
+    def walk(md: str, title: str, folded: bool) -> None:
+        for node in SyntaxTreeNode(_MD.parse(md)).walk():
+            if node.type == "fence":
+                name, _, arg = node.info.partition(" ")
+                if name == "{admonition}":
+                    body = node.content.splitlines()
+                    options = []
+                    while body and body[0].startswith(":"):
+                        options.append(body.pop(0))
+                    _check_inline(arg, f"title {arg!r}")
+                    walk("\n".join(body), arg, any(o.startswith(":class:") and "dropdown" in o for o in options))
+                elif name == "{list-table}":
+                    tables.append(dict(title=title, folded=folded, rows=_list_table(node.content, title or md[:40])))
+                else:
+                    raise AssertionError(f"unexpected block {node.info!r}")
+            elif node.type == "inline":
+                _check_inline(node.content, f"text under {title!r}")
+
+    walk(markdown, "", False)
+    return tables
+
+
+def check(markdown: str, numbers: list[str], n_tables: int | None = None) -> list[dict]:
+    """``markdown`` parses as tables (``n_tables`` of them) with titles; each of ``numbers`` stands in it; a table
+    longer than 8 rows is folded."""
+    assert isinstance(markdown, str) and markdown.strip()
+    tables = parse(markdown)
+    if n_tables is not None:
+        assert len(tables) == n_tables
+    for t in tables:
+        assert t["title"], "every table has a title saying what is in it"
+        assert len(t["rows"]) - 1 <= 8 or t["folded"], f"{t['title']}: {len(t['rows']) - 1} rows, not folded"
+    cells = "\n".join(c for t in tables for r in t["rows"] for c in r) + "\n" + markdown
+    for x in numbers:
+        assert x in cells, f"{x!r} is not in the output"
+    return tables
+
+
+def test_the_checker_catches_what_it_should():
+    from softmax_icl.chapter import table
+
+    good = table(["$x$", "b"], [["1", "$\\sigma^{-1}$"]], title="T $\\rho_1$")
+    check(good, ["1"])
+    with pytest.raises(AssertionError, match="pseudo-TeX"):
+        check(table(["a", "b"], [["||M||_2", "1"]], title="T"), [])
+    with pytest.raises(AssertionError, match="pseudo-TeX"):
+        check(table(["a"], [["1"]], title="Sigma^-1"), [])
+    with pytest.raises(AssertionError, match="'\\|' in the maths"):
+        check(table(["a"], [["$\\|M\\|$"]], title="T"), [])
+    with pytest.raises(AssertionError, match="cells under a header"):
+        parse(good.replace("  - $\\sigma^{-1}$\n", ""))
+    with pytest.raises(AssertionError, match="not folded"):
+        check(table(["a"], [[str(i)] for i in range(9)], title="T"), [])
+    with pytest.raises(AssertionError, match="is not in the output"):
+        check(good, ["2.5"])
+
+
+# -- window_adaptation ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def window(tmp_path_factory):
+    from softmax_icl.figures.window_adaptation import analysis, sweeps
+
+    run = _run("window_adaptation", tmp_path_factory)
+    return analysis.analyse(run, sweeps.train(run))
+
+
+def test_window_adaptation_tables(window):
+    from softmax_icl.figures.window_adaptation import summary
+
+    a = window
+    tables = check(summary.key_numbers_table(a), [f"{a.w['softmax'][0, 0].mean():.3g}",
+                                                  f"{a.halfwidth['linear'][1, 2].mean():.3g}°",
+                                                  f"{a.oracle[0, 3, -1]:.2g}"], n_tables=len(a.families))
+    assert len(tables[0]["rows"]) == 1 + 3 * len(a.settings)
+    r = a.ratio("softmax", "linear")
+    tables = check(summary.ratio_table(a), [f"{r[0, 1, 0]:.2f}", f"{r[1, 3, -1]:.2f}"], n_tables=len(a.families))
+    assert [row[0] for row in tables[0]["rows"][1:]] == [str(n) for n in a.n]
