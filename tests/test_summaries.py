@@ -32,6 +32,16 @@ def _run(figure: str, tmp_path_factory) -> Run:
     return Run(figure, "smoke", "cpu", output_dir=str(tmp_path_factory.mktemp(figure)))
 
 
+def _analysed(figure: str, tmp_path_factory):
+    """``analysis.analyse(run, sweeps.train(run))`` of ``figure`` at the smoke profile, as its notebook calls them."""
+    from importlib import import_module
+
+    analysis = import_module(f"softmax_icl.figures.{figure}.analysis")
+    sweeps = import_module(f"softmax_icl.figures.{figure}.sweeps")
+    run = _run(figure, tmp_path_factory)
+    return analysis.analyse(run, sweeps.train(run))
+
+
 def _text_nodes(node: SyntaxTreeNode):
     """The plain-text pieces of an inline node (not maths, not code)."""
     for child in node.children:
@@ -154,10 +164,7 @@ def test_the_checker_catches_what_it_should():
 
 @pytest.fixture(scope="module")
 def window(tmp_path_factory):
-    from softmax_icl.figures.window_adaptation import analysis, sweeps
-
-    run = _run("window_adaptation", tmp_path_factory)
-    return analysis.analyse(run, sweeps.train(run))
+    return _analysed("window_adaptation", tmp_path_factory)
 
 
 def test_window_adaptation_tables(window):
@@ -171,3 +178,24 @@ def test_window_adaptation_tables(window):
     r = a.ratio("softmax", "linear")
     tables = check(summary.ratio_table(a), [f"{r[0, 1, 0]:.2f}", f"{r[1, 3, -1]:.2f}"], n_tables=len(a.families))
     assert [row[0] for row in tables[0]["rows"][1:]] == [str(n) for n in a.n]
+
+
+# -- low_rank ---------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def low_rank(tmp_path_factory):
+    return _analysed("low_rank", tmp_path_factory)
+
+
+def test_low_rank_tables(low_rank):
+    from softmax_icl.figures.low_rank import summary
+    from softmax_icl.records import fmt
+
+    a = low_rank
+    tables = check(summary.key_numbers_table(a), [fmt(a.softmax.rho1[-1, 0].mean()), fmt(a.linear.rho2[-1, 1].mean()),
+                                                  fmt(a.oracle_cBB[2]), fmt(a.softmax.norm[0].mean())], n_tables=2)
+    assert len(tables[0]["rows"]) == 1 + 2 * len(a.classes) and len(tables[1]["rows"]) == 1 + len(a.classes)
+    text = summary.theorem_table(a)
+    check(text, [fmt(a.theorem.rho2[0, -1].mean()), fmt(a.theorem.rho2_other_basis[-1, 0].mean()),
+                 fmt(a.floor.rho2[1, -1].mean())], n_tables=2)
+    assert f"{a.affine_minus_linear:.1e}".split("e")[0] + " \\times 10^{" in text
