@@ -199,3 +199,28 @@ def test_low_rank_tables(low_rank):
     check(text, [fmt(a.theorem.rho2[0, -1].mean()), fmt(a.theorem.rho2_other_basis[-1, 0].mean()),
                  fmt(a.floor.rho2[1, -1].mean())], n_tables=2)
     assert f"{a.affine_minus_linear:.1e}".split("e")[0] + " \\times 10^{" in text
+
+
+# -- generalization ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def generalization(tmp_path_factory):
+    return _analysed("generalization", tmp_path_factory)
+
+
+def test_generalization_tables(generalization):
+    from softmax_icl.figures.generalization import summary
+    from softmax_icl.figures.generalization.analysis import index_of
+    from softmax_icl.figures.generalization.claims import theory_numbers
+    from softmax_icl.records import fmt
+
+    a = generalization
+    j = index_of(a.n, a.n_train)
+    (t,) = check(summary.key_numbers_table(a), [fmt(a.M_norm[0, 1].mean()), fmt(a.softmax.mean(2)[2, 0, 1, j]),
+                                                fmt(a.oracle[-1, j])], n_tables=1)
+    assert len(t["rows"]) == 1 + len(a.classes) * len(a.L) + 2
+    first = next(iter(a.loss_change.values()))
+    check(summary.convergence_table(a), [f"{np.abs(first).max():.3f}", f"{np.median(first):.3f}"], n_tables=1)
+    x = theory_numbers(a.theory[-1])
+    check(summary.theory_table(a), [f"{x['slope_above'][1]:.2f}", fmt(x["crossover"][0].mean()),
+                                    f"{x['bound_rate']:.2f}", f"{x['rate'].mean():.2f}"], n_tables=2)
