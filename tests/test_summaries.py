@@ -224,3 +224,54 @@ def test_generalization_tables(generalization):
     x = theory_numbers(a.theory[-1])
     check(summary.theory_table(a), [f"{x['slope_above'][1]:.2f}", fmt(x["crossover"][0].mean()),
                                     f"{x['bound_rate']:.2f}", f"{x['rate'].mean():.2f}"], n_tables=2)
+
+
+# -- norm_scaling -----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def norm_scaling(tmp_path_factory):
+    from softmax_icl.figures.norm_scaling import analysis, dynamics, sweeps, theorem34
+
+    run = _run("norm_scaling", tmp_path_factory)
+    results = sweeps.train(run)
+    result = analysis.analyse(run, results)
+    growths = [dynamics.growth(results[f"dyn_{key}"], analysis.SETTING_LABEL[dist], run["dyn_early"])
+               for key, dist in sweeps.DYN_SETTINGS.items()]
+    early = dynamics.ordering(growths, run["classes"], run["dyn_L"], "early_slope")
+    late = dynamics.ordering(growths, run["classes"], run["dyn_L"], "late_slope")
+    t34 = theorem34.analyse(run)
+    big = theorem34.trained_large_n(run.cfg, results, t34)
+    return dict(result=result, growths=growths, early=early, late=late, t34=t34, big=big)
+
+
+def test_norm_scaling_tables(norm_scaling):
+    from softmax_icl.figures.norm_scaling import summary
+    from softmax_icl.figures.norm_scaling.analysis import L_trend, n_trend, sigma_trend
+
+    x = norm_scaling
+    a, t34, big = x["result"], x["t34"], x["big"]
+    cfg = a.cfg
+    t = L_trend(a, "noniso", "cosine")
+    f = next(f for f in a.fits.values() if f.fit is not None)
+    u = a.units["whitened"]
+    check(summary.key_numbers_table(a),
+          [f"{t.norm[1]:.3g} ({t.norm_pop[1]:.3g})", f"{t.snr_boundary:.3g}",
+           f"{sigma_trend(a, 'relu').w[-1]:.3g}", f"{n_trend(a, cfg['n_sweep_L'][-1]).w_pop[0]:.3g}",
+           f"{f.fit.slope:.3f} ± {f.fit.stderr:.3f}", f"{u.dist_cov[0]:.3f}", f"{u.p_star[-1]:.2f}",
+           f"{a.block.label_row_ratio[0]:.3f}"], n_tables=7)
+    early, late = x["early"], x["late"]
+    tab = next(iter(late.by_panel.values()))
+    check(summary.dynamics_table(x["growths"], early, late),
+          [f"{1000 * np.nanmean(tab, 0)[-1]:.2f}", f"{1000 * early.worst_step:.3f}"], n_tables=2)
+    d, n = t34.ds[-1], t34.ns[-1]
+    tables = check(summary.theorem34_table(t34), [f"{t34.exponent[(d, n, t34.rho_check)]:.3f}",
+                                                  f"{t34.curves[(d, n)].w_sat:.3g}"], n_tables=len(t34.rhos) + 2)
+    assert [t["folded"] for t in tables[1:-1]] == [r != t34.rho_check for r in t34.rhos]
+    check(summary.noise_table(t34), [f"{t34.noise[d].exponent:.3f}", f"{t34.noise[d].mc_max_rel_dev:.3f}"],
+          n_tables=1)
+    check(summary.trained_large_n_table(big), [f"{big.w[0]:.3g} ({big.resid[0]:.3f})", f"{big.w_pop_other[-1]:.3g}"],
+          n_tables=1)
+    check(summary.theorem34_conclusion(t34), [f"{t34.exponent[(d, t34.ns[0], t34.rho_check)]:.3f} → "
+                                              f"{t34.exponent[(d, n, t34.rho_check)]:.3f}"], n_tables=0)
+    ok = u.w_pop >= cfg["regime_w"]
+    check(summary.covariance_summary(a), [f"{np.median(u.dist_cov[ok]):.3f}"], n_tables=0)
