@@ -275,3 +275,39 @@ def test_norm_scaling_tables(norm_scaling):
                                               f"{t34.exponent[(d, n, t34.rho_check)]:.3f}"], n_tables=0)
     ok = u.w_pop >= cfg["regime_w"]
     check(summary.covariance_summary(a), [f"{np.median(u.dist_cov[ok]):.3f}"], n_tables=0)
+
+
+# -- classification_kernel_gd -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def classification(tmp_path_factory):
+    from softmax_icl.figures.classification_kernel_gd import analysis, sweeps
+
+    run = _run("classification_kernel_gd", tmp_path_factory)
+    results = sweeps.train(run)
+    found = sweeps.search(run)
+    return run, analysis.evaluate(run, results, found), found
+
+
+def test_classification_tables(classification):
+    from softmax_icl.figures.classification_kernel_gd import summary
+    from softmax_icl.figures.classification_kernel_gd.analysis import ablation, compare, hyperparameters, ratio_maps
+
+    run, ev, found = classification
+    hp = hyperparameters(run, ev, found)
+    ks = [k for k, c in enumerate(ev.main.configs) if c["model"] == "linear"]
+    check(summary.alignment_table(run, ev, found), [f"{np.mean(ev.main.control['jacobian_cosine'][-1, ks]):.3f}",
+                                                    f"{hp.beta_searched:.3g}", f"{hp.gamma_learned[0]:.3g}"],
+          n_tables=2)
+    r, s = compare(ev.readings)[-1], compare(ev.shapes)[0]
+    check(summary.readings_table(run, ev), [f"{r.ratio:.3f} [{r.ratio_lo:.3f}, {r.ratio_hi:.3f}]",
+                                            f"{s.ce_a:.3f} ({s.acc_a:.3f})"], n_tables=2)
+    maps, ab = ratio_maps(run, ev), ablation(ev)
+    tables = check(summary.maps_table(run, ev), [f"{maps[1].ratio[-1, 0]:.3f}", f"{ab[0].ce['exp_fixed']:.3f}",
+                                                 f"{ab[-1].kernel_cost:+.3f} ({ab[-1].kernel_cost_se:.3f})"],
+                   n_tables=len(maps) + 2)
+    assert all(t["folded"] for t in tables[1:len(maps)])
+    m = compare(ev.mixture, "softmax", "linear_sum")[-1]
+    check(summary.mixture_table(run, ev), [f"{m.ce_b:.3f} ({m.acc_b:.3f})"], n_tables=2)
+    check(summary.kernel_table(run, ev), [f"{ev.kernel.frac_sub[0]:.3f}", f"{ev.kernel.cos_aniso_uni[-1]:.3f}"],
+          n_tables=1)
