@@ -21,14 +21,16 @@ def key_numbers_table(a: GeneralizationAnalysis) -> str:
     rows = [[f"{c}, $L = {L:g}$", fmt(a.M_norm[p, li].mean()), str(int((a.w_signed[p, li] < 0).sum()))]
             + [fmt(err[p, li, t, j_tr]) for t in range(len(classes))]
             for p, c in enumerate(classes) for li, L in enumerate(a.L)]
-    rows.append(["linear attention (matched)", "", ""] + [fmt(a.linear.mean(1)[t, t, j_tr]) for t in range(len(classes))])
+    rows.append(["linear attention (matched)", "", ""]
+                + [fmt(a.linear.mean(1)[t, t, j_tr]) for t in range(len(classes))])
     rows.append(["NW oracle", "", ""] + [fmt(a.oracle[t, j_tr]) for t in range(len(classes))])
-    return table(["Pretrained on", "$\\lVert M\\rVert_2$", "Seeds with $\\mathrm{tr}(M) < 0$"] + [f"Test {c}" for c in classes],
-                 rows, title=f"ICL error at $n = {a.n_train}$ (the pretraining $n$) on each test class at "
+    header = ["Pretrained on", "$\\lVert M\\rVert_2$", "Seeds with $\\mathrm{tr}(M) < 0$"]
+    header += [f"Test {c}" for c in classes]
+    return table(header, rows, title=f"ICL error at $n = {a.n_train}$ (the pretraining $n$) on each test class at "
                              f"$L = {a.L_test:g}$, per pretraining class and $L$ (seed means)",
                  folded=len(rows) > 8, widths=[22, 10, 14] + [54 // max(len(classes), 1)] * len(classes),
-                 note="$\\lVert M\\rVert_2$: the learned inverse window; a unit with $\\mathrm{tr}(M) < 0$ attends away "
-                      "from the query. Linear attention (matched): the linear unit pretrained on the "
+                 note="$\\lVert M\\rVert_2$: the learned inverse window; a unit with $\\mathrm{tr}(M) < 0$ attends "
+                      "away from the query. Linear attention (matched): the linear unit pretrained on the "
                       "test class at the test $L$; NW oracle: the Nadaraya–Watson estimator at its best bandwidth.")
 
 
@@ -49,15 +51,18 @@ def theory_table(a: GeneralizationAnalysis) -> str:
         for u, L in enumerate(th.L_unit):
             fits.append([at if u == 0 else "", f"pretrained at $L = {L:g}$", f"{x['slope_above'][u]:.2f}",
                          f"{x['slope_below'][u]:.2f}", fmt(x["crossover"][u].mean())])
-        fits.append(["", "NW oracle (re-tuned)", f"{x['oracle_slope_above']:.2f}", f"{x['oracle_slope_below']:.2f}", ""])
+        fits.append(["", "NW oracle (re-tuned)", f"{x['oracle_slope_above']:.2f}", f"{x['oracle_slope_below']:.2f}",
+                     ""])
         tested.append(f"{len(th.L_prime)} values of $L'$ from {th.L_prime[0]:g} to {th.L_prime[-1]:g}")
         decay.append([f"$d = {th.d}$ ($n$ = {', '.join(map(str, th.n))})",
-                      f"{x['rate'].mean():.2f} ({', '.join(f'{v:.2f}' for v in x['rate'])})", f"{x['bound_rate']:.2f}",
-                      f"{x['sketch_rate']:.2f}", f"{x['oracle_rate']:.2f}", f"{x['control_rate'].mean():.2f}"])
+                      f"{x['rate'].mean():.2f} ({', '.join(f'{v:.2f}' for v in x['rate'])})",
+                      f"{x['bound_rate']:.2f}", f"{x['sketch_rate']:.2f}", f"{x['oracle_rate']:.2f}",
+                      f"{x['control_rate'].mean():.2f}"])
     L_u = a.theory[0].L_unit
     branches = table(["Setting", "Unit", "Slope, $L' > L_u$", "Slope, $L' < L_u$", "Crossover $L_c$"], fits,
-                     title="Theorem 3.5: log-log slopes of the error in the test $L'$ on either side of the pretraining "
-                           "$L_u$, and where the two branches meet", folded=len(fits) > 8, widths=[18, 28, 18, 18, 18],
+                     title="Theorem 3.5: log-log slopes of the error in the test $L'$ on either side of the "
+                           "pretraining $L_u$, and where the two branches meet", folded=len(fits) > 8,
+                     widths=[18, 28, 18, 18, 18],
                      note="Units pretrained and tested at the largest $n$ of each $d$, on "
                           + ("; ".join(f"{t} at $d = {th.d}$" for t, th in zip(tested, a.theory))
                              if len(set(tested)) > 1 else tested[0]) + ".")

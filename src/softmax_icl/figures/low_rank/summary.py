@@ -29,8 +29,8 @@ def key_numbers_table(a: LowRankAnalysis) -> str:
         ["Class", "Model", "$\\rho_1(M, B)$", "$\\rho_2(M, B)$", "Distance to $cBB^\\top$ (sign of $c$)", NORM], rows,
         title="The learned $M$ against the tasks' subspace $B$ (end of pretraining, seed means)",
         widths=[14, 12, 16, 16, 26, 16],
-        note="Distance: $\\min_c \\lVert M - cBB^\\top\\rVert_F / \\lVert M\\rVert_F$; in brackets the sign of the best "
-             f"$c$, one sign per seed. {NORM} at initialisation: {init}.")
+        note="Distance: $\\min_c \\lVert M - cBB^\\top\\rVert_F / \\lVert M\\rVert_F$; in brackets the sign of the "
+             f"best $c$, one sign per seed. {NORM} at initialisation: {init}.")
     rows = [[short(c), fmt(a.softmax.final[i].mean()), fmt(a.linear.final[i].mean()), fmt(a.zero[i]),
              fmt(a.oracle_cBB[i]), fmt(a.oracle_wI[i])] for i, c in enumerate(a.classes)]
     errors = table(["Class", "Softmax", "Linear", "Predict 0", "Best $M = cBB^\\top$", "Best $M = wI$"], rows,
@@ -57,7 +57,8 @@ def theorem_table(a: LowRankAnalysis) -> str:
     out = [theorem, floor]
     if a.affine_minus_linear == a.affine_minus_linear:                       # not NaN: both classes present
         mant, exp = f"{a.affine_minus_linear:.1e}".split("e")
-        out.append("Softmax units on the affine link against those on the linear class: $\\max \\lVert M_\\text{affine} "
-                   f"- M_\\text{{linear}}\\rVert_F / \\lVert M_\\text{{linear}}\\rVert_F = {mant} \\times 10^{{{int(exp)}}}$ "
+        out.append("Softmax units on the affine link against those on the linear class: "
+                   "$\\max \\lVert M_\\text{affine} - M_\\text{linear}\\rVert_F / \\lVert M_\\text{linear}\\rVert_F "
+                   f"= {mant} \\times 10^{{{int(exp)}}}$ "
                    "(the same units: the softmax weights sum to one).")
     return "\n\n".join(out)

@@ -140,7 +140,8 @@ def theorem34_table(t: Theorem34) -> str:
         rows = [[str(n)] + [f"{t.exponent[(d, n, rho)]:.3f}" for d in t.ds] for n in t.ns]
         out.append(table(["$n$"] + [f"$d = {d}$" for d in t.ds], rows,
                          title=f"Local exponent {EXPONENT} of the population-optimal $w$ (ReLU) at "
-                               f"$L/\\sigma = {rho ** 0.5:g}$" + (" (the chapter's; the checks read it)" if mine else ""),
+                               f"$L/\\sigma = {rho ** 0.5:g}$" + (" (the chapter's; the checks read it)" if mine
+                                                                   else ""),
                          folded=not mine or len(rows) > 8, note="Read at $s = nL^2/\\sigma^2$."))
     rows = [[str(n)] + [_g(t.curves[(d, n)].w_sat) for d in t.ds] for n in t.ns]
     out.append(table(["$n$"] + [f"$d = {d}$" for d in t.ds], rows,
@@ -169,8 +170,8 @@ def theorem34_conclusion(t: Theorem34) -> str:
     lines += ["", f"Across $L/\\sigma$ at the largest $n$ ({ns[-1]}):", ""]
     for d in t.ds:
         vals = [t.exponent[(d, ns[-1], r)] for r in t.rhos]
-        lines.append(f"* $d = {d}$: " + ", ".join(f"{v:.3f} at $L/\\sigma = {r ** 0.5:g}$" for r, v in zip(t.rhos, vals))
-                     + ".")
+        lines.append(f"* $d = {d}$: "
+                     + ", ".join(f"{v:.3f} at $L/\\sigma = {r ** 0.5:g}$" for r, v in zip(t.rhos, vals)) + ".")
     return "\n".join(lines)
 
 
@@ -189,9 +190,10 @@ def noise_table(t: Theorem34) -> str:
                  title="Noise term $n\\,\\mathbb{E}[\\sum_i a_i^2]$ against $w$ (inputs on $S^{d-1}$): fitted exponent "
                        f"over $w \\in [{NOISE_FIT_W[0]:g}, {NOISE_FIT_W[1]:g}]$", folded=len(rows) > 8,
                  widths=[8, 16, 26, 16, 16, 18],
-                 note="Closed form: the limit $n \\to \\infty$. Largest deviation: $\\max \\lvert \\mathrm{MC} / \\text{closed form} - 1\\rvert$ where "
-                      f"$n_{{\\mathrm{{eff}}}} = 1/\\mathbb{{E}}[\\sum_i a_i^2] \\ge {NEFF_MIN:g}$, the points the Monte "
-                      "Carlo fit uses.")
+                 note="Closed form: the limit $n \\to \\infty$. Largest deviation: "
+                      "$\\max \\lvert \\mathrm{MC} / \\text{closed form} - 1\\rvert$ where "
+                      f"$n_{{\\mathrm{{eff}}}} = 1/\\mathbb{{E}}[\\sum_i a_i^2] \\ge {NEFF_MIN:g}$, the points the "
+                      "Monte Carlo fit uses.")
 
 
 def trained_large_n_table(big: TrainedLargeN) -> str:
@@ -204,8 +206,8 @@ def trained_large_n_table(big: TrainedLargeN) -> str:
     return table(["$d$", "$L$", "Seed", "Trained $w$ (residual)", "Optimum", "Optimum of the other $L$"], rows,
                  title=f"Trained ReLU units{at} against the population curve of their own $(d, n, s)$",
                  folded=len(rows) > 8, widths=[10, 10, 10, 26, 18, 26],
-                 note="Residual: $\\lVert M - wI\\rVert_F / \\lVert M\\rVert_F$ of the trained unit; the optimum of the "
-                      "other $L$ of the sweep is the control.")
+                 note="Residual: $\\lVert M - wI\\rVert_F / \\lVert M\\rVert_F$ of the trained unit; the optimum of "
+                      "the other $L$ of the sweep is the control.")
 
 
 def dynamics_table(growths: list[Growth], early: Ordering, late: Ordering) -> str:
@@ -215,10 +217,11 @@ def dynamics_table(growths: list[Growth], early: Ordering, late: Ordering) -> st
     rows = []
     for (setting, cls), tab in early.by_panel.items():
         rows.append([f"{cls}, {setting}, early"] + [f"{1000 * v:.2f}" for v in np.nanmean(tab, 0)])
-        rows.append([f"{cls}, {setting}, late"] + [f"{1000 * v:.2f}" for v in np.nanmean(late.by_panel[(setting, cls)],
-                                                                                      0)])
+        late_tab = late.by_panel[(setting, cls)]
+        rows.append([f"{cls}, {setting}, late"] + [f"{1000 * v:.2f}" for v in np.nanmean(late_tab, 0)])
     widths = [34] + [66 // len(early.L)] * len(early.L)
-    slopes = table(head, rows, widths=widths, title=f"Growth of {NORM}: slope of $\\log \\lVert M\\rVert_2$ per 1000 steps (seed means)",
+    slopes = table(head, rows, widths=widths,
+                   title=f"Growth of {NORM}: slope of $\\log \\lVert M\\rVert_2$ per 1000 steps (seed means)",
                    folded=len(rows) > 8,
                    note="Early: over the first part of training; late: over its last quarter. Smallest early step "
                         f"between consecutive $L$: {1000 * early.worst_step:.3f} per 1000 steps "
@@ -229,5 +232,6 @@ def dynamics_table(growths: list[Growth], early: Ordering, late: Ordering) -> st
             half = [np.nanmean([g.t_half[i] for i, c in enumerate(g.configs) if c["function_class"] == cls
                                 and c["L"] == L]) for L in early.L]
             rows.append([f"{cls}, {g.setting}"] + [f"{v:.0f}" for v in half])
-    halves = table(head, rows, widths=widths, title=f"Steps to half the final {NORM} (seed means)", folded=len(rows) > 8)
+    halves = table(head, rows, widths=widths, title=f"Steps to half the final {NORM} (seed means)",
+                   folded=len(rows) > 8)
     return slopes + "\n\n" + halves
