@@ -67,7 +67,7 @@ def readings_table(run: Run, ev: Evaluation) -> str:
     and the other (C, d) of the uniform task (another)."""
     cfg = run.cfg
     rows = [[task(r.task), str(r.n)] + _cmp_cells(r) for r in compare(ev.readings)]
-    readings = table(["Task", "$n$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[20, 7, 17, 17, 26, 13],
+    readings = table(["Task", "$n$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[23, 6, 17, 17, 26, 11],
                      title=f"Softmax against linear units on every reading of the task, $C = {cfg['C']}$, "
                            f"$d = {cfg['d']}$", note=CMP_NOTE)
     rows = [[task(r.task), f"$({r.C}, {r.d})$"] + _cmp_cells(r) for r in compare(ev.extras) + compare(ev.shapes)]

@@ -103,7 +103,7 @@ def key_numbers_table(a: Analysis) -> str:
     out.append(table(["Unit", "$w$ (optimum)", "$x$-block from $wI$", "Label row / $x$-block",
                       "Label column / $x$-block", "$W_V$ label weight"], rows,
                      title="Full $W_K$, $W_Q$, $W_V$: block form of $W_K^\\top W_Q$ and the label row of $W_V$",
-                     folded=len(rows) > 8, widths=[26, 15, 15, 15, 15, 14],
+                     folded=len(rows) > 8, widths=[31, 15, 14, 14, 14, 12],
                      note="$x$-block from $wI$: the distance of the input block of $W_K^\\top W_Q$ from its best "
                           "multiple of the identity."))
     return "\n\n".join(out)
