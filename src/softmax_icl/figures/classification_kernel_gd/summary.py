@@ -1,80 +1,146 @@
-"""Printed tables of the classification chapter (numbers rounded; not compared character by character)."""
+"""The classification chapter's tables, as MyST markdown (``chapter.show(summary.readings_table(run, evaluation))``).
+
+Numbers are rounded as they were printed (not compared character by character: nbval checks only the verdicts).
+"""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
+from ...chapter import table
 from ...classification import algorithms as calg
 from ...records import Run
 from .analysis import Evaluation, ablation, compare, hyperparameters, ratio_maps
-from .sweeps import ALG, CONTROL_ALG, MODELS, Search, label
+from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, MODELS, Search, label
+
+#: short column names of the four GD steps (their full names: ``ALG_LABEL``)
+ALG_SHORT = {"gd": "GD", "kernel_gd": "kernel GD", "exp_fixed": "exp, fixed rate", "linear_norm": "linear, adaptive"}
+SYMBOL = {"tau": "\\tau"}
+#: the comparison tables' columns after the task (and its n or shape)
+CMP_HEAD = ["Softmax", "Linear", "Ratio [95% interval]", "Softmax is"]
+CMP_NOTE = ("Test cross-entropy (accuracy) of the trained units, mean over seeds; the ratio softmax / linear with its "
+            "95% $t$-interval over seeds; *softmax is* worse or better where the paired difference is significant.")
 
 
-def _cmp_line(r) -> str:
-    return (f"  {label(r.task):<24} C = {r.C:<3} d = {r.d:<3} n = {r.n:<4} {r.a} {r.ce_a:.3f} ({r.acc_a:.3f})  "
-            f"{r.b} {r.ce_b:.3f} ({r.acc_b:.3f})  ratio {r.ratio:.3f} [{r.ratio_lo:.3f}, {r.ratio_hi:.3f}]  "
-            f"softmax {r.verdict}")
+def task(t: tuple) -> str:
+    """A task's label with its parameters as maths: ``clustered, $\\tau = 0.5$``, ``local ($P = 3$)``."""
+    return re.sub(r"\b(tau|P|k) = ([^,)\s]+)", lambda m: f"${SYMBOL.get(m[1], m[1])} = {m[2]}$", label(t))
+
+
+def _cmp_cells(r) -> list[str]:
+    return [f"{r.ce_a:.3f} ({r.acc_a:.3f})", f"{r.ce_b:.3f} ({r.acc_b:.3f})",
+            f"{r.ratio:.3f} [{r.ratio_lo:.3f}, {r.ratio_hi:.3f}]", r.verdict]
 
 
 def alignment_table(run: Run, ev: Evaluation, found: Search) -> str:
-    main = ev.main
-    hp = hyperparameters(run, ev, found)
-    lines = ["Main setting: C = {C}, d = {d}, n = {n_main}; final alignment with each algorithm at its searched "
-             "hyperparameters (mean over seeds)".format(**run.cfg)]
+    """The trained units against the GD steps in the main setting (final alignment, one row per unit and algorithm),
+    and the searched against the learned hyperparameters."""
+    main, cfg = ev.main, run.cfg
+    rows = []
     for m in MODELS:
         ks = [k for k, c in enumerate(main.configs) if c["model"] == m]
-        for name, fin, hist in ((ALG[m], main.final, main.align), (CONTROL_ALG[m] + " (control)", main.final_control,
-                                                                   main.control)):
+        for j, (alg, fin, hist) in enumerate(((ALG[m], main.final, main.align),
+                                              (CONTROL_ALG[m], main.final_control, main.control))):
             fa = {mm: np.mean([fin[k][mm] for k in ks]) for mm in ("logit_cosine", "prob_l2", "argmax_agreement")}
-            ja = np.mean(hist["jacobian_cosine"][-1, ks])
-            lines.append(f"  {m:<8} vs {name:<20} logit cos {fa['logit_cosine']:.3f}, prob L2 {fa['prob_l2']:.3f}, "
-                         f"Jacobian cos {ja:.3f}, argmax agreement {fa['argmax_agreement']:.3f}")
-    lines.append("Hyperparameters (searched | learned per seed | searched on the tightest clustered task):")
-    lines.append(f"  eta   {hp.eta_searched:.3g} | " + ", ".join(f"{v:.3g}" for v in hp.eta_learned) + f" | {hp.eta_other:.3g}")
-    lines.append(f"  beta  {hp.beta_searched:.3g} | " + ", ".join(f"{v:.3g}" for v in hp.beta_learned) + f" | {hp.beta_other:.3g}")
-    lines.append(f"  gamma {hp.gamma_searched:.3g} | " + ", ".join(f"{v:.3g}" for v in hp.gamma_learned) + f" | {hp.gamma_other:.3g}")
-    return "\n".join(lines)
+            rows.append([m if j == 0 else "", ALG_LABEL[alg] + (" (control)" if j else ""),
+                         f"{fa['logit_cosine']:.3f}", f"{fa['prob_l2']:.3f}",
+                         f"{np.mean(hist['jacobian_cosine'][-1, ks]):.3f}", f"{fa['argmax_agreement']:.3f}"])
+    align = table(["Unit", "Against", "Logit cosine", "Probability $L_2$", "Jacobian cosine", "Argmax agreement"], rows,
+                  title=f"Alignment with the GD steps at the end of training: $C = {cfg['C']}$, $d = {cfg['d']}$, "
+                        f"$n = {cfg['n_main']}$", widths=[12, 32, 14, 14, 14, 14],
+                  note="Each algorithm at its searched hyperparameters, mean over seeds; the control is the other "
+                       "unit's algorithm.")
+    hp = hyperparameters(run, ev, found)
+    rows = [[f"${sym}$", f"{getattr(hp, name + '_searched'):.3g}",
+             ", ".join(f"{v:.3g}" for v in getattr(hp, name + "_learned")), f"{getattr(hp, name + '_other'):.3g}"]
+            for name, sym in (("eta", "\\eta"), ("beta", "\\beta"), ("gamma", "\\gamma"))]
+    hyper = table(["", "Searched", "Learned (per seed)", "Searched on the tightest clustered task"], rows,
+                  title="Hyperparameters of the GD steps: searched, and read off the trained units (main setting)",
+                  widths=[10, 20, 40, 30])
+    return align + "\n\n" + hyper
 
 
 def readings_table(run: Run, ev: Evaluation) -> str:
-    lines = ["Softmax vs linear units, test CE (accuracy), mean over seeds; ratio softmax/linear with its 95% t-interval "
-             "over seeds:"]
-    lines += [_cmp_line(r) for r in compare(ev.readings)]
-    lines.append("Local and subspace tasks (n_main), and other (C, d) on the uniform task:")
-    lines += [_cmp_line(r) for r in compare(ev.extras) + compare(ev.shapes)]
-    return "\n".join(lines)
+    """Softmax against linear units: every reading of the task at every n (one table), the local and subspace tasks
+    and the other (C, d) of the uniform task (another)."""
+    cfg = run.cfg
+    rows = [[task(r.task), str(r.n)] + _cmp_cells(r) for r in compare(ev.readings)]
+    readings = table(["Task", "$n$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[23, 6, 17, 17, 26, 11],
+                     title=f"Softmax against linear units on every reading of the task, $C = {cfg['C']}$, "
+                           f"$d = {cfg['d']}$", note=CMP_NOTE)
+    rows = [[task(r.task), f"$({r.C}, {r.d})$"] + _cmp_cells(r) for r in compare(ev.extras) + compare(ev.shapes)]
+    others = table(["Task", "$(C, d)$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[20, 9, 16, 16, 26, 13],
+                   title=f"Softmax against linear units on the local and subspace tasks, and on the uniform task at "
+                         f"other $(C, d)$; $n = {cfg['n_main']}$", note=CMP_NOTE)
+    return readings + "\n\n" + others
 
 
 def maps_table(run: Run, ev: Evaluation) -> str:
-    lines = ["Clustered reading, CE ratios over tau (rows) x n (columns) and the crossover tau per n:"]
+    """The clustered reading's CE ratios over tau x n (one folded table per ratio, with the crossover tau), and the
+    four GD steps on every task and n (their test CE; the cost of the fixed rate and of the linear kernel)."""
+    out = []
     for m in ratio_maps(run, ev):
-        lines.append(f"  {m.name}:  n = {m.ns.tolist()}")
-        for i, t in enumerate(m.taus):
-            lines.append(f"    tau = {t:<5g} " + "  ".join(f"{m.ratio[i, j]:.3f}" for j in range(len(m.ns))))
-        lines.append("    crossover tau: " + ", ".join("none" if not np.isfinite(c) else f"{c:.3g}" for c in m.crossover))
-    lines.append("Algorithms at searched hyperparameters, test CE: " + ", ".join(calg.ALGORITHMS))
-    for r in ablation(ev):
-        lines.append(f"  {label(r.task):<24} n = {r.n:<4} " + ", ".join(f"{r.ce[k]:.3f}" for k in calg.ALGORITHMS)
-                     + f"   fixed-rate cost {r.rate_cost:+.3f} (s.e. {r.rate_cost_se:.3f}), linear-kernel cost "
-                     f"{r.kernel_cost:+.3f} (s.e. {r.kernel_cost_se:.3f})")
-    return "\n".join(lines)
+        name = (m.name if m.name not in ALG_LABEL else f"{ALG_LABEL[m.name]} / {ALG_LABEL['gd']}")
+        rows = [[f"{t:g}"] + [f"{m.ratio[i, j]:.3f}" for j in range(len(m.ns))] for i, t in enumerate(m.taus)]
+        rows.append(["crossover $\\tau$"] + ["none" if not np.isfinite(c) else f"{c:.3g}" for c in m.crossover])
+        trained = m.name not in ALG_LABEL
+        out.append(table(["$\\tau$"] + [f"$n = {n}$" for n in m.ns], rows, folded=not trained or len(rows) > 8,
+                         title=f"Test CE ratio on the clustered task over $\\tau$ and $n$: {name}",
+                         note="Last row: the $\\tau$ at which the ratio rises through 1 (interpolated in "
+                              "$\\log \\tau$)."))
+    ab = ablation(ev)
+    rows = [[task(r.task), str(r.n)] + [f"{r.ce[k]:.3f}" for k in calg.ALGORITHMS] for r in ab]
+    out.append(table(["Task", "$n$"] + [ALG_SHORT.get(k, k) for k in calg.ALGORITHMS], rows, folded=len(rows) > 8,
+                     title="Test CE of the four GD steps at their searched hyperparameters",
+                     widths=[24, 8] + [68 // len(calg.ALGORITHMS)] * len(calg.ALGORITHMS),
+                     note="GD: one GD step; kernel GD: exp kernel, adaptive rate (the softmax unit's step); the other "
+                          "two change one of its two parts: the exp kernel with a fixed rate, a linear kernel with the "
+                          "adaptive rate."))
+    rows = [[task(r.task), str(r.n), f"{r.rate_cost:+.3f} ({r.rate_cost_se:.3f})",
+             f"{r.kernel_cost:+.3f} ({r.kernel_cost_se:.3f})"] for r in ab]
+    out.append(table(["Task", "$n$", "Fixed-rate cost (s.e.)", "Linear-kernel cost (s.e.)"], rows,
+                     folded=len(rows) > 8, widths=[30, 10, 30, 30],
+                     title="What each part of kernel GD is worth: the test CE it loses without it",
+                     note="Fixed-rate cost: CE(exp kernel, fixed rate) − CE(kernel GD); linear-kernel cost: "
+                          "CE(linear kernel, adaptive rate) − CE(kernel GD); paired over contexts, with the paired "
+                          "standard error."))
+    return "\n\n".join(out)
 
 
 def mixture_table(run: Run, ev: Evaluation) -> str:
+    """Units trained over a mixture of context lengths, tested at seen and unseen lengths: softmax against linear
+    (1/n) units, and against unnormalised linear units (one table each)."""
     lo, hi = run.cfg["mix_lengths"]
-    lines = [f"Trained over lengths {lo}..{hi}; test CE at each length (seen: {lo} <= n <= {hi}):"]
-    lines += [_cmp_line(r) for r in compare(ev.mixture, "softmax", "linear") + compare(ev.mixture, "softmax",
-                                                                                         "linear_sum")]
-    return "\n".join(lines)
+    out = []
+    for b, name, col in (("linear", "linear units ($1/n$)", "Linear ($1/n$)"),
+                         ("linear_sum", "unnormalised linear units", "Unnormalised")):
+        cmp = compare(ev.mixture, "softmax", b)
+        rows = [[task(r.task) if k == 0 or r.task != cmp[k - 1].task else "", str(r.n)] + _cmp_cells(r)
+                for k, r in enumerate(cmp)]
+        shape = "; ".join(f"$C = {C}$, $d = {d}$" for C, d in sorted({(r.C, r.d) for r in cmp}))
+        unseen = [str(n) for n in dict.fromkeys(r.n for r in cmp) if not lo <= n <= hi]
+        out.append(table(["Task", "Test $n$", CMP_HEAD[0], col] + CMP_HEAD[2:], rows, folded=len(rows) > 8,
+                         widths=[20, 8, 17, 17, 25, 13],
+                         title=f"Trained over lengths $n$ from {lo} to {hi}: softmax against {name}, {shape}",
+                         note=f"Lengths {lo} to {hi} were seen in training" + (
+                             f"; {', '.join(unseen)} were not. " if unseen else ". ") + CMP_NOTE))
+    return "\n\n".join(out)
 
 
 def kernel_table(run: Run, ev: Evaluation) -> str:
+    """The shape of the softmax kernel on the subspace task against the uniform task, per seed."""
     k = ev.kernel
-    f = lambda v: ", ".join(f"{x:.3f}" for x in v)  # noqa: E731
-    return "\n".join([
-        f"Share of the softmax kernel on the first {k.k} coordinates, tr(A_SS)/tr(A_xx) per seed (isotropic: "
-        f"{k.k / run.cfg['d']:.2f}):",
-        f"  subspace task: {f(k.frac_sub)}    uniform task (control): {f(k.frac_uni)}",
-        "Logit cosine of the unit with kernel GD read off its weights, isotropic | anisotropic:",
-        f"  subspace task: {f(k.cos_iso_sub)} | {f(k.cos_aniso_sub)}",
-        f"  uniform task:  {f(k.cos_iso_uni)} | {f(k.cos_aniso_uni)}"])
+
+    def f(v) -> str:
+        return ", ".join(f"{x:.3f}" for x in v)
+
+    rows = [["subspace", f(k.frac_sub), f(k.cos_iso_sub), f(k.cos_aniso_sub)],
+            ["uniform (control)", f(k.frac_uni), f(k.cos_iso_uni), f(k.cos_aniso_uni)]]
+    return table(["Task", "Share on the first $k$ coordinates", "Logit cosine, isotropic", "Logit cosine, anisotropic"],
+                 rows, title=f"Shape of the softmax kernel: its share on the first $k = {k.k}$ coordinates, and kernel "
+                             "GD read off the weights (per seed)", widths=[19, 27, 27, 27],
+                 note="Share: $\\mathrm{tr}(A_{SS}) / \\mathrm{tr}(A_{xx})$, "
+                      f"{k.k / run.cfg['d']:.2f} for an isotropic kernel. Logit cosine of the unit with kernel GD "
+                      "whose kernel is read off its weights, isotropic or anisotropic.")

@@ -1,57 +1,75 @@
-"""Generalisation: printed tables."""
+"""Generalisation: the chapter's tables, as MyST markdown (``chapter.show(summary.key_numbers_table(result))``).
+
+Numbers are rounded as they were printed (not compared character by character: nbval checks only the verdicts).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...chapter import table
 from ...records import fmt
 from .analysis import GeneralizationAnalysis, index_of
 from .claims import theory_numbers
 
 
 def key_numbers_table(a: GeneralizationAnalysis) -> str:
-    """Rounded numbers behind the claims (stable for nbval)."""
-    classes, Ls, ns = a.classes, a.L, a.n
-    j_tr = index_of(ns, a.n_train)
+    """ICL error of every pretrained unit on every test class at the pretraining n (the numbers behind the claims)."""
+    classes = a.classes
+    j_tr = index_of(a.n, a.n_train)
     err = a.softmax.mean(2)
-    lines = [f"ICL error at n = {a.n_train} (pretraining n), test L = {a.L_test:g}; ||M||_2 = learned inverse "
-             "window; w<0 = seeds with tr(M) < 0",
-             f"{'pretraining':<18}{'||M||':>8}{'w<0':>5}  " + "".join(f"{'test ' + c:>15}" for c in classes)]
-    for p, c in enumerate(classes):
-        for li, L in enumerate(Ls):
-            lines.append(f"{c + ' L=' + format(L, 'g'):<18}{fmt(a.M_norm[p, li].mean()):>8}"
-                         f"{int((a.w_signed[p, li] < 0).sum()):>5}  "
-                         + "".join(f"{fmt(err[p, li, t, j_tr]):>15}" for t in range(len(classes))))
-    lines.append(f"{'linear (matched)':<18}{'':>13}  " + "".join(f"{fmt(a.linear.mean(1)[t, t, j_tr]):>15}"
-                                                              for t in range(len(classes))))
-    lines.append(f"{'NW oracle':<18}{'':>13}  " + "".join(f"{fmt(a.oracle[t, j_tr]):>15}"
-                                                       for t in range(len(classes))))
-    return "\n".join(lines)
+    rows = [[f"{c}, $L = {L:g}$", fmt(a.M_norm[p, li].mean()), str(int((a.w_signed[p, li] < 0).sum()))]
+            + [fmt(err[p, li, t, j_tr]) for t in range(len(classes))]
+            for p, c in enumerate(classes) for li, L in enumerate(a.L)]
+    rows.append(["linear attention (matched)", "", ""]
+                + [fmt(a.linear.mean(1)[t, t, j_tr]) for t in range(len(classes))])
+    rows.append(["NW oracle", "", ""] + [fmt(a.oracle[t, j_tr]) for t in range(len(classes))])
+    header = ["Pretrained on", "$\\lVert M\\rVert_2$", "Seeds with $\\mathrm{tr}(M) < 0$"]
+    header += [f"Test {c}" for c in classes]
+    return table(header, rows, title=f"ICL error at $n = {a.n_train}$ (the pretraining $n$) on each test class at "
+                             f"$L = {a.L_test:g}$, per pretraining class and $L$ (seed means)",
+                 folded=len(rows) > 8, widths=[22, 10, 14] + [54 // max(len(classes), 1)] * len(classes),
+                 note="$\\lVert M\\rVert_2$: the learned inverse window; a unit with $\\mathrm{tr}(M) < 0$ attends "
+                      "away from the query. Linear attention (matched): the linear unit pretrained on the "
+                      "test class at the test $L$; NW oracle: the Nadaraya–Watson estimator at its best bandwidth.")
 
 
 def convergence_table(a: GeneralizationAnalysis) -> str:
     """The loss trend over the last quarter of pretraining, per sweep (the convergence precondition)."""
-    lines = ["fitted relative change of the training loss over the last quarter of pretraining, per sweep",
-             f"{'sweep':<18}{'units':>6}{'largest |change|':>18}{'median':>9}"]
-    for k, v in a.loss_change.items():
-        lines.append(f"{k:<18}{len(v):>6}{np.abs(v).max():>18.3f}{np.median(v):>9.3f}")
-    return "\n".join(lines)
+    rows = [[f"`{k}`", str(len(v)), f"{np.abs(v).max():.3f}", f"{np.median(v):.3f}"] for k, v in a.loss_change.items()]
+    return table(["Sweep", "Units", "Largest change (absolute)", "Median change"], rows,
+                 title="Convergence: fitted relative change of the training loss over the last quarter of pretraining",
+                 folded=len(rows) > 8)
 
 
 def theory_table(a: GeneralizationAnalysis) -> str:
-    """Theorem 3.5's fits at every d: the two branches, where they meet, and the decay in n."""
-    lines = []
+    """Theorem 3.5's fits at every d: the two branches and where they meet (one table), the decay in n (another)."""
+    fits, decay, tested = [], [], []
     for th in a.theory:
         x = theory_numbers(th)
-        lines.append(f"d = {th.d}: units pretrained at n = {th.n[-1]}, tested on {len(th.L_prime)} values of L' "
-                     f"({th.L_prime[0]:g}..{th.L_prime[-1]:g})")
-        lines.append(f"  {'unit':<22}{'slope L>L_u':>13}{'slope L<L_u':>13}{'crossover L_c':>15}")
+        at = f"$d = {th.d}$, $n = {th.n[-1]}$"
         for u, L in enumerate(th.L_unit):
-            lines.append(f"  {'pretrained L = ' + format(L, 'g'):<22}{x['slope_above'][u]:>13.2f}"
-                         f"{x['slope_below'][u]:>13.2f}{fmt(x['crossover'][u].mean()):>15}")
-        lines.append(f"  {'NW oracle (re-tuned)':<22}{x['oracle_slope_above']:>13.2f}{x['oracle_slope_below']:>13.2f}")
-        lines.append(f"  decay in n (n = {', '.join(map(str, th.n))}): matched units {x['rate'].mean():.2f} "
-                     f"(seeds {', '.join(f'{v:.2f}' for v in x['rate'])}); theorem's bound {x['bound_rate']:.2f}; "
-                     f"sketch {x['sketch_rate']:.2f}; oracle {x['oracle_rate']:.2f}; "
-                     f"L = {th.L_unit[0]:g} unit {x['control_rate'].mean():.2f}")
-    return "\n".join(lines)
+            fits.append([at if u == 0 else "", f"pretrained at $L = {L:g}$", f"{x['slope_above'][u]:.2f}",
+                         f"{x['slope_below'][u]:.2f}", fmt(x["crossover"][u].mean())])
+        fits.append(["", "NW oracle (re-tuned)", f"{x['oracle_slope_above']:.2f}", f"{x['oracle_slope_below']:.2f}",
+                     ""])
+        tested.append(f"{len(th.L_prime)} values of $L'$ from {th.L_prime[0]:g} to {th.L_prime[-1]:g}")
+        decay.append([f"$d = {th.d}$ ($n$ = {', '.join(map(str, th.n))})",
+                      f"{x['rate'].mean():.2f} ({', '.join(f'{v:.2f}' for v in x['rate'])})",
+                      f"{x['bound_rate']:.2f}", f"{x['sketch_rate']:.2f}", f"{x['oracle_rate']:.2f}",
+                      f"{x['control_rate'].mean():.2f}"])
+    L_u = a.theory[0].L_unit
+    branches = table(["Setting", "Unit", "Slope, $L' > L_u$", "Slope, $L' < L_u$", "Crossover $L_c$"], fits,
+                     title="Theorem 3.5: log-log slopes of the error in the test $L'$ on either side of the "
+                           "pretraining $L_u$, and where the two branches meet", folded=len(fits) > 8,
+                     widths=[18, 28, 18, 18, 18],
+                     note="Units pretrained and tested at the largest $n$ of each $d$, on "
+                          + ("; ".join(f"{t} at $d = {th.d}$" for t, th in zip(tested, a.theory))
+                             if len(set(tested)) > 1 else tested[0]) + ".")
+    rates = table(["Setting", "Matched units (seeds)", "Theorem's bound", "Sketch", "NW oracle",
+                   f"Unit at $L = {L_u[0]:g}$"], decay,
+                  title="Theorem 3.5: log-log slope of the error in $n$", folded=len(decay) > 8,
+                  widths=[22, 26, 13, 13, 13, 13],
+                  note=f"Matched units: pretrained and tested at $L = {L_u[1]:g}$ (mean, then each seed); the unit "
+                       f"pretrained at $L = {L_u[0]:g}$ and tested at $L = {L_u[1]:g}$ is the control.")
+    return branches + "\n\n" + rates

@@ -1,37 +1,53 @@
-"""Window adaptation: printed tables."""
+"""Window adaptation: the chapter's tables, as MyST markdown (``chapter.show(summary.key_numbers_table(result))``).
+
+Numbers are rounded as they were printed (not compared character by character: nbval checks only the verdicts).
+"""
 
 from __future__ import annotations
 
+from ...chapter import table
 from .analysis import WindowAnalysis
 from .sweeps import MODELS
 
 
+def _setting(s) -> str:
+    return f"$L = {s.L:g}$, $\\sigma = {s.sigma:g}$"
+
+
+def _errors(values) -> str:
+    return ", ".join(f"{v:.2g}" for v in values)
+
+
 def key_numbers_table(a: WindowAnalysis) -> str:
-    """Windows and ICL errors, one block per task family and one line per setting and model."""
-    lines = []
+    """Windows and ICL errors: one table per task family, one row per setting and model (and the oracle)."""
+    ns = ", ".join(map(str, a.n))
+    out = []
     for k, fam in enumerate(a.families):
-        lines.append(f"task family: {fam}")
-        lines.append(f"{'setting':<18}{'model':<9}{'||M||':>8}{'half-width':>12}  ICL error at n = "
-                     + ", ".join(map(str, a.n)))
+        rows = []
         for i, s in enumerate(a.settings):
-            for m in MODELS:
-                e = a.error[m][k, i].mean(-1)
-                lines.append(f"{s.label:<18}{m:<9}{a.w[m][k, i].mean():>8.3g}{a.halfwidth[m][k, i].mean():>10.3g}°  "
-                             + ", ".join(f"{v:.2g}" for v in e))
-            lines.append(f"{'':<18}{'oracle':<9}{'':>8}{'':>12}  " + ", ".join(f"{v:.2g}" for v in a.oracle[k, i]))
+            for j, m in enumerate(MODELS):
+                rows.append([_setting(s) if j == 0 else "", m, f"{a.w[m][k, i].mean():.3g}",
+                             f"{a.halfwidth[m][k, i].mean():.3g}°", _errors(a.error[m][k, i].mean(-1))])
+            rows.append(["", "NW oracle", "", "", _errors(a.oracle[k, i])])
         ratio = a.ratio("softmax", "linear")[k]
-        wins = [f"{s.label}: n = {', '.join(str(n) for n, r in zip(a.n, ratio[i]) if r >= 1)}"
+        wins = [f"{_setting(s)}: $n$ = {', '.join(str(n) for n, r in zip(a.n, ratio[i]) if r >= 1)}"
                 for i, s in enumerate(a.settings) if (ratio[i] >= 1).any()]
-        lines.append("linear attention beats softmax at " + ("; ".join(wins) if wins else "no setting and n"))
-        lines.append("")
-    return "\n".join(lines).rstrip()
+        note = ("Linear attention beats softmax at " + ("; ".join(wins) if wins else "no setting and $n$") + ". "
+                "Seed means; $\\lVert M\\rVert_2$: the learned inverse window; half-width of the attention window in "
+                "degrees; NW oracle: the Nadaraya–Watson estimator at its best bandwidth per setting and $n$.")
+        out.append(table(["Setting", "Model", "$\\lVert M\\rVert_2$", "Half-width", f"ICL error at $n$ = {ns}"], rows,
+                         title=f"Task family *{fam}*: windows and ICL errors at $n$ = {ns}", folded=len(rows) > 8,
+                         widths=[19, 12, 9, 10, 50], note=note))
+    return "\n\n".join(out)
 
 
 def ratio_table(a: WindowAnalysis) -> str:
-    """Softmax over linear ICL error (seed means) for both families, every setting and n."""
+    """Softmax over linear ICL error (seed means): one table per task family, one row per n, one column per setting."""
     r = a.ratio("softmax", "linear")
-    lines = [f"softmax / linear ICL error at n = {', '.join(map(str, a.n))}"]
+    out = []
     for k, fam in enumerate(a.families):
-        for i, s in enumerate(a.settings):
-            lines.append(f"{fam:<17}{s.label:<18}" + "".join(f"{v:>7.2f}" for v in r[k, i]))
-    return "\n".join(lines)
+        rows = [[str(n)] + [f"{r[k, i, j]:.2f}" for i in range(len(a.settings))] for j, n in enumerate(a.n)]
+        out.append(table(["$n$"] + [_setting(s) for s in a.settings], rows,
+                         title=f"Softmax / linear ICL error, task family *{fam}*", folded=len(rows) > 8,
+                         note="Seed means; below 1, softmax attention has the smaller error."))
+    return "\n\n".join(out)
