@@ -49,8 +49,8 @@ GENERAL_CHOICES = [
 
 
 def _md(x) -> str:
-    """Text for a table cell or a heading: pipes escaped, word-internal hyphens non-breaking (:func:`nobreak`)."""
-    return nobreak(str(x).replace("|", "\\|"))
+    """Text for a list-table cell or a heading: word-internal hyphens non-breaking (:func:`nobreak`)."""
+    return nobreak(str(x))
 
 
 #: A hyphen between two letters or digits, outside code and maths: in a narrow table cell the browser may break a line

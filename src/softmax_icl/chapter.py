@@ -39,10 +39,11 @@ def _as_dict(claim: Any) -> dict:
 
 
 def _cell(text: Any) -> str:
-    """Text for one cell of a table: no line breaks, pipes escaped, word-internal hyphens non-breaking."""
+    """Text for one cell of a list-table: no line breaks, word-internal hyphens non-breaking (a list-table needs no
+    escaped pipes, and maths such as ``$\\|M\\|$`` must reach MathJax as written)."""
     from .bookgen import nobreak
 
-    return nobreak(" ".join(str(text).split()).replace("|", "\\|"))
+    return nobreak(" ".join(str(text).split()))
 
 
 def box_class(statuses: list[str]) -> str:
