@@ -135,3 +135,34 @@ def test_every_line_colour_is_visible_on_white(n):
     assert min(plotting.contrast_on_white(c) for c in colours) >= plotting.MIN_CONTRAST
     assert plotting.contrast_on_white("white") == pytest.approx(1.0)
     assert plotting.contrast_on_white("black") == pytest.approx(21.0)
+
+
+def test_house_rule_breaches_names_each_broken_rule():
+    fig, axes = _panels_with_text()
+    fig.colorbar(axes[0, 0].imshow([[0, 1]]), ax=axes)               # a colour bar is not a panel
+    plotting.figure_legend(fig)
+    assert plotting.house_rule_breaches(fig) == []
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 4, figsize=(12, 3))
+    for ax in axes[:2]:
+        ax.plot([1, 2], [1, 2], label="a")
+        ax.legend()
+    axes[3].set_title("small", fontsize=6)
+    assert plotting.house_rule_breaches(fig) == [f"12.00 in wide, the column {plotting.COLUMN_WIDTH_IN} in",
+                                                 "4 panels in a row", "2 legends", "text at 6 pt"]
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("lo, hi, labels", [(1e-3, 1.0, ["$\\mathdefault{10^{-3}}$", "$\\mathdefault{10^{-2}}$"]),
+                                            (0.02, 0.6, ["0.02", "0.05", "0.1", "0.2", "0.5"]),
+                                            (0.24, 0.52, ["0.3", "0.4", "0.5"])])
+def test_log_axis_labels_decades_or_a_few_plain_values(lo, hi, labels):
+    use_style()
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [lo, hi])
+    plotting.log_axis(ax)
+    fig.canvas.draw()
+    shown = [t.get_text() for t in ax.get_yticklabels() if lo <= t.get_position()[1] <= hi and t.get_text()]
+    assert shown[:len(labels)] == labels
+    assert all(t.get_text() == "" for t in ax.yaxis.get_minorticklabels())
+    plt.close(fig)

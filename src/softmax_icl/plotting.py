@@ -148,8 +148,9 @@ def log_axis(ax, axis: str = "y") -> None:
     lo, hi = getattr(ax, f"get_{axis}lim")()
     target = getattr(ax, f"{axis}axis")
     if np.floor(np.log10(hi)) - np.ceil(np.log10(lo)) < 1:
-        fewer = hi / lo < 10
-        target.set_major_locator(mticker.MaxNLocator(nbins=4) if fewer else mticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        within_a_decade = hi / lo < 10
+        target.set_major_locator(mticker.MaxNLocator(nbins=4, steps=[1, 2, 5, 10]) if within_a_decade
+                                 else mticker.LogLocator(subs=(1.0, 2.0, 5.0)))
         target.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:g}"))
     target.set_minor_formatter(mticker.NullFormatter())
 
@@ -206,6 +207,31 @@ def min_font_pt(fig: plt.Figure) -> float:
     Returns ``inf`` for a figure without text.
     """
     return min(_draw_recording_text(fig), default=float("inf"))
+
+
+def house_rule_breaches(fig: plt.Figure) -> list[str]:
+    """What in ``fig`` breaks the house rules of this module (empty when nothing does): wider than
+    :data:`COLUMN_WIDTH_IN`, more than :data:`MAX_PANELS_PER_ROW` panels in a row of a grid (colour bars are not
+    panels), more than one legend, text smaller than :data:`SMALLEST_PT` (:func:`min_font_pt`, which lays the
+    figure out)."""
+    out = []
+    if fig.get_figwidth() > COLUMN_WIDTH_IN + 0.01:
+        out.append(f"{fig.get_figwidth():.2f} in wide, the column {COLUMN_WIDTH_IN} in")
+    rows: dict[tuple, int] = {}
+    for ax in fig.axes:
+        spec = ax.get_subplotspec()
+        if spec is not None and ax.get_visible():
+            key = (id(spec.get_gridspec()), spec.rowspan.start)
+            rows[key] = rows.get(key, 0) + 1
+    if max(rows.values(), default=0) > MAX_PANELS_PER_ROW:
+        out.append(f"{max(rows.values())} panels in a row")
+    legends = len(fig.legends) + sum(ax.get_legend() is not None for ax in fig.axes)
+    if legends > 1:
+        out.append(f"{legends} legends")
+    smallest = min_font_pt(fig)
+    if smallest < SMALLEST_PT:
+        out.append(f"text at {smallest:g} pt")
+    return out
 
 
 #: The PNG text chunks (tEXt) :func:`save` writes, with their units (values are decimal strings).
