@@ -2,7 +2,8 @@
 nothing that is cached).
 
 The numbers the plots used to carry in their titles (fitted slopes' theory ranges, p*, the full unit's block
-ratios) are printed by :mod:`.summary`; the figures keep one short title per panel and one legend.
+ratios) are printed by :mod:`softmax_icl.figures.norm_scaling.summary`; the figures keep one short title per panel
+and one legend.
 """
 
 from __future__ import annotations
