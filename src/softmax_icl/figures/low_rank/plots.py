@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 
+from ... import plotting
 from ...metrics import rho2
 from ...plotting import MODEL_COLORS
 from ...records import Run
@@ -12,56 +12,70 @@ from .analysis import LowRankAnalysis, subspace_alignment
 from .claims import short
 from .sweeps import MODELS
 
-
-def _band(ax, steps, v, color, label):
-    ax.plot(steps, v.mean(-1), color=color, label=label)
-    if v.shape[-1] > 1:
-        ax.fill_between(steps, v.min(-1), v.max(-1), color=color, alpha=0.2, lw=0)
+QUANTITIES = (("rho1", "ρ₁(M, B)"), ("rho2", "ρ₂(M, B)"), ("curve", "ICL error (MSE)"))
+HEAT = dict(cmap="RdBu_r", vmin=-1, vmax=1)
 
 
 def plot_dynamics(run: Run, a: LowRankAnalysis):
-    """rho_1, rho_2 and ICL error against the pretraining step, per class; softmax vs linear."""
+    """rho_1, rho_2 and ICL error (columns) against the pretraining step, one row per class; softmax vs linear
+    (seed mean, min-max band), with the error of predicting 0 and of the best M = w I and M = c B B^T."""
     classes, steps = a.classes, a.log_steps
-    fig, axes = plt.subplots(3, len(classes), figsize=(3.1 * len(classes), 7.6), sharex=True, squeeze=False)
+    fig, axes = plotting.subplots(len(classes), 3, row_height=1.7, sharex=True)
     for j, c in enumerate(classes):
-        for m in MODELS:
-            for r, key in enumerate(("rho1", "rho2", "curve")):
-                _band(axes[r, j], steps, getattr(a.model(m), key)[:, j], MODEL_COLORS[m], f"{m} attention")
-        ax = axes[2, j]
+        for ax, (key, ylabel) in zip(axes[j], QUANTITIES):
+            for m in MODELS:
+                plotting.band(ax, steps, getattr(a.model(m), key)[:, j], MODEL_COLORS[m], f"{m} attention")
+            ax.set(title=short(c), ylabel=ylabel)
+        ax = axes[j, 2]
         ax.axhline(a.zero_curve_set[j], color="0.5", ls=":", lw=1, label="predict 0")
-        ax.axhline(a.oracle_wI_curve_set[j], color="0.4", ls="-.", lw=1, label="best M = wI")
-        ax.axhline(a.oracle_cBB_curve_set[j], color="k", ls="--", lw=1, label="best M = cBBᵀ")
-        axes[0, j].set_title(f"{short(c)}")
-        axes[0, j].set(yscale="log", ylabel="ρ₁(M, B)" if j == 0 else None)
-        axes[1, j].set(yscale="log", ylabel="ρ₂(M, B)" if j == 0 else None)
-        ax.set(yscale="log", xlabel="pretraining step", ylabel="ICL error (MSE)" if j == 0 else None)
-    axes[0, 0].legend(fontsize="x-small")
-    axes[2, 0].legend(fontsize="x-small", loc="best")
-    fig.suptitle(f"Representation error and ICL error during pretraining (d = {run.cfg['d']}, k = {run.cfg['k']}, "
-                 f"n = {run.cfg['n']}, σ = {run.cfg['sigma']:g}; band: min-max over seeds)", fontsize="small")
+        ax.axhline(a.oracle_wI_curve_set[j], color="0.4", ls="-.", lw=1, label="best M = w I")
+        ax.axhline(a.oracle_cBB_curve_set[j], color="k", ls="--", lw=1, label="best M = c B Bᵀ")
+        for ax in axes[j]:
+            plotting.log_axis(ax)
+    for ax in axes[-1]:
+        ax.set_xlabel("pretraining step")
+    plotting.figure_legend(fig, ncols=3)
+    return fig
+
+
+def _heatmap(ax, M, title: str, note: str | None = None):
+    """``M`` scaled to max |entry| = 1, without ticks; ``note`` under it."""
+    im = ax.imshow(M / np.abs(M).max(), **HEAT)
+    ax.set(title=title, xticks=[], yticks=[])
+    if note:
+        ax.set_xlabel(note)
+    ax.grid(False)
+    return im
+
+
+def _note(M, B) -> str:
+    return f"ρ₂ = {rho2(M, B):.2f}, cos = {subspace_alignment(M, B):.2f}"
+
+
+def plot_headline(run: Run, a: LowRankAnalysis, seed: int = 0):
+    """The answer, on the last class: the learned M of a softmax unit has the shape of B B^T (the tasks'
+    subspace); a linear unit's does not. Each matrix scaled to max |entry| = 1; under it rho_2(M, B) and the cosine
+    of M with B B^T."""
+    c, B = len(a.classes) - 1, a.B
+    fig, axes = plotting.subplots(1, 3, row_height=2.6)
+    im = _heatmap(axes[0, 0], B @ B.T, "B Bᵀ (target shape)")
+    for ax, m in zip(axes[0, 1:], MODELS):
+        M = a.model(m).M[c, seed]
+        _heatmap(ax, M, f"{m} M, {short(a.classes[c])} tasks", _note(M, B))
+    fig.colorbar(im, ax=axes, shrink=0.8, label="entry / max |entry|")
     return fig
 
 
 def plot_matrices(run: Run, a: LowRankAnalysis, seed: int = 0):
-    """Heat maps of B B^T and the learned M of each class (softmax top, linear bottom), each scaled to max |.| = 1."""
+    """B B^T and the initial M (top row), then the learned M of each class (rows), softmax (left) and linear
+    (right); each scaled to max |entry| = 1, with rho_2(M, B) and cos(M, B B^T) under it."""
     classes, B = a.classes, a.B
-    fig, axes = plt.subplots(2, len(classes) + 1, figsize=(2.5 * (len(classes) + 1), 5.0), squeeze=False)
-    kw = dict(cmap="RdBu_r", vmin=-1, vmax=1)
-
-    def show(ax, M, title):
-        im = ax.imshow(M / np.abs(M).max(), **kw)
-        ax.set_title(title, fontsize="small")
-        ax.set_xticks([])
-        ax.set_yticks([])
-        ax.grid(False)
-        return im
-
-    show(axes[0, 0], B @ B.T, "B Bᵀ (target shape)")
-    show(axes[1, 0], a.softmax.M0[0, seed], "M at initialisation")
+    fig, axes = plotting.subplots(len(classes) + 1, 2, width=0.6, row_height=2.0)
+    im = _heatmap(axes[0, 0], B @ B.T, "B Bᵀ (target shape)")
+    _heatmap(axes[0, 1], a.softmax.M0[0, seed], "M at initialisation")
     for j, c in enumerate(classes):
-        for r, m in enumerate(MODELS):
+        for ax, m in zip(axes[j + 1], MODELS):
             M = a.model(m).M[j, seed]
-            im = show(axes[r, j + 1], M, f"{m}, {short(c)}\nρ₂ = {rho2(M, B):.2f}, cos = "
-                      f"{subspace_alignment(M, B):.2f}")
-    fig.colorbar(im, ax=axes, shrink=0.6, label="entry / max |entry|")
+            _heatmap(ax, M, f"{m}, {short(c)}", _note(M, B))
+    fig.colorbar(im, ax=axes, shrink=0.4, location="top", label="entry / max |entry|")
     return fig

@@ -1,373 +1,357 @@
 """Plots of the norm-scaling figure (plots only: this module is outside the cache fingerprint, so it computes
-nothing that is cached)."""
+nothing that is cached).
+
+The numbers the plots used to carry in their titles (fitted slopes' theory ranges, p*, the full unit's block
+ratios) are printed by :mod:`softmax_icl.figures.norm_scaling.summary`; the figures keep one short title per panel
+and one legend.
+"""
 
 from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import matplotlib.ticker as mticker
 import numpy as np
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
+from ... import plotting
 from ... import theory as th
+from ...plotting import QUALITATIVE
 from ...records import Run
-from .analysis import (P_GRID, SETTING_LABEL, SETTING_OF, Analysis, L_trend, n_trend, panels, seed_mean,
-                       sigma_trend, sweep_index)
+from .analysis import (P_GRID, SETTING_LABEL, SETTING_OF, Analysis, L_trend, n_trend, panels, seed_mean, sigma_trend,
+                       sweep_index)
 from .claims import COV_DIST_TOL, W_RATIO_TOL
 from .dynamics import Growth
 from .sweeps import whitened_L
 from .theorem34 import Theorem34, TrainedLargeN
 
-CLASS_COLORS = {"relu": "#1f77b4", "cosine": "#ff7f0e"}
+CLASS_COLORS = {"relu": QUALITATIVE[0], "cosine": QUALITATIVE[1]}
+RANGE_COLORS = {"slides": "#9467bd", "sphere": "#2ca02c", "sketch": "#d62728"}
+#: Marker and line style of each input setting, the same in every panel of the covariance figure.
+SETTING_STYLE = {"noniso": dict(marker="o", ls="-"), "whitened": dict(marker="^", ls="--")}
+REGIME_LABEL = "Theorem 3.4 regime (fitted)"
+W_LABEL = "window scale w (M = w I)"
 
 
-
-def _L_colors(Ls):
-    return plt.cm.viridis(np.linspace(0, 0.92, len(Ls)))
+def _log_log(ax) -> None:
+    """Both axes on the style's log scale (:func:`~softmax_icl.plotting.log_axis`), once the data are drawn."""
+    plotting.log_axis(ax, "x")
+    plotting.log_axis(ax, "y")
 
 
 def plot_training(run: Run, a: Analysis):
-    """||M||_2 against pretraining step, one curve per L; panels class x input distribution."""
+    """||M||_2 against pretraining step, one curve per L (seed mean); panels class x input distribution; the
+    triangles at the right edge are each L's population-optimal ||M*||_2."""
     cfg = run.cfg
     Ls = cfg["L_values"]
-    pans = panels(a)
-    fig, axes = plt.subplots(2, len(cfg["classes"]), figsize=(4.6 * len(cfg["classes"]), 7.0), sharex=True,
-                             squeeze=False)
-    colors = _L_colors(Ls)
-    for ax, (key, cls) in zip(axes.ravel(), pans):
+    fig, axes = plotting.subplots(2, len(cfg["classes"]), row_height=2.4, sharex=True, sharey=True)
+    colors = plotting.sequential(len(Ls))
+    for ax, (key, cls) in zip(axes.flat, panels(a)):
         u = a.units[key]
-        t = L_trend(a, key, cls)
-        for L, col, pop in zip(Ls, colors, t.norm_pop):
+        for L, col, pop in zip(Ls, colors, L_trend(a, key, cls).norm_pop):
             idx = [i for i, c in enumerate(u.configs) if c["function_class"] == cls and math.isclose(c["L"], L)
                    and math.isclose(c["sigma"], cfg["sigma"])]
-            h = u.norm_history[:, idx].mean(1)
-            ax.plot(u.steps, h, color=col, lw=1.3, label=f"L = {L:g}")
-            ax.plot([u.steps[-1] * 1.02], [pop], marker="<", color=col, ms=6, clip_on=False)
-        ax.set(yscale="log", title=f"{cls}, {SETTING_LABEL[SETTING_OF[key]]} inputs", xlabel="pretraining step",
-               ylabel="‖M‖₂")
-        ax.set_ylim(bottom=1e-3)
-    axes[0, -1].legend(fontsize="x-small", ncol=2, loc="lower right")
-    fig.suptitle(f"‖M‖₂ during pretraining (d = {cfg['d']}, n = {cfg['n']}, σ = {cfg['sigma']:g}; mean of "
-                 f"{cfg['seeds']} seeds). Triangles: population-optimal ‖M*‖₂ of each L", fontsize="small")
+            ax.plot(u.steps, u.norm_history[:, idx].mean(1), color=col, label=f"L = {L:g}")
+            ax.plot([u.steps[-1] * 1.02], [pop], marker="<", color=col, ms=5, clip_on=False)
+        ax.set(title=f"{cls}, {SETTING_LABEL[SETTING_OF[key]]} inputs")
+    plotting.log_axis(axes[0, 0])                    # shared by every panel, once all are drawn
+    axes[0, 0].plot([], [], "<", color="0.3", label="population optimum")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("‖M‖₂")
+    for ax in axes[-1]:
+        ax.set_xlabel("pretraining step")
+    plotting.figure_legend(fig, ncols=6)
     return fig
 
 
-def _shade_regime(ax, x_in):
-    if len(x_in):
-        ax.axvspan(min(x_in), max(x_in), color="0.85", alpha=0.5, lw=0, zorder=0)
+def _fit_note(ax, f) -> str:
+    """Shade the regime the slope is fitted in and draw the fitted line(s); returns the panel's title."""
+    if len(f.x):
+        ax.axvspan(min(f.x), max(f.x), color="0.85", alpha=0.6, lw=0, zorder=0)
+    if f.fit is None:
+        return "too few units in the regime"
+    for g in [None] if f.groups is None else sorted(set(f.groups)):
+        xg = f.x if g is None else f.x[np.asarray(f.groups) == g]
+        if len(xg):
+            xs = np.geomspace(xg.min(), xg.max(), 20)
+            ax.plot(xs, f.fit.predict(xs, g), color="k", lw=1.8, zorder=4)
+    return f"fitted slope {f.fit.slope:.2f} ± {f.fit.stderr:.2f}"
 
 
-def _no_minor_labels(ax):
-    from matplotlib.ticker import NullFormatter
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.yaxis.set_minor_formatter(NullFormatter())
+def _trained_and_optimum(ax, x, w, x_opt, w_opt, cls, floor, marker="o", label=None):
+    ax.scatter(x, np.maximum(w, floor), s=14, marker=marker, color=CLASS_COLORS[cls], alpha=0.7,
+               label=label or f"{cls}: trained (each seed)")
+    ax.plot(x_opt, np.maximum(w_opt, floor), color=CLASS_COLORS[cls], lw=1, ls="--",
+            label=f"{cls}: population optimum")
 
 
 def plot_scaling(run: Run, a: Analysis):
-    """Final w against L, sigma and n (log-log), with the population optimum and the fitted slopes."""
+    """Final window scale w against L (at sigma = ``sigma``), sigma (at L = ``L_sigma``) and n (at ``sigma``, one
+    constant per L): trained units, the population optimum, and the slope fitted inside the Theorem 3.4 regime
+    (grey; its value is each panel's title). Units with w below ``w_min`` are drawn at ``w_min``. The optimum's
+    slopes and the theory's ranges are in the key-numbers table."""
     cfg, units, fits = run.cfg, a.units, a.fits
     floor = cfg["w_min"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
-    # against L
-    ax = axes[0]
+    fig, axes = plotting.subplots(1, 3, row_height=3.1)
+    ax_L, ax_s, ax_n = axes[0]
+    iso = units["iso"]
     for cls in cfg["classes"]:
         t = L_trend(a, "iso", cls)
-        idx = sweep_index(units["iso"], cls, "L", cfg)
-        ax.scatter([units["iso"].configs[i]["L"] for i in idx], np.maximum(units["iso"].w[idx], floor), s=14,
-                   color=CLASS_COLORS[cls], alpha=0.6, label=f"{cls}: trained (each seed)")
-        ax.plot(t.L, np.maximum(seed_mean(units["iso"].w_pop, units["iso"].configs,
-                                              [(cls, L, cfg["sigma"], cfg["n"]) for L in t.L]), floor),
-                color=CLASS_COLORS[cls], lw=1, ls="--", label=f"{cls}: population optimum")
-    sub = _annotate_fit(ax, fits["L"], "L")
-    ax.set(xscale="log", yscale="log", xlabel="Lipschitz constant L", ylabel="window scale w (best multiple of I)")
-    ax.set_title(f"against L (σ = {cfg['sigma']:g}, n = {cfg['n']})\n{sub}", fontsize="small")
-    # against sigma
-    ax = axes[1]
-    for cls in cfg["classes"]:
-        idx = sweep_index(units["iso"], cls, "sigma", cfg)
-        sig = np.array([units["iso"].configs[i]["sigma"] for i in idx])
-        ax.scatter(sig, np.maximum(units["iso"].w[idx], floor), s=14, color=CLASS_COLORS[cls], alpha=0.6,
-                   label=f"{cls}: trained")
+        idx = sweep_index(iso, cls, "L", cfg)
+        w_opt = seed_mean(iso.w_pop, iso.configs, [(cls, L, cfg["sigma"], cfg["n"]) for L in t.L])
+        _trained_and_optimum(ax_L, [iso.configs[i]["L"] for i in idx], iso.w[idx], t.L, w_opt, cls, floor)
+        idx = sweep_index(iso, cls, "sigma", cfg)
         t = sigma_trend(a, cls)
-        ax.plot(t.sigma, np.maximum(t.w_pop, floor), color=CLASS_COLORS[cls], lw=1, ls="--",
-                label=f"{cls}: optimum")
-    sub = _annotate_fit(ax, fits["sigma"], "σ")
-    ax.set(xscale="log", yscale="log", xlabel="label noise σ", ylabel="window scale w")
-    ax.set_title(f"against σ (L = {cfg['L_sigma']:g}, n = {cfg['n']})\n{sub}", fontsize="small")
-    # against n
-    ax = axes[2]
+        _trained_and_optimum(ax_s, [iso.configs[i]["sigma"] for i in idx], iso.w[idx], t.sigma, t.w_pop, cls, floor)
     u = units["n"]
-    for L, mk in zip(cfg["n_sweep_L"], ("o", "s", "^", "D")):
+    for L, mk in zip(cfg["n_sweep_L"], ("s", "D", "v", "P")):
         idx = [i for i, c in enumerate(u.configs) if math.isclose(c["L"], L)]
-        ax.scatter([u.configs[i]["n"] for i in idx], np.maximum(u.w[idx], floor), s=16, marker=mk,
-                   color=CLASS_COLORS["relu"], alpha=0.6, label=f"ReLU L = {L:g}: trained")
         t = n_trend(a, L)
-        ax.plot(t.n, t.w_pop, color=CLASS_COLORS["relu"], lw=1, ls="--")
-    ax.plot([], [], color=CLASS_COLORS["relu"], lw=1, ls="--", label="population optimum")
-    sub = _annotate_fit(ax, fits["n"], "n")
-    ax.set(xscale="log", yscale="log", xlabel="context length n", ylabel="window scale w")
-    lo, hi = ax.get_ylim()
-    ticks = [v for v in (0.3, 0.5, 1, 2, 3, 5, 10, 20, 30, 50, 100) if lo <= v <= hi]
-    ax.set_yticks(ticks, [f"{v:g}" for v in ticks])
-    ax.set_title(f"against n (σ = {cfg['sigma']:g}; one constant per L)\n{sub}", fontsize="small")
-    for ax in axes:
-        ax.legend(fontsize="x-small", loc="lower right" if ax is not axes[1] else "lower left")
-        _no_minor_labels(ax)
-    fig.suptitle("Grey band: settings inside the Theorem 3.4 regime (ReLU), where the slope is fitted (black line; "
-                 f"theory ranges are for this slope). Units with w < {floor:g} are drawn at {floor:g}",
-                 fontsize="small")
+        _trained_and_optimum(ax_n, [u.configs[i]["n"] for i in idx], u.w[idx], t.n, t.w_pop, "relu", floor,
+                             marker=mk, label=f"relu, L = {L:g}: trained (n sweep)")
+    ax_L.plot([], [], color="k", lw=1.8, label="fitted slope")
+    for ax, key, xlabel in ((ax_L, "L", "Lipschitz constant L"), (ax_s, "sigma", "label noise σ"),
+                            (ax_n, "n", "context length n")):
+        ax.set(xscale="log", title=_fit_note(ax, fits[key]), xlabel=xlabel)
+        plotting.log_axis(ax)
+    _log_log(ax_n)
+    ax_L.set_ylabel(W_LABEL)
+    plotting.figure_legend(fig, ncols=3, extra=[Patch(color="0.85", label=REGIME_LABEL)])
     return fig
 
 
-def _annotate_fit(ax, f: dict, var: str) -> str:
-    """Shade the regime, draw the fitted line(s); returns a subtitle with the slope and both theory ranges."""
-    x_in = f.x
-    _shade_regime(ax, x_in)
-    rs, rl = f.ranges["sketch"], f.ranges["slides"]
-    ranges = f"theory: sketch [{rs[0]:.2f}, {rs[1]:.2f}], slides [{rl[0]:.2f}, {rl[1]:.2f}]"
-    if f.fit is not None:
-        fit = f.fit
-        head = f"fitted slope {fit.slope:.2f} ± {fit.stderr:.2f} (optimum {f.fit_pop.slope:.2f})"
-    if f.fit is None:
-        return f"too few settings inside the regime; {ranges}"
-    fit = f.fit
-    groups = [None] if f.groups is None else sorted(set(f.groups))
-    for g in groups:
-        xg = x_in if g is None else x_in[np.asarray(f.groups) == g]
-        if len(xg) == 0:
-            continue
-        xs = np.geomspace(xg.min(), xg.max(), 20)
-        ax.plot(xs, fit.predict(xs, g), color="k", lw=1.8, zorder=4)
-    ax.plot([], [], color="k", lw=1.8, label=f"fit in regime: slope {fit.slope:.2f} ± {fit.stderr:.2f}")
-    return f"{head}\n{ranges}"
-
-
 def plot_regime(run: Run, a: Analysis):
-    """Trained w of every ReLU unit against s = n L^2 / sigma^2 over the population curves w*(s) of their n."""
+    """Trained w of every ReLU unit against s = n L^2 / sigma^2 over the population curves w*(s) of their n
+    (dotted: the noiseless limit each curve saturates at)."""
     cfg, units = run.cfg, a.units
-    fig, ax = plt.subplots(1, 1, figsize=(7.0, 4.6))
+    fig, axes = plotting.subplots(1, 1, width=0.75, row_height=3.2)
+    ax = axes[0, 0]
     ns = sorted(a.trained_curves)
-    cmap = plt.cm.plasma(np.linspace(0.05, 0.8, len(ns)))
-    col = dict(zip(ns, cmap))
+    col = dict(zip(ns, plotting.sequential(len(ns))))
     for n in ns:
         c = a.trained_curves[n]
-        ax.plot(c.s, c.w, color=col[n], lw=1.2, label=f"optimum, n = {n}")
+        ax.plot(c.s, c.w, color=col[n], lw=1.2, label=f"n = {n}")
         ax.axhline(c.w_sat, color=col[n], lw=0.7, ls=":")
     for key in ("iso", "n"):
         u = units[key]
         relu = np.array([c["function_class"] == "relu" for c in u.configs])
         for n in ns:
             m = relu & np.array([c["n"] == n for c in u.configs])
-            ax.scatter(u.snr[m], np.maximum(u.w[m], cfg["w_min"]), color=col[n], s=18, zorder=3)
-    ax.scatter([], [], color="0.3", s=18, label="trained units")
-    ax.plot([], [], color="0.3", ls=":", lw=0.7, label="noiseless limit (saturation)")
-    ax.set(xscale="log", yscale="log", xlabel="n L² / σ²", ylabel="window scale w",
-           title="ReLU, isotropic: trained units over the population optimum", ylim=(cfg["w_min"], None))
-    ax.legend(fontsize="x-small", loc="upper left")
+            ax.scatter(u.snr[m], np.maximum(u.w[m], cfg["w_min"]), color=col[n], s=16, zorder=3)
+    ax.scatter([], [], color="0.3", s=16, label="trained units")
+    ax.plot([], [], color="0.3", ls=":", lw=0.7, label="noiseless limit")
+    ax.set(xscale="log", xlabel="s = n L² / σ²", ylabel=W_LABEL, ylim=(cfg["w_min"], None),
+           title="population optimum w*(s) (lines) and trained units")
+    plotting.log_axis(ax)
+    plotting.figure_legend(fig, ncols=4)
     return fig
 
 
-RANGE_COLORS = {"slides": "#9467bd", "sphere": "#2ca02c", "sketch": "#d62728"}
-
-
 def plot_theorem34(run: Run, t: Theorem34, big: TrainedLargeN):
-    """Top: local exponent of the population optimum against s for every n, one panel per d, with the three ranges;
-    dots at s = n (L/sigma)^2 of the chapter. Bottom: the noise term against w; trained units at large n."""
+    """Local exponent d log w* / d log s of the population optimum against s, one curve per n, one panel per d
+    (at most three), over the three versions of the Theorem 3.4 range (bands; their values are in the theorem's
+    table); dots at s = n (L/sigma)^2 of the chapter's check."""
     ds = t.ds
-    fig, axes = plt.subplots(2, max(len(ds), 2), figsize=(4.6 * max(len(ds), 2), 8.2), squeeze=False)
-    ncol = plt.cm.viridis(np.linspace(0.0, 0.9, len(t.ns)))
+    fig, axes = plotting.subplots(1, len(ds), row_height=3.0, sharey=True)
+    ncol = plotting.sequential(len(t.ns))
     for ax, d in zip(axes[0], ds):
         for v in ("slides", "sphere", "sketch"):
             lo, hi = th.theorem34_exponents(d, v)
-            ax.axhspan(lo, hi, color=RANGE_COLORS[v], alpha=0.13, lw=0, label=f"{v} [{lo:.3f}, {hi:.3f}]")
+            ax.axhspan(lo, hi, color=RANGE_COLORS[v], alpha=0.15, lw=0, label=f"range: {v}")
         for n, cl in zip(t.ns, ncol):
             c = t.curves[(d, n)]
             ax.plot(c.s, c.slope, color=cl, lw=1.2, label=f"n = {n}")
-            ax.plot([n * t.rho_check], [t.exponent[(d, n, t.rho_check)]], "o", color=cl, ms=5, mec="k", mew=0.6)
-        ax.set(xscale="log", xlabel="s = n L² / σ²", ylabel="local exponent d log w* / d log s", ylim=(-0.05, 1.05),
-               title=f"d = {d} (dots: L/σ = {t.rho_check ** 0.5:g})")
-        ax.legend(fontsize="xx-small", loc="upper right")
-    for ax in axes[0, len(ds):]:
-        ax.set_visible(False)
-    ax = axes[1, 0]
-    for d, cl in zip(ds, plt.cm.tab10(np.arange(len(ds)))):
+            ax.plot([n * t.rho_check], [t.exponent[(d, n, t.rho_check)]], "o", color=cl, ms=4, mec="k", mew=0.6)
+        ax.set(xscale="log", xlabel="s = n L² / σ²", ylim=(-0.05, 1.05), title=f"d = {d}")
+        ax.xaxis.set_major_locator(mticker.LogLocator(numticks=5))
+    axes[0, 0].plot([], [], "o", color="0.6", mec="k", mew=0.6, label=f"L/σ = {t.rho_check ** 0.5:g}")
+    axes[0, 0].set_ylabel("local exponent of w*")
+    plotting.figure_legend(fig, ncols=4)
+    return fig
+
+
+def plot_theorem34_noise(run: Run, t: Theorem34, big: TrainedLargeN):
+    """Left: the noise term n E[sum a_i^2] against w, Monte Carlo (solid) and its n -> infinity form (dashed),
+    one colour per d, with the window [30, 300] its exponent is fitted on (grey). Right: trained units at
+    n = ``t34_train_n`` against the population optimum of their own L (filled) and of the sweep's other L
+    (hollow, the control); grey band: within a factor ``W_RATIO_TOL``."""
+    ds = t.ds
+    colors = dict(zip(ds, plotting.qualitative(len(ds))))
+    fig, axes = plotting.subplots(1, 2, row_height=3.0)
+    ax = axes[0, 0]
+    for d in ds:
         z = t.noise[d]
-        ax.plot(z.w, z.mc, color=cl, lw=1.2, label=f"d = {d}: Monte Carlo, n = {z.n}")
-        ax.plot(z.w, z.limit, color=cl, lw=0.9, ls="--", label=f"d = {d}: n → ∞ (exponent {z.exponent:.2f} on "
-                                                                  "[30, 300])")
+        ax.plot(z.w, z.mc, color=colors[d], lw=1.2, label=f"d = {d}")
+        ax.plot(z.w, z.limit, color=colors[d], lw=0.9, ls="--")
     ax.axvspan(30, 300, color="0.9", lw=0, zorder=0)
-    ax.set(xscale="log", yscale="log", xlabel="w  (M = w I)", ylabel="n E[Σ aᵢ²]",
-           title="noise term: slope (d−1)/2 at large w, not d/2", ylim=(0.5, None))
-    ax.legend(fontsize="xx-small", loc="upper left")
-    ax = axes[1, 1]
+    ax.plot([], [], color="0.3", lw=1.2, label="Monte Carlo")
+    ax.plot([], [], color="0.3", lw=0.9, ls="--", label="n → ∞")
+    ax.set(xscale="log", xlabel=W_LABEL, ylabel="noise term n E[Σ aᵢ²]", title="noise term", ylim=(0.5, None))
+    plotting.log_axis(ax)
+    ax = axes[0, 1]
     for d, mk in zip(ds, ("o", "s", "^", "D")):
         m = big.d == d
-        ax.scatter(big.w_pop[m], big.w[m], marker=mk, s=24, color="C0", label=f"d = {d}: own L")
-        ax.scatter(big.w_pop_other[m], big.w[m], marker=mk, s=24, facecolor="none", edgecolor="C3",
-                   label=f"d = {d}: other L (control)")
+        ax.scatter(big.w_pop[m], big.w[m], marker=mk, s=22, color=colors[d])
+        ax.scatter(big.w_pop_other[m], big.w[m], marker=mk, s=22, facecolor="none", edgecolor=colors[d])
+    ax.scatter([], [], color="0.3", label="vs own L's optimum")
+    ax.scatter([], [], facecolor="none", edgecolor="0.3", label="vs other L's (control)")
     lim = np.array([min(big.w.min(), big.w_pop.min(), big.w_pop_other.min()) / 1.5,
                     max(big.w.max(), big.w_pop.max(), big.w_pop_other.max()) * 1.5])
     ax.plot(lim, lim, color="k", lw=0.8, zorder=1)
-    ax.fill_between(lim, lim / W_RATIO_TOL, lim * W_RATIO_TOL, color="0.85", lw=0, zorder=0)   # under the points
+    ax.fill_between(lim, lim / W_RATIO_TOL, lim * W_RATIO_TOL, color="0.85", lw=0, zorder=0)
     ax.set(xscale="log", yscale="log", xlim=lim, ylim=lim, xlabel="population-optimal w", ylabel="trained w",
-           title=f"trained units at n = {run.cfg['t34_train_n']}")
-    for axis in (ax.xaxis, ax.yaxis):          # plain numbers: "3×10⁰ 4×10⁰" labels ran into each other
-        axis.set_major_formatter(mticker.FormatStrFormatter("%g"))
-        axis.set_minor_formatter(mticker.FormatStrFormatter("%g"))
-    ax.legend(fontsize="xx-small", loc="upper left")
-    for ax in axes[1, 2:]:
-        ax.set_visible(False)
+           title=f"trained units, n = {run.cfg['t34_train_n']}")
+    _log_log(ax)
+    plotting.figure_legend(fig, ncols=4)
     return fig
 
 
 def plot_dynamics(run: Run, growths: list[Growth]):
-    """||M||_2 against step from a small init with a small Adam step, one curve per L (seed mean)."""
+    """||M||_2 against step from a small init with a small Adam step, one curve per L (seed mean); shaded: the
+    early phase where the growth rate is measured."""
     cfg = run.cfg
     Ls = cfg["dyn_L"]
-    fig, axes = plt.subplots(len(growths), len(cfg["classes"]), figsize=(4.6 * len(cfg["classes"]), 3.4 * len(growths)),
-                             sharex=True, squeeze=False)
-    colors = _L_colors(Ls)
+    fig, axes = plotting.subplots(len(growths), len(cfg["classes"]), row_height=2.3, sharex=True, sharey=True)
+    colors = plotting.sequential(len(Ls))
     for row, g in zip(axes, growths):
         for ax, cls in zip(row, cfg["classes"]):
             for L, col in zip(Ls, colors):
                 idx = [i for i, c in enumerate(g.configs) if c["function_class"] == cls and math.isclose(c["L"], L)]
-                ax.plot(g.steps, g.norm_history[:, idx].mean(1), color=col, lw=1.3, label=f"L = {L:g}")
+                ax.plot(g.steps, g.norm_history[:, idx].mean(1), color=col, label=f"L = {L:g}")
             ax.axvspan(0, cfg["dyn_early"] * g.steps[-1], color="0.92", lw=0, zorder=0)
-            ax.set(yscale="log", title=f"{cls}, {g.setting} inputs", xlabel="pretraining step", ylabel="‖M‖₂")
-    axes[0, -1].legend(fontsize="x-small", loc="lower right")
-    fig.suptitle(f"‖M‖₂ from init scale {cfg['dyn_init']:g} with Adam at lr {cfg['dyn_lr']:g} (mean of "
-                 f"{cfg['seeds']} seeds); shaded: where the growth rate is measured", fontsize="small")
+            ax.set(title=f"{cls}, {g.setting} inputs")
+        row[0].set_ylabel("‖M‖₂")
+    plotting.log_axis(axes[0, 0])                    # shared by every panel, once all are drawn
+    for ax in axes[-1]:
+        ax.set_xlabel("pretraining step")
+    plotting.figure_legend(fig, extra=[Patch(color="0.92", label="early phase (growth rate)")])
     return fig
 
 
 def plot_scan(run: Run, a: Analysis):
-    """Population loss over M = w I for some ReLU settings with the trained w marked; trained vs optimal w."""
-    cfg, units = run.cfg, a.units
+    """Population loss over M = w I (relative to its minimum) for some ReLU settings, one curve per L, with the
+    trained units' w (dashed, one line per seed)."""
+    cfg, u = run.cfg, a.units["iso"]
     wg, sc, rows = a.w_grid, a.scans.iso_scan, a.scans.iso_rows
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.3))
-    ax = axes[0]
-    show = [L for L in cfg["L_values"] if L in (0.1, 0.3, 1.0, 10.0)] or cfg["L_values"][:: max(1, len(cfg["L_values"]) // 4)]
-    colors = _L_colors(show)
-    u = units["iso"]
-    for L, col in zip(show, colors):
+    fig, axes = plotting.subplots(1, 1, width=0.75, row_height=3.0)
+    ax = axes[0, 0]
+    Ls = cfg["L_values"]
+    show = [L for L in Ls if L in (0.1, 0.3, 1.0, 10.0)] or Ls[:: max(1, len(Ls) // 4)]
+    for L, col in zip(show, plotting.sequential(len(show))):
         i = next(k for k, r in enumerate(rows) if r["function_class"] == "relu" and math.isclose(r["L"], L)
                  and r["n"] == cfg["n"])
         loss = sc.bias[i] + cfg["sigma"] ** 2 * sc.noise[i]
         wb, lb = th.refine_minimum(wg, loss)
-        ax.plot(wg, loss / lb, color=col, lw=1.3, label=f"L = {L:g}: optimum w* = {wb:.3g}")
-        idx = [k for k, c in enumerate(u.configs) if c["function_class"] == "relu" and math.isclose(c["L"], L)
-               and math.isclose(c["sigma"], cfg["sigma"])]
-        for k in idx:
+        ax.plot(wg, loss / lb, color=col, label=f"L = {L:g} (w* = {wb:.3g})")
+        for k in (k for k, c in enumerate(u.configs) if c["function_class"] == "relu" and math.isclose(c["L"], L)
+                  and math.isclose(c["sigma"], cfg["sigma"])):
             ax.axvline(max(u.w[k], cfg["w_min"]), color=col, lw=0.9, ls="--")
     ax.plot([], [], color="0.4", ls="--", lw=0.9, label="trained w (each seed)")
-    ax.set(xscale="log", yscale="log", xlabel="w  (M = w I)", ylabel="population loss / its minimum",
-           title=f"ReLU, σ = {cfg['sigma']:g}, n = {cfg['n']}: loss over M = w I", ylim=(0.95, 20))
-    ax.legend(fontsize="x-small", loc="upper left")
-    ax = axes[1]
-    for key, mk, lab in (("iso", "o", "isotropic (L and σ sweeps)"), ("n", "s", "isotropic (n sweep)"),
-                         ("whitened", "^", "whitened tasks (M = w Σ⁻¹)"), ("full", "D", "full W_K, W_Q, W_V")):
+    ax.set(xscale="log", yscale="log", xlabel=W_LABEL, ylabel="population loss / its minimum", ylim=(0.95, 20),
+           title=f"ReLU, σ = {cfg['sigma']:g}, n = {cfg['n']}")
+    _log_log(ax)
+    plotting.figure_legend(fig, ncols=3)
+    return fig
+
+
+def plot_trained_vs_optimal(run: Run, a: Analysis):
+    """Trained against population-optimal w for every unit of every sweep (colour: class; marker: sweep); grey
+    band: within a factor ``W_RATIO_TOL``; shaded left of ``regime_w``: no window, not checked."""
+    cfg, units = run.cfg, a.units
+    fig, axes = plotting.subplots(1, 1, width=0.75, row_height=3.4)
+    ax = axes[0, 0]
+    for key, mk, lab in (("iso", "o", "isotropic, L and σ sweeps"), ("n", "s", "isotropic, n sweep"),
+                         ("whitened", "^", "whitened, M = w Σ⁻¹"), ("full", "D", "full W_K, W_Q, W_V")):
         uu = units[key]
         wt = uu.w if key != "full" else a.block.w
         cls = np.array([c["function_class"] for c in uu.configs])
         for c in cfg["classes"]:
             m = cls == c
-            ax.scatter(np.maximum(uu.w_pop[m], cfg["w_min"]), np.maximum(wt[m], cfg["w_min"]), marker=mk, s=18,
-                       color=CLASS_COLORS[c], alpha=0.7, label=f"{lab}, {c}")
+            ax.scatter(np.maximum(uu.w_pop[m], cfg["w_min"]), np.maximum(wt[m], cfg["w_min"]), marker=mk, s=16,
+                       color=CLASS_COLORS[c], alpha=0.7)
+        ax.scatter([], [], marker=mk, s=16, color="0.4", label=lab)
     lim = np.array([cfg["w_min"], 50])
     ax.plot(lim, lim, color="k", lw=0.8)
     ax.fill_between(lim, lim / W_RATIO_TOL, lim * W_RATIO_TOL, color="0.8", alpha=0.5, lw=0,
                     label=f"within a factor {W_RATIO_TOL}")
     ax.axvspan(cfg["w_min"], cfg["regime_w"], color="0.93", lw=0, zorder=0)
-    ax.set(xscale="log", yscale="log", xlabel="population-optimal w (scan)", ylabel="trained w",
-           title=f"trained against optimal w (shaded left of w = {cfg['regime_w']:g}: no window, not checked)",
-           xlim=lim, ylim=lim)
-    ax.legend(fontsize="xx-small", loc="upper left", ncol=1)
+    ax.set(xscale="log", yscale="log", xlabel="population-optimal w (scan)", ylabel="trained w", xlim=lim, ylim=lim,
+           title="trained against optimal w, every unit")
+    _log_log(ax)
+    plotting.figure_legend(fig, ncols=3, extra=[Patch(color=CLASS_COLORS[c], label=c) for c in cfg["classes"]])
     return fig
 
 
+def _cov_rows(u, cfg, L):
+    """Index of the seed-0 unit of each class at L."""
+    return {c: next(k for k, e in enumerate(u.configs) if e["function_class"] == c and math.isclose(e["L"], L)
+                    and e["seed"] == 0) for c in cfg["classes"]}
+
+
 def plot_covariance(run: Run, a: Analysis):
-    """Covariance lemma: loss against the exponent p of M = w Sigma^-p; the trained M's diagonal against Sigma."""
+    """Covariance lemma, non-isotropic (circles, solid) and whitened (triangles, dashed) inputs, colour = class.
+    (a) Population loss against the exponent p of M = w Sigma^-p (best w for each p; seed 0). (b) The trained M's
+    diagonal along Sigma's eigenvectors against the eigenvalue, with Sigma^-1 and I for reference. (c) Distance of
+    every trained M from Sigma^-1 against its population-optimal w (shaded: no window, not checked)."""
     cfg, units, cov = run.cfg, a.units, a.cov
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
     Lshow = cfg["L_sigma"] if cfg["L_sigma"] in whitened_L(cfg) else whitened_L(cfg)[-1]
-    ax = axes[0]
-    for key, ls in (("noniso", "-"), ("whitened", "--")):
+    fig, axes = plotting.subplots(1, 3, row_height=3.2)
+    ax_p, ax_d, ax_c = axes[0]
+    lam, order = np.sort(cov), np.argsort(cov)
+    for key, style in SETTING_STYLE.items():
         u = units[key]
-        for c in cfg["classes"]:
-            i = next(k for k, e in enumerate(u.configs) if e["function_class"] == c and math.isclose(e["L"], Lshow)
-                     and e["seed"] == 0)
-            lb = u.loss_by_p[i]
-            ax.plot(P_GRID, lb / lb.min(), ls=ls, color=CLASS_COLORS[c], marker="o", ms=3,
-                    label=f"{SETTING_LABEL[SETTING_OF[key]]}, {c}: p* = {u.p_star[i]:.2f}")
-    ax.axvline(1.0, color="k", lw=0.8)
-    ax.set(xlabel="exponent p  (M = w Σ⁻ᵖ, best w for each p)", ylabel="population loss / its minimum",
-           title=f"Which direction is optimal? (L = {Lshow:g})", yscale="log")
-    _no_minor_labels(ax)
-    ax.legend(fontsize="xx-small")
-    ax = axes[1]
-    lam = np.sort(cov)
-    for key, mk in (("noniso", "o"), ("whitened", "^")):
-        u = units[key]
-        for c in cfg["classes"]:
-            i = next(k for k, e in enumerate(u.configs) if e["function_class"] == c and math.isclose(e["L"], Lshow)
-                     and e["seed"] == 0)
-            M = a.M[key][i]
-            diag = np.diag(M)[np.argsort(cov)]
-            ax.plot(lam, diag / np.exp(np.log(np.abs(diag)).mean()), marker=mk, ls="none", color=CLASS_COLORS[c],
-                    label=f"{SETTING_LABEL[SETTING_OF[key]]}, {c}: p = {u.p_trained[i]:.2f}")
+        for c, i in _cov_rows(u, cfg, Lshow).items():
+            ax_p.plot(P_GRID, u.loss_by_p[i] / u.loss_by_p[i].min(), color=CLASS_COLORS[c], ms=3, **style)
+            diag = np.diag(a.M[key][i])[order]
+            ax_d.plot(lam, diag / np.exp(np.log(np.abs(diag)).mean()), color=CLASS_COLORS[c], ls="none",
+                      marker=style["marker"])
+            m = np.array([e["function_class"] == c for e in u.configs])
+            ax_c.scatter(np.maximum(u.w_pop[m], cfg["w_min"]), u.dist_cov[m], marker=style["marker"], s=16,
+                         color=CLASS_COLORS[c])
+    ax_p.axvline(1.0, color="k", lw=0.8)
+    ax_p.set(xlabel="exponent p (M = w Σ⁻ᵖ)", ylabel="population loss / minimum",
+             title=f"loss against p (L = {Lshow:g})")
+    plotting.log_axis(ax_p)
     for p, ls, lab in ((1.0, "-", "Σ⁻¹ (covariance lemma)"), (0.0, ":", "I (isotropic window)")):
         ref = lam ** -p
-        ax.plot(lam, ref / np.exp(np.log(ref).mean()), color="k", ls=ls, lw=0.9, label=lab)
-    ax.set(xscale="log", yscale="log", xlabel="eigenvalue of Σ", ylabel="diagonal of trained M (normalised)",
-           title=f"Trained M along Σ's eigenvectors (L = {Lshow:g}, seed 0)")
-    _no_minor_labels(ax)
-    ax.legend(fontsize="xx-small")
-    ax = axes[2]
-    for key, mk in (("noniso", "o"), ("whitened", "^")):
-        u = units[key]
-        for c in cfg["classes"]:
-            m = np.array([e["function_class"] == c for e in u.configs])
-            ax.scatter(np.maximum(u.w_pop[m], cfg["w_min"]), u.dist_cov[m], marker=mk, color=CLASS_COLORS[c],
-                       s=18, label=f"{SETTING_LABEL[SETTING_OF[key]]}, {c}")
-    ax.axhline(COV_DIST_TOL, color="k", lw=0.8, ls="--", label=f"tolerance {COV_DIST_TOL}")
-    ax.axhline(th.normalized_distance(np.eye(cfg["d"]), th.window_base(cfg["d"], "nonisotropic")), color="0.5",
-               lw=0.8, ls=":", label="distance of I from Σ⁻¹")
-    ax.axvspan(cfg["w_min"], cfg["regime_w"], color="0.93", lw=0, zorder=0)
-    ax.set(xscale="log", xlabel="population-optimal w (M = w Σ⁻¹)", ylabel="‖M/‖M‖ − Σ⁻¹/‖Σ⁻¹‖‖_F",
-           title="Distance of trained M from Σ⁻¹ (every unit)", xlim=(0.1, 50))
-    ax.legend(fontsize="xx-small")
+        ax_d.plot(lam, ref / np.exp(np.log(ref).mean()), color="k", ls=ls, lw=0.9, label=lab)
+    ax_d.set(xscale="log", yscale="log", xlabel="eigenvalue of Σ", ylabel="diagonal of M (normalised)",
+             title="trained M along Σ")
+    _log_log(ax_d)
+    ax_c.axhline(COV_DIST_TOL, color="k", lw=0.8, ls="--", label=f"tolerance {COV_DIST_TOL}")
+    ax_c.axhline(th.normalized_distance(np.eye(cfg["d"]), th.window_base(cfg["d"], "nonisotropic")), color="0.5",
+                 lw=0.8, ls="-.", label="distance of I from Σ⁻¹")
+    ax_c.axvspan(cfg["w_min"], cfg["regime_w"], color="0.93", lw=0, zorder=0)
+    ax_c.set(xscale="log", xlabel="population-optimal w", ylabel="distance from Σ⁻¹ (Frobenius)",
+             title="every trained M", xlim=(0.1, 50))
+    plotting.log_axis(ax_c, "x")
+    plotting.figure_legend(fig, ncols=3, extra=[Patch(color=CLASS_COLORS[c], label=c) for c in cfg["classes"]]
+                           + [Line2D([], [], color="0.4", ms=4, label=SETTING_LABEL[SETTING_OF[key]], **style)
+                              for key, style in SETTING_STYLE.items()])
     return fig
 
 
 def plot_full(run: Run, a: Analysis):
-    """Heat maps of W_K^T W_Q and W_V of one full-parameter unit (ReLU, largest full_L, seed 0)."""
+    """Heat maps of W_K^T W_Q and W_V of one full-parameter unit (first class, largest full_L, seed 0); the lines
+    separate the input coordinates from the label's. Its block ratios are in the key-numbers table."""
     cfg = run.cfg
-    res_cfgs = a.units["full"].configs
-    i = next(k for k, c in enumerate(res_cfgs) if c["function_class"] == cfg["classes"][0]
+    i = next(k for k, c in enumerate(a.units["full"].configs) if c["function_class"] == cfg["classes"][0]
              and math.isclose(c["L"], cfg["full_L"][-1]) and c["seed"] == 0)
-    A = a.block.A[i]
     d = cfg["d"]
     labels = [f"x{j + 1}" for j in range(d)] + ["y"]
-    fig, axes = plt.subplots(1, 2, figsize=(9.5, 4.2))
-    vmax = np.abs(A).max()
-    im = axes[0].imshow(A, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-    axes[0].set_title(f"W_Kᵀ W_Q ({cfg['classes'][0]}, L = {cfg['full_L'][-1]:g}): w = {a.block.w[i]:.2f}, "
-                      f"label row / x-block = {a.block.label_row_ratio[i]:.3f}", fontsize="small")
-    fig.colorbar(im, ax=axes[0], shrink=0.8)
-    WV = a.WV[i]
-    vmax = np.abs(WV).max()
-    im = axes[1].imshow(WV, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-    axes[1].set_title(f"W_V: label weight {a.block.value_label[i]:.3f}, |x part| / label weight "
-                      f"{a.block.value_x_ratio[i]:.3f}", fontsize="small")
-    fig.colorbar(im, ax=axes[1], shrink=0.8)
-    for ax in axes:
+    fig, axes = plotting.subplots(1, 2, row_height=3.0)
+    for ax, A, title in ((axes[0, 0], a.block.A[i], f"W_Kᵀ W_Q ({cfg['classes'][0]}, L = {cfg['full_L'][-1]:g})"),
+                         (axes[0, 1], a.WV[i], "W_V")):
+        vmax = np.abs(A).max()
+        im = ax.imshow(A, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+        fig.colorbar(im, ax=ax, shrink=0.8)
+        ax.set_title(title)
         ax.set_xticks(range(d + 1), labels)
         ax.set_yticks(range(d + 1), labels)
         ax.grid(False)
         ax.axhline(d - 0.5, color="k", lw=0.8)
         ax.axvline(d - 0.5, color="k", lw=0.8)
-    axes[0].set(xlabel="query token coordinate", ylabel="key token coordinate")
-    axes[1].set(xlabel="input token coordinate", ylabel="output coordinate (prediction: last row)")
+    axes[0, 0].set(xlabel="query token coordinate", ylabel="key token coordinate")
+    axes[0, 1].set(xlabel="input token coordinate", ylabel="output coordinate")
     return fig
-
-

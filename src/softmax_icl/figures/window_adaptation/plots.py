@@ -1,20 +1,34 @@
-"""Window adaptation: the figure's plots (plots only: nothing here is cached)."""
+"""Window adaptation: the figure's plots (plots only: nothing here is cached).
+
+A setting's colour is its L (ordered, :func:`~softmax_icl.plotting.sequential`), its line style its noise level, in
+every figure of the chapter.
+"""
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
+from ... import plotting
 from ...base import derive_seed
-from ...metrics import spectral_norm
-from ...models import attention_weights
+from ...metrics import spectral_norm, window_profile
 from ...plotting import MODEL_COLORS
 from ...records import Run
 from ...tasks import InputSpec, draw_raw, evaluate_class
 from ...training import SweepResult
 from .analysis import WindowAnalysis
 from .sweeps import MODELS, Setting, settings, unit_index
+
+FAMILY_LABEL = ("paper's tasks", "zero-mean tasks")
+ANGLE_LABEL = "angle to the query (degrees)"
+
+
+def setting_styles(sets: list[Setting]) -> list[dict]:
+    """Line colour (one per L, in order) and style (solid at the smallest noise, dashed above) of each setting."""
+    Ls = sorted({s.L for s in sets})
+    sigma0 = min(s.sigma for s in sets)
+    colors = dict(zip(Ls, plotting.sequential(len(Ls))))
+    return [dict(color=colors[s.L], ls="-" if s.sigma == sigma0 else "--") for s in sets]
 
 
 def example_context(cfg: dict, s: Setting, seed: int, n: int):
@@ -39,63 +53,81 @@ def example_context(cfg: dict, s: Setting, seed: int, n: int):
     sign = torch.sign(x[:n] @ v)
     sign[sign == 0] = 1
     angle = sign * torch.arccos(cosang)
-    return dict(angle=angle.numpy(), y=y.numpy(), f_q=float(f[n]), grid=grid, f_grid=f_grid.numpy(), x=x[:n], xq=xq)
+    return dict(angle=angle.numpy(), y=y.numpy(), f_q=float(f[n]), grid=grid, f_grid=f_grid.numpy())
 
 
-def plot_figure(run: Run, a: WindowAnalysis, results: dict[str, SweepResult]):
+def plot_headline(run: Run, a: WindowAnalysis, results: dict[str, SweepResult]):
+    """The answer: the window of pretrained softmax units narrows as L grows and widens with noise; linear
+    attention's does not move. Attention weight against the angle to the query (relative to the weight on the
+    query, averaged over queries: :func:`~softmax_icl.metrics.window_profile`), units at ``n_window`` on the
+    paper's tasks, seed mean and min-max band; legend: each setting with the softmax window's half-width."""
+    fig, axes = plotting.subplots(1, 2, sharey=True)
+    thetas = np.linspace(0, np.pi, 181)
+    angle = np.degrees(np.concatenate([-thetas[:0:-1], thetas]))
+    for ax, m in zip(axes[0], MODELS):
+        for j, (s, style) in enumerate(zip(a.settings, setting_styles(a.settings))):
+            M = results[m].M[unit_index(results[m], s, run.cfg["n_window"], a.families[0])]
+            prof = window_profile(m, M, thetas)                                   # (seed, theta)
+            prof = np.concatenate([prof[:, :0:-1], prof], axis=1)
+            plotting.band(ax, angle, prof, label=f"{s.label} ({a.halfwidth['softmax'][0, j].mean():.0f}°)",
+                          axis=0, **style)
+        ax.axhline(0, color="0.6", lw=0.6)
+        ax.set(title=f"{m} attention", xlabel=ANGLE_LABEL, xlim=(-180, 180), xticks=[-180, -90, 0, 90, 180])
+    axes[0, 0].set(ylabel="attention weight / weight at the query", ylim=(-1.05, 1.1))
+    plotting.figure_legend(fig, ncols=2, title="setting (softmax window's half-width)")
+    return fig
+
+
+def plot_tasks(run: Run, a: WindowAnalysis):
+    """One task of each setting (the paper's family, d = 2): f along the circle, the noisy context labels and the
+    query, against the angle to the query (n = ``n_window``)."""
     cfg = run.cfg
-    sets = a.settings
-    fig, axes = plt.subplots(4, len(sets), figsize=(3.3 * len(sets), 11.0))
-    n_w = cfg["n_window"]
-    for j, s in enumerate(sets):
-        ex = example_context(cfg, s, cfg["eval_seed"], n_w)
-        ax = axes[0, j]
-        ax.plot(np.degrees(ex["grid"]), ex["f_grid"], color="0.3", lw=1, label="f")
-        ax.scatter(np.degrees(ex["angle"]), ex["y"], s=9, color="0.55", label="context $y_i$")
-        ax.scatter([0], [ex["f_q"]], marker="*", s=120, color="k", zorder=3, label="query")
-        ax.set(title=s.label, xlabel="angle to query (degrees)", ylabel="label", xlim=(-180, 180))
-        ax = axes[1, j]
-        for m in MODELS:
-            res = results[m]
-            i = unit_index(res, s, n_w, a.families[0])[0]
-            M = torch.tensor(res.M[i : i + 1], dtype=torch.float32)
-            wts = attention_weights(m, ex["x"][None, None], ex["xq"][None, None], M[None])[0, 0, 0].numpy()
-            order = np.argsort(ex["angle"])
-            ax.plot(np.degrees(ex["angle"][order]), wts[order] / np.abs(wts).max(), "o-", ms=2.5, lw=0.8,
-                    color=MODEL_COLORS[m], label=f"{m} (half-width {a.halfwidth[m][0, j].mean():.0f}°)")
-        ax.axhline(0, color="0.7", lw=0.6)
-        ax.set(xlabel="angle to query (degrees)", ylabel="attention weight / max", xlim=(-180, 180), ylim=(-1.05, 1.1))
-        ax.legend(loc="lower center", fontsize="x-small")
-        for k, fam in enumerate(a.families):
-            ax = axes[2 + k, j]
+    fig, axes = plotting.subplots(2, 2, row_height=2.5, sharex=True)
+    for ax, s in zip(axes.flat, a.settings):
+        ex = example_context(cfg, s, cfg["eval_seed"], cfg["n_window"])
+        ax.plot(np.degrees(ex["grid"]), ex["f_grid"], color="0.2", lw=1.2, label="f (the task)")
+        ax.scatter(np.degrees(ex["angle"]), ex["y"], s=8, color="0.45", label="context labels yᵢ")
+        ax.scatter([0], [ex["f_q"]], marker="*", s=90, color="k", zorder=3, label="query f(x_q)")
+        ax.set(title=s.label, ylabel="label", xlim=(-180, 180), xticks=[-180, -90, 0, 90, 180])
+    for ax in axes[-1]:
+        ax.set_xlabel(ANGLE_LABEL)
+    plotting.figure_legend(fig)
+    return fig
+
+
+def plot_error(run: Run, a: WindowAnalysis):
+    """ICL error against the context length n: one row per setting, the paper's tasks (left) and the same tasks
+    less their mean (right); softmax and linear units (seed mean, min-max band) and the best-bandwidth
+    Nadaraya-Watson predictor."""
+    fig, axes = plotting.subplots(len(a.settings), 2, row_height=1.75, sharex=True)
+    for i, s in enumerate(a.settings):
+        for k, fam in enumerate(FAMILY_LABEL):
+            ax = axes[i, k]
             for m in MODELS:
-                e = a.error[m][k, j]
-                ax.plot(a.n, e.mean(-1), "o-", color=MODEL_COLORS[m], label=f"{m} attention")
-                if e.shape[-1] > 1:
-                    ax.fill_between(a.n, e.min(-1), e.max(-1), color=MODEL_COLORS[m], alpha=0.2, lw=0)
-            ax.plot(a.n, a.oracle[k, j], "k--", lw=1, label="best-bandwidth NW")
-            ax.set(xscale="log", yscale="log", xlabel="context length n", ylabel=f"ICL error, {fam}")
-            ax.set_xticks(a.n, [str(n) for n in a.n])
-            ax.minorticks_off()
-    axes[0, 0].legend(loc="best", fontsize="x-small")
-    axes[2, 0].legend(loc="best", fontsize="x-small")
-    fig.suptitle(f"Top: one task per setting. Middle: attention weights of pretrained units (n = {n_w}). "
-                 f"Bottom rows: ICL error vs n on the paper's tasks ({a.families[0]}) and on the same tasks less their mean "
-                 f"({a.families[1]}) (band: min-max over seeds)", fontsize="small")
+                plotting.band(ax, a.n, a.error[m][k, i], MODEL_COLORS[m], label=f"{m} attention", marker="o",
+                              ms=3)
+            ax.plot(a.n, a.oracle[k, i], "k--", lw=1, label="best-bandwidth NW")
+            ax.set(xscale="log", title=f"{s.label}, {fam}")
+            plotting.value_ticks(ax, a.n)
+            plotting.log_axis(ax)
+        axes[i, 0].set_ylabel("ICL error (MSE)")
+    for ax in axes[-1]:
+        ax.set_xlabel("context length n")
+    plotting.figure_legend(fig)
     return fig
 
 
 def plot_training(run: Run, results: dict[str, SweepResult]):
-    """||M|| during pretraining for each setting (units at n_window)."""
+    """||M||_2 during pretraining for each setting (units at n_window, paper's tasks, seed mean)."""
     sets = settings(run.cfg)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2), sharex=True)
-    colors = plt.cm.viridis(np.linspace(0, 0.9, len(sets)))
-    for ax, m in zip(axes, MODELS):
+    fig, axes = plotting.subplots(1, 2, sharex=True, sharey=True)
+    for ax, m in zip(axes[0], MODELS):
         res = results[m]
-        for s, c in zip(sets, colors):
+        for s, style in zip(sets, setting_styles(sets)):
             idx = unit_index(res, s, run.cfg["n_window"], run.cfg["function_class"])
-            norms = spectral_norm(res.M_history[:, idx])
-            ax.plot(res.log_steps, norms.mean(1), color=c, label=s.label)
-        ax.set(title=f"{m} attention", xlabel="pretraining step", ylabel="‖M‖₂", yscale="log")
-    axes[0].legend(fontsize="x-small")
+            ax.plot(res.log_steps, spectral_norm(res.M_history[:, idx]).mean(1), label=s.label, **style)
+        ax.set(title=f"{m} attention", xlabel="pretraining step")
+        plotting.log_axis(ax)
+    axes[0, 0].set_ylabel("‖M‖₂")
+    plotting.figure_legend(fig, ncols=2)
     return fig

@@ -1,0 +1,55 @@
+"""Every chapter figure, drawn at the smoke profile by tools/render_figures.py, keeps the house rules of
+softmax_icl.plotting: no wider than the column, at most three panels a row, one legend, no text under 8 pt, and its
+smallest text displayed at 10 CSS px or more in the book's column at both window widths; each chapter's headline
+figure is one row of panels. (About a minute and a half of CPU for the five chapters, most of it their smoke
+computation.)"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from softmax_icl import plotting  # noqa: E402
+from softmax_icl.records import Run  # noqa: E402
+
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "render_figures.py"
+spec = importlib.util.spec_from_file_location("render_figures", TOOL)
+rf = importlib.util.module_from_spec(spec)
+sys.modules["render_figures"] = rf
+spec.loader.exec_module(rf)
+
+
+@pytest.mark.parametrize("figure", list(rf.CHAPTERS))
+def test_every_figure_of_the_chapter_is_made_for_the_column(figure, tmp_path):
+    run = Run(figure, "smoke", "cpu", True, str(tmp_path))
+    drawers = rf.CHAPTERS[figure](run)
+    assert rf.HEADLINE[figure] in drawers
+    for name, draw in drawers.items():
+        fig = draw()
+        assert plotting.house_rule_breaches(fig) == [], name
+        if name == rf.HEADLINE[figure]:                                 # one row of panels
+            assert len({ax.get_subplotspec().rowspan.start for ax in fig.axes if ax.get_subplotspec()}) == 1
+        run.savefig(fig, name)
+        plt.close(fig)
+        meta = plotting.read_png_meta(tmp_path / "figures" / f"{figure}_{name}.png")
+        for column in plotting.COLUMN_PX.values():
+            assert plotting.displayed_text_px(meta, column) >= plotting.MIN_TEXT_PX, (name, column)
+
+
+def test_render_figures_reports_sizes_and_the_screenshot_page(tmp_path):
+    plotting.use_style()
+    fig, axes = plotting.subplots(1, 2)
+    for ax in axes.flat:
+        ax.plot([1, 2], [3, 4], label="curve")
+    plotting.figure_legend(fig)
+    png, _ = plotting.save(fig, tmp_path, "fig")
+    plt.close(fig)
+    line = rf.report_line(png)
+    assert line.startswith("fig.png: 6.8") and "smallest font 8 pt" in line and "at 705 px" in line
+    page = rf.screenshot_page(png, 705)
+    assert "width:705px" in page and f"width:{round(plotting.read_png_meta(png)['width_in'] * 110)}px" in page
