@@ -336,22 +336,18 @@ def book_paper_record(run: Any) -> dict | None:
 
 
 def glue_image(key: str, png_path) -> None:
-    """Glue the PNG file at ``png_path`` (its bytes, metadata included) under ``key``, displayed at the notebook's
-    figure size, for a ``{glue:figure}`` directive; nothing is shown where the cell runs."""
+    """Glue the saved PNG at ``png_path`` (metadata included) under ``key`` for a ``{glue:figure}`` directive, shown
+    as a notebook shows a figure (:func:`softmax_icl.plotting.shown_image`); nothing is shown where the cell runs."""
     try:
         from IPython import get_ipython
-        from IPython.display import Image
     except ImportError:
         return
     if get_ipython() is None:
         return
-    import matplotlib
     from myst_nb import glue
 
-    png = open(png_path, "rb").read()
-    width = int.from_bytes(png[16:20], "big")          # the PNG header's width, shown at the notebook's figure dpi
-    glue(key, Image(data=png, format="png", width=round(width * matplotlib.rcParams["figure.dpi"]
-                                                        / matplotlib.rcParams["savefig.dpi"])), display=False)
+    from .plotting import shown_image
+    glue(key, shown_image(png_path), display=False)
 
 
 def glue_markdown(key: str, text: str) -> None:

@@ -298,7 +298,16 @@ def save(fig: plt.Figure, directory: Path, name: str, show: bool = True) -> list
         # no creation date in PDFs, so re-running a notebook does not change unchanged figures
         fig.savefig(p, bbox_inches=bbox, metadata=png_meta if p.suffix == ".png" else {"CreationDate": None})
     if show and _inline():
-        from IPython.display import Image, display
-        display(Image(data=paths[0].read_bytes(), format="png", width=round(bbox.width * NOTEBOOK_DPI)))
+        from IPython.display import display
+        display(shown_image(paths[0]))
         plt.close(fig)
     return paths
+
+
+def shown_image(png_path):
+    """The saved PNG (its metadata included) as an IPython image shown ``width_in × NOTEBOOK_DPI`` CSS px wide: how a
+    notebook shows a figure, displayed in place or glued for a ``{glue:figure}``."""
+    from IPython.display import Image
+
+    return Image(data=Path(png_path).read_bytes(), format="png",
+                 width=round(read_png_meta(png_path)["width_in"] * NOTEBOOK_DPI))
