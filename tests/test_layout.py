@@ -93,3 +93,16 @@ def test_paper_2_never_reaches_the_fused_kernel():
             reach.add(m)
             todo += [n for n in graph.get(m, ()) if n != "softmax_icl.records"]   # records only loads it for provenance
     assert not any(m.startswith("softmax_icl.kernels") for m in reach), sorted(m for m in reach if "kernels" in m)
+
+
+def test_every_notebook_has_the_answer_first_layout():
+    """notebooks/LAYOUT.md's mechanical part holds for every figure notebook (tools/apply_layout.py --check): the
+    answer under the title, the claim checks removed from the page but executed, one anchored paragraph per ledger
+    claim of the chapter, every check, the audit and the provenance glued at the end."""
+    import subprocess
+    import sys
+
+    root = PKG.parents[1]
+    out = subprocess.run([sys.executable, str(root / "tools" / "apply_layout.py"), "--check"], cwd=root,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

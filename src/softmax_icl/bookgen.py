@@ -292,15 +292,18 @@ def results_markdown(results_dir: Path) -> str:
     return "\n".join(out) + "\n"
 
 
-def entry_block(book: BookVerdicts, ev) -> list[str]:
+def entry_block(book: BookVerdicts, ev, title: str | None = None, where: bool = True) -> list[str]:
+    """One claim folded: the authors' sentence, the scope, each check and its baselines at both scales, the baselines
+    named by the ledger and the findings beyond it. ``title`` of the fold (default: the claim and its verdicts);
+    ``where``: a link to its chapter's paragraph (not in that paragraph itself)."""
     e = ev.entry
     paper = book.ledger.papers[e.paper]["short"]
-    head = (f"{e.claim} — default: {SHORT[ev.default.status if ev.default else None]}, paper: "
-            f"{SHORT[ev.paper.status if ev.paper else None]}")
+    head = title or (f"{e.claim} — default: {SHORT[ev.default.status if ev.default else None]}, paper: "
+                     f"{SHORT[ev.paper.status if ev.paper else None]}")
     out = [f"`````{{admonition}} {_md(head)}", ":class: dropdown claim-entry", "",
            f"> {lg.render_quote(e.source.quote)}", ">",
            f"> — {paper}, `{e.source.file}` ({_md(e.source.section)})", "",
-           f"**Scope.** {_md(e.scope)}", "", f"**Where.** {_entry_ref(e, 'its chapter')}.", ""]
+           f"**Scope.** {_md(e.scope)}", ""] + ([f"**Where.** {_entry_ref(e, 'its chapter')}.", ""] if where else [])
     groups = e.readings.items() if e.is_map else [("", e.checks)]
     out += ["````{list-table}", ":header-rows: 1", ":class: check-table", ":widths: 36 32 32", "",
             "* - Check", "  - Default scale", "  - Paper scale"]

@@ -127,7 +127,8 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
     fbody += ["```"]
     count = {s_: statuses.count(s_) for s_ in dict.fromkeys(statuses)}
     summary = ", ".join(f"{n} {SHORT[s_]}" for s_, n in count.items()) or "no claim of the papers is tested here"
-    lines = [f"`````{{admonition}} {title}: {summary}", f":class: verdict-box {box_class(statuses)}", ""]
+    folded = "dropdown " if len(body) > 5 * 14 else ""          # more than about a dozen rows: folded
+    lines = [f"`````{{admonition}} {title}: {summary}", f":class: {folded}verdict-box {box_class(statuses)}", ""]
     lines += body if entries else ["No check of this chapter tests a claim of the papers."]
     lines += ["", "Each value is computed by this chapter's code from the run shown on this page and written to its "
               "JSON record; *fresh seeds*: the same chapter rerun with seeds no committed run used (`softmax-icl "
@@ -274,7 +275,9 @@ def claim_markdown(run: Any, entry_id: str) -> str:
     ev = next(x for x in book.entries if x.entry.id == entry_id)
     scales = f"{badge(ev.default.status if ev.default else None)} at the default scale" + (
         f", {badge(ev.paper.status)} at the paper scale" if ev.paper else "")
-    return "\n".join([f"{scales}: {_cell(reason(book, ev))}.", ""] + entry_block(book, ev))
+    return "\n".join([f"{scales}: {_cell(reason(book, ev))}.", ""]
+                     + entry_block(book, ev, title="The authors' sentence, the scope, every check at both scales",
+                                   where=False))
 
 
 def provenance_markdown(run: Any) -> str:

@@ -32,6 +32,16 @@ LEARNABLE = 0.5               # a clustered tau is in scope when the better mode
 
 #: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
 TITLES = {
+    'softmax-ge-linear-uniform-untrained': 'the untrained softmax unit against trained linear',
+    'softmax-ge-linear-balanced-untrained': 'the untrained softmax unit against trained linear',
+    'softmax-ge-linear-clustered-tight-untrained': 'the untrained softmax unit against trained linear',
+    'softmax-ge-linear-clustered-loose-untrained': 'the untrained softmax unit against trained linear',
+    'linear-sa-matches-kernel-gd': 'the wrong algorithm (kernel GD)',
+    'softmax-sa-matches-gd-step': 'the wrong algorithm (GD step)',
+    'learned-eta-matches-search-other-task': 'the rate searched on another task',
+    'learned-beta-gamma-match-search-other-task': 'the values searched on another task',
+    'prop31-construction-kernel-gd': 'kernel GD at the same rate',
+    'kernel-shape-follows-class-subspace-uniform-task': 'units trained on the uniform task',
     'linear-sa-matches-gd-step': 'linear SA computes one GD step',
     'softmax-sa-matches-kernel-gd': 'softmax SA computes one kernel-GD step',
     'softmax-ge-linear-uniform': 'softmax ≥ linear, uniform argmax',

@@ -23,6 +23,12 @@ CROSSOVER_FACTOR = 2.0        # Theorem 3.5: the branches meet within this facto
 
 #: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
 TITLES = {
+    'matched-L-curves-coincide-wrong-L': 'a cosine unit pretrained at the wrong $L$',
+    'mismatched-L-same-L-control': 'a unit of another class at the same $L$',
+    'small-L-bias-dominated-control': 'the unit of the other regime',
+    'large-L-noise-dominated-control': 'the unit of the other regime',
+    'thm35-crossover-at-L-control': 'the unit pretrained at the wrong $L$',
+    'thm35-matched-rate-control': 'the unit pretrained at the wrong $L$',
     'matched-L-curves-coincide': 'matched-$L$ units alike up to the training length',
     'matched-L-curves-coincide-long-contexts': 'matched-$L$ units alike at every test length',
     'mismatched-L-small-worse': 'pretrained at a smaller $L$: worse',

@@ -27,6 +27,7 @@ SLIDE_LINKS = "Collins et al. slides: 'Softmax Attention Learns Low-Dimensional 
 
 #: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
 TITLES = {
+    'thm44-n2-rho2-control': "another random subspace $B'$",
     'softmax-rho1-to-zero': '$\\rho_1(M, B) \\to 0$ on the linear class',
     'softmax-rho2-to-zero': '$\\rho_2(M, B) \\to 0$ on the linear class',
     'links-rho1-to-zero': '$\\rho_1(M, B) \\to 0$ on the links',

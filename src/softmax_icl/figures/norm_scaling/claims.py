@@ -30,6 +30,12 @@ BEYOND = "beyond the papers"
 
 #: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
 TITLES = {
+    'theorem34-slides-range-other-d': 'the range of another $d$',
+    'theorem34-trained-large-n-other-L': 'the optimum of the other $L$',
+    'trained-w-near-optimum-other-L': 'the optimum of the next $L$',
+    'covariance-lemma-whitened-identity': 'the isotropic direction $I$',
+    'growth-rate-orders-with-L-late': 'the same units late in training',
+    'L-over-sigma-window-narrows-noise-only': 'the pure-noise optimum ($\\sigma \\gg L$)',
     'norm-grows-with-L': 'final $\\|M\\|_2$ rises with $L$',
     'w-falls-with-sigma': '$w$ falls as $\\sigma$ grows',
     'w-rises-with-n': '$w$ rises with $n$',

@@ -24,6 +24,9 @@ ORACLE_RATIO = 1.25           # trained softmax error / oracle error (n >= 16)
 
 #: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
 TITLES = {
+    'softmax-near-oracle-control': 'the trained linear unit',
+    'softmax-near-oracle-fixed-window': 'one window for all settings (its best bandwidth per $n$)',
+    'linear-does-not-adapt-control': 'the trained softmax unit',
     'window-narrows-with-L': 'the window narrows as $L$ grows',
     'window-widens-with-sigma': 'the window widens with the noise $\\sigma$',
     'softmax-beats-linear': 'softmax beats linear where a window helps',
