@@ -23,9 +23,9 @@ def ref_philox(c, k):
     return c
 
 
-def ref_words(seed, tag, step, task, count):
-    """Words 0 .. count-1 of the sequence (seed, tag, step, task): block f // 4, word f % 4."""
-    f = np.arange(count, dtype=np.uint64)
+def ref_words(seed, tag, step, task, count, first=0):
+    """Words first .. first + count - 1 of the sequence (seed, tag, step, task): block f // 4, word f % 4."""
+    f = np.arange(first, first + count, dtype=np.uint64)
     out = ref_philox([f // np.uint64(4), np.full_like(f, task), np.full_like(f, step), np.full_like(f, tag)],
                      [seed & 0xFFFFFFFF, seed >> 32])
     return np.choose((f % np.uint64(4)).astype(np.int64), out)

@@ -113,14 +113,8 @@ def predict_reference(kind: str, x_ctx, y_ctx, x_q, M) -> torch.Tensor:
 
 def mse_loss(kind: str, batch, M) -> torch.Tensor:
     """Per-configuration training loss (R, G): the mean over tasks of ``(f_hat(x_q) - f(x_q))^2``, for units with
-    key-query matrices ``M`` (R, G, d, d) on ``batch``; differentiable in ``M``.
-
-    On the CPU this is one fused kernel (:mod:`softmax_icl.kernels`) where it builds, else :func:`predict`.
-    """
-    from . import kernels
-
-    if kernels.usable(kind, M, batch.y_ctx):
-        return kernels.readout_mse(kind, batch.x_ctx, batch.x_q, batch.y_ctx, batch.f_q, M)
+    key-query matrices ``M`` (R, G, d, d) on ``batch``; differentiable in ``M``. (The CPU trainer computes the same
+    loss fused with the sampling of its tasks: :class:`softmax_icl.kernels.FusedStream`.)"""
     return ((predict(kind, batch.x_ctx, batch.y_ctx, batch.x_q, M) - batch.f_q) ** 2).mean(dim=-1)
 
 

@@ -29,7 +29,7 @@ with the same key, tag, step and task share their first ``min(n, n')`` points.
 * uniform on [0, 1):  ``u_f = floor(w_f / 2^8) * 2^-24`` (exact in float32);
 * standard normal (Box-Muller on the pairs of words (0, 1) and (2, 3) of a block): for ``j = f // 2``,
   ``r = sqrt(-2 ln(1 - u_{2j}))``, ``theta = 2 pi u_{2j+1}``, ``z_{2j} = r cos theta``, ``z_{2j+1} = r sin theta``
-  (``1 - u`` is in (0, 1], so the logarithm is finite: |z| <= sqrt(2 ln 2^24) = 5.77).
+  (``1 - u`` is in (0, 1], so the logarithm is finite: ``|z| <= sqrt(2 ln 2^24) = 5.77``).
 
 Integers are the same bits on every device. Floats are computed in float32 by each device's (or the fused CPU
 kernel's) ``log``, ``sqrt``, ``cos``, ``sin``: equal to rounding (a few units in the last place), not bit for bit.
@@ -129,27 +129,45 @@ def _rounds(c: list[torch.Tensor], k0: torch.Tensor, k1: torch.Tensor, rounds: i
 def _task_tensor(tasks, device) -> torch.Tensor:
     if isinstance(tasks, range):
         return torch.arange(tasks.start, tasks.stop, tasks.step, dtype=torch.int64, device=device)
+    if isinstance(tasks, torch.Tensor):
+        return tasks.to(device=device, dtype=torch.int64).reshape(-1)
     return torch.as_tensor(tasks, dtype=torch.int64, device=device).reshape(-1)
+
+
+def blocks(key: torch.Tensor, step, tasks, block: torch.Tensor, tag: torch.Tensor) -> torch.Tensor:
+    """Philox blocks with counters ``(block[j], task, step, tag[j])`` for every key, task and j: int64 (R, T, J, 4).
+
+    ``key`` (R, 2) (:func:`keys`); ``step`` an int or a 0-dim int64 tensor on the key's device; ``tasks`` a range or a
+    1-D tensor of T task indices; ``block``, ``tag`` (J,) int64 on the key's device: several sequences' blocks (e.g.
+    every kind of draw of a task) in one pass of the generator.
+    """
+    key = key.view(-1, 2)
+    dev = key.device
+    t = _task_tensor(tasks, dev)
+    R, T, J = key.shape[0], t.numel(), block.numel()
+    shape = (R, T, J)
+    c = [torch.empty(shape, dtype=torch.int64, device=dev) for _ in range(4)]
+    c[0].copy_(block.view(1, 1, J).expand(shape))
+    c[1].copy_(t.view(1, T, 1).expand(shape))
+    if isinstance(step, torch.Tensor):
+        c[2].copy_(step.expand(shape))
+    else:
+        c[2].fill_(int(step))
+    c[3].copy_(tag.view(1, 1, J).expand(shape))
+    return torch.stack(_rounds(c, key[:, 0].view(R, 1, 1), key[:, 1].view(R, 1, 1)), dim=-1)
 
 
 def words(key: torch.Tensor, tag: int, step, tasks, count: int) -> torch.Tensor:
     """The first ``count`` words of the sequences ``(key[r], tag, step, task)`` for every key and task.
 
-    ``key``: (R, 2) int64 (:func:`keys`); ``step``: an int or a 0-dim int64 tensor; ``tasks``: a range or a 1-D
-    tensor of T task indices. Returns int64 (R, T, count), values in [0, 2^32).
+    ``key``: (R, 2) int64 (:func:`keys`); ``step``: an int or a 0-dim int64 tensor on the key's device; ``tasks``: a
+    range or a 1-D tensor of T task indices. Returns int64 (R, T, count), values in [0, 2^32).
     """
-    key = torch.as_tensor(key, dtype=torch.int64).view(-1, 2)
-    dev = key.device
-    t = _task_tensor(tasks, dev)
-    R, T, nb = key.shape[0], t.numel(), -(-int(count) // 4)
-    shape = (R, T, nb)
-    c = [torch.empty(shape, dtype=torch.int64, device=dev) for _ in range(4)]
-    c[0].copy_(torch.arange(nb, dtype=torch.int64, device=dev).view(1, 1, nb).expand(shape))
-    c[1].copy_(t.view(1, T, 1).expand(shape))
-    c[2].copy_(torch.as_tensor(step, dtype=torch.int64, device=dev).expand(shape))
-    c[3].fill_(int(tag))
-    out = _rounds(c, key[:, 0].view(R, 1, 1), key[:, 1].view(R, 1, 1))
-    return torch.stack(out, dim=-1).view(R, T, nb * 4)[..., :count]
+    key = key.view(-1, 2)
+    nb = -(-int(count) // 4)
+    block = torch.arange(nb, dtype=torch.int64, device=key.device)
+    w = blocks(key, step, tasks, block, torch.full_like(block, int(tag)))
+    return w.view(*w.shape[:2], nb * 4)[..., :count]
 
 
 def uniform_from_words(w: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -163,7 +181,7 @@ def normal_from_words(w: torch.Tensor, out: torch.Tensor | None = None) -> torch
     if w.shape[-1] % 2:
         raise ValueError(f"normals come in pairs of words; got {w.shape[-1]} words on the last axis")
     u = uniform_from_words(w)
-    radius = torch.log1p(-u[..., 0::2]).mul_(-2.0).sqrt_()           # log(1 - u), computed as log1p(-u)
+    radius = torch.log1p(-u[..., 0::2]).mul_(-2.0).sqrt_()           # ln(1 - u) (1 - u is exact)
     theta = u[..., 1::2].mul_(_TWO_PI)
     z = torch.empty(w.shape, dtype=torch.float32, device=w.device) if out is None else out
     torch.mul(radius, torch.cos(theta), out=z[..., 0::2])
