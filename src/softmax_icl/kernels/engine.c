@@ -75,20 +75,28 @@ static inline void unit(float *v, int64_t D) {
     for (int64_t k = 0; k < D; k++) v[k] *= inv;
 }
 
-static inline __attribute__((always_inline)) void draw_task(const spec_t *S, key_t2 key, uint32_t task, task_t *T,
-                                                            float *xq_task, const int64_t D) {
-    const uint32_t step = (uint32_t)S->step;
+/* A task's own draws (query, direction, low-rank coefficients, coefficients, phase) in one pass of the generator:
+ * every kind's blocks side by side in the lanes. */
+static __attribute__((noinline)) void draw_task(const spec_t *S, key_t2 key, uint32_t task, task_t *T,
+                                                float *xq_task, const int64_t D) {
+    enum { MAXB = 64 };                              /* 2 ceil(d / 4) + ceil(k / 4) + 2 <= 50 blocks for d, k <= 64 */
+    const int64_t nd = (D + 3) / 4, nk = (S->k + 3) / 4;
+    const uint32_t tags[5] = {TAG_QUERY, TAG_DIRECTION, TAG_LOWRANK, TAG_COEF, TAG_PHASE};
+    const int64_t count[5] = {nd, nd, nk, 1, 1};
+    uint32_t c0[MAXB] = {0}, c3[MAXB] = {0};
+    int64_t J = 0;
+    for (int kind = 0; kind < 5; kind++)
+        for (int64_t j = 0; j < count[kind]; j++, J++) { c0[J] = (uint32_t)j; c3[J] = tags[kind]; }
+    float z[4 * MAXB], u[4 * MAXB];
+    blocks_of(key, c0, task, (uint32_t)S->step, c3, (int)((J + 7) / 8), z, u);
     float zq[DMAX];
-    stream_fill(key, TAG_QUERY, step, task, 0, D, 1, zq);
+    for (int64_t e = 0; e < D; e++) { zq[e] = z[e]; T->u[e] = z[4 * nd + e]; }
+    for (int64_t j = 0; j < S->k; j++) T->a[j] = z[8 * nd + j];
     unit(zq, D);
-    stream_fill(key, TAG_DIRECTION, step, task, 0, D, 1, T->u);
     unit(T->u, D);
-    stream_fill(key, TAG_LOWRANK, step, task, 0, S->k, 1, T->a);
     unit(T->a, S->k);
-    stream_fill(key, TAG_COEF, step, task, 0, 3, 0, T->coef);
-    for (int q = 0; q < 3; q++) T->coef[q] = 2.f * T->coef[q] - 1.f;
-    stream_fill(key, TAG_PHASE, step, task, 0, 1, 0, &T->phase);
-    T->phase *= 6.28318530717958648f;
+    for (int q = 0; q < 3; q++) T->coef[q] = 2.f * u[4 * (2 * nd + nk) + q] - 1.f;
+    T->phase = u[4 * (2 * nd + nk + 1)] * 6.28318530717958648f;
     for (int64_t e = 0; e < D; e++) {
         float t = 0.f;
         if (S->basis)
@@ -413,8 +421,9 @@ void stream_values(uint32_t k0, uint32_t k1, uint32_t tag, uint32_t step, uint32
     }
     uint32_t *o = (uint32_t *)out;
     for (int64_t f = f0; f < f0 + count; f++) {
-        uint32_t w[4][LANES];
-        philox_lanes(key, (uint32_t)(f / 4), task, step, tag, w);
+        uint32_t w[4][LANES], c0[LANES], c3[LANES];
+        for (int l = 0; l < LANES; l++) { c0[l] = (uint32_t)(f / 4); c3[l] = tag; }
+        philox_lanes(key, c0, task, step, c3, w);
         o[f - f0] = w[f % 4][0];
     }
 }

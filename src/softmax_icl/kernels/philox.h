@@ -5,10 +5,10 @@
  *   normal   Box-Muller on the words (0, 1) and (2, 3) of a block: r = sqrt(-2 ln(1 - u_0)), theta = 2 pi u_1,
  *            z_0 = r cos theta, z_1 = r sin theta.
  *
- * Blocks are computed LANES at a time in plain loops over the lanes, which the compiler vectorises (the 32 x 32 ->
- * 64-bit products become vector multiplies). The integers are the same bits as the PyTorch implementation's; the
- * floats use the polynomials below (Cephes' single-precision ones, written branch-free so they vectorise), equal to
- * PyTorch's to a few units in the last place.
+ * Blocks are computed LANES at a time: with AVX2 in registers, eight blocks per vector and two vectors interleaved
+ * (Philox's 32 x 32 -> 64-bit products as even and odd lanes), elsewhere in plain loops over the lanes. The integers
+ * are the same bits as the PyTorch implementation's; the floats use the polynomials below (Cephes' single-precision
+ * ones, written branch-free), equal to PyTorch's to a few units in the last place.
  */
 #ifndef SOFTMAX_ICL_PHILOX_H
 #define SOFTMAX_ICL_PHILOX_H
@@ -28,12 +28,12 @@ typedef struct { uint32_t k0, k1; } key_t2;
 static inline float bits_to_float(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
 static inline uint32_t float_to_bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 
-/* Philox4x32-10 of the LANES counters (j0 + l, c1, c2, c3) under key -> w[word][lane]. */
-static inline void philox_lanes(key_t2 key, uint32_t j0, uint32_t c1, uint32_t c2, uint32_t c3,
+/* Philox4x32-10 of the LANES counters (c0[l], c1, c2, c3[l]) under key -> w[word][lane]. */
+static inline void philox_lanes(key_t2 key, const uint32_t *c0, uint32_t c1, uint32_t c2, const uint32_t *c3,
                                 uint32_t w[4][LANES]) {
     uint32_t x0[LANES], x1[LANES], x2[LANES], x3[LANES];
     uint32_t k0 = key.k0, k1 = key.k1;
-    for (int l = 0; l < LANES; l++) { x0[l] = j0 + (uint32_t)l; x1[l] = c1; x2[l] = c2; x3[l] = c3; }
+    for (int l = 0; l < LANES; l++) { x0[l] = c0[l]; x1[l] = c1; x2[l] = c2; x3[l] = c3[l]; }
     for (int r = 0; r < 10; r++) {
         for (int l = 0; l < LANES; l++) {
             const uint64_t p0 = (uint64_t)x0[l] * PHILOX_M0, p1 = (uint64_t)x2[l] * PHILOX_M1;
@@ -141,27 +141,36 @@ static inline void box_muller(const uint32_t *a, const uint32_t *b, float *z0, f
 #include <immintrin.h>
 /* The same computations on eight blocks at a time in AVX2 registers (the compiler's own vectorisation of the loops
  * above loses most of the speed to memory round trips between the generator and Box-Muller). */
-static inline void philox_avx2(key_t2 key, __m256i x[4]) {
+/* One Philox round on eight counters: the two 32 x 32 -> 64-bit products as even and odd lanes, then their high
+ * and low words blended back into eight lanes. */
+static inline void round_avx2(__m256i a[4], __m256i m0, __m256i m1, __m256i k0, __m256i k1) {
+    const __m256i pe0 = _mm256_mul_epu32(a[0], m0), po0 = _mm256_mul_epu32(_mm256_srli_epi64(a[0], 32), m0);
+    const __m256i pe1 = _mm256_mul_epu32(a[2], m1), po1 = _mm256_mul_epu32(_mm256_srli_epi64(a[2], 32), m1);
+    const __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(pe0, 32), po0, 0xAA);
+    const __m256i lo0 = _mm256_blend_epi32(pe0, _mm256_slli_epi64(po0, 32), 0xAA);
+    const __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(pe1, 32), po1, 0xAA);
+    const __m256i lo1 = _mm256_blend_epi32(pe1, _mm256_slli_epi64(po1, 32), 0xAA);
+    a[0] = _mm256_xor_si256(_mm256_xor_si256(hi1, a[1]), k0);
+    a[2] = _mm256_xor_si256(_mm256_xor_si256(hi0, a[3]), k1);
+    a[1] = lo1;
+    a[3] = lo0;
+}
+
+/* Philox4x32-10 on ``g`` (1 or 2) vectors of eight counters at once (two interleave their dependency chains). */
+static inline void philox_avx2(key_t2 key, __m256i x[4], __m256i y[4], const int g) {
     const __m256i m0 = _mm256_set1_epi64x(PHILOX_M0), m1 = _mm256_set1_epi64x(PHILOX_M1);
     __m256i k0 = _mm256_set1_epi32((int)key.k0), k1 = _mm256_set1_epi32((int)key.k1);
     const __m256i w0 = _mm256_set1_epi32((int)PHILOX_W0), w1 = _mm256_set1_epi32((int)PHILOX_W1);
     for (int r = 0; r < 10; r++) {
-        const __m256i pe0 = _mm256_mul_epu32(x[0], m0), po0 = _mm256_mul_epu32(_mm256_srli_epi64(x[0], 32), m0);
-        const __m256i pe1 = _mm256_mul_epu32(x[2], m1), po1 = _mm256_mul_epu32(_mm256_srli_epi64(x[2], 32), m1);
-        const __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(pe0, 32), po0, 0xAA);
-        const __m256i lo0 = _mm256_blend_epi32(pe0, _mm256_slli_epi64(po0, 32), 0xAA);
-        const __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(pe1, 32), po1, 0xAA);
-        const __m256i lo1 = _mm256_blend_epi32(pe1, _mm256_slli_epi64(po1, 32), 0xAA);
-        x[0] = _mm256_xor_si256(_mm256_xor_si256(hi1, x[1]), k0);
-        x[2] = _mm256_xor_si256(_mm256_xor_si256(hi0, x[3]), k1);
-        x[1] = lo1;
-        x[3] = lo0;
+        round_avx2(x, m0, m1, k0, k1);
+        if (g == 2) round_avx2(y, m0, m1, k0, k1);
         k0 = _mm256_add_epi32(k0, w0);
         k1 = _mm256_add_epi32(k1, w1);
     }
 }
 
-static inline void counters_avx2(uint32_t j0, uint32_t c1, uint32_t c2, uint32_t c3, __m256i x[4]) {
+/* Eight counters (j0 + l, c1, c2, c3): consecutive blocks of one sequence. */
+static inline void consecutive_avx2(uint32_t j0, uint32_t c1, uint32_t c2, uint32_t c3, __m256i x[4]) {
     x[0] = _mm256_add_epi32(_mm256_set1_epi32((int)j0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     x[1] = _mm256_set1_epi32((int)c1);
     x[2] = _mm256_set1_epi32((int)c2);
@@ -241,46 +250,80 @@ static inline void store_blocks_avx2(const __m256 v[4], float *out) {
     _mm256_storeu_ps(out + 24, _mm256_permute2f128_ps(u2, u3, 0x31));
 }
 
-/* LANES blocks as normals (normal = 1) or uniforms: block j0 + l's four values at out[4 l .. 4 l + 3]. */
+/* Eight blocks' words x as normals and / or uniforms (NULL: not wanted): block l's four values at out[4 l ..]. */
+static inline void convert_avx2(const __m256i x[4], float *normals, float *uniforms) {
+    __m256 z[4];
+    if (normals) {
+        box_muller_avx2(x[0], x[1], &z[0], &z[1]);
+        box_muller_avx2(x[2], x[3], &z[2], &z[3]);
+        store_blocks_avx2(z, normals);
+    }
+    if (uniforms) {
+        for (int q = 0; q < 4; q++) z[q] = uniform_avx2(x[q]);
+        store_blocks_avx2(z, uniforms);
+    }
+}
+
+/* LANES consecutive blocks j0 + l of the sequence (key, tag, step, task) as normals (normal = 1) or uniforms. */
 static inline void lanes(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag, const int normal,
                          float out[4 * LANES]) {
-    for (int h = 0; h < LANES; h += 8) {
-        __m256i x[4];
-        __m256 z[4];
-        counters_avx2(j0 + (uint32_t)h, task, step, tag, x);
-        philox_avx2(key, x);
-        if (normal) {
-            box_muller_avx2(x[0], x[1], &z[0], &z[1]);
-            box_muller_avx2(x[2], x[3], &z[2], &z[3]);
-        } else {
-            for (int q = 0; q < 4; q++) z[q] = uniform_avx2(x[q]);
-        }
-        store_blocks_avx2(z, out + 4 * h);
+    __m256i x[4], y[4];
+    consecutive_avx2(j0, task, step, tag, x);
+    consecutive_avx2(j0 + 8, task, step, tag, y);
+    philox_avx2(key, x, y, 2);
+    convert_avx2(x, normal ? out : NULL, normal ? NULL : out);
+    convert_avx2(y, normal ? out + 32 : NULL, normal ? NULL : out + 32);
+}
+
+/* The blocks of counters (c0[l], task, step, c3[l]), l < 8 m, as normals and uniforms: block l's four values at
+ * normals[4 l ..] and uniforms[4 l ..]. */
+static inline void blocks_of(key_t2 key, const uint32_t *c0, uint32_t task, uint32_t step, const uint32_t *c3, int m,
+                             float *normals, float *uniforms) {
+    for (int h = 0; h < 8 * m; h += 8) {
+        __m256i x[4] = {_mm256_loadu_si256((const __m256i *)(c0 + h)), _mm256_set1_epi32((int)task),
+                        _mm256_set1_epi32((int)step), _mm256_loadu_si256((const __m256i *)(c3 + h))};
+        philox_avx2(key, x, NULL, 1);
+        convert_avx2(x, normals + 4 * h, uniforms + 4 * h);
     }
 }
 #else
-/* LANES blocks as normals (normal = 1) or uniforms: block j0 + l's four values at out[4 l .. 4 l + 3]. */
+/* Blocks of counters (c0[l], task, step, c3[l]), l < count, as normals and / or uniforms (NULL: not wanted). */
+static inline void words_to(key_t2 key, const uint32_t *c0, uint32_t task, uint32_t step, const uint32_t *c3,
+                            int count, float *normals, float *uniforms) {
+    for (int h = 0; h < count; h += LANES) {
+        uint32_t w[4][LANES], a0[LANES] = {0}, a3[LANES] = {0};
+        float z[4][LANES];
+        for (int l = 0; l < LANES && h + l < count; l++) { a0[l] = c0[h + l]; a3[l] = c3[h + l]; }
+        philox_lanes(key, a0, task, step, a3, w);
+        if (normals) {
+            box_muller(w[0], w[1], z[0], z[1]);
+            box_muller(w[2], w[3], z[2], z[3]);
+        }
+        for (int l = 0; l < LANES && h + l < count; l++)
+            for (int q = 0; q < 4; q++) {
+                if (normals) normals[4 * (h + l) + q] = z[q][l];
+                if (uniforms) uniforms[4 * (h + l) + q] = uniform_of(w[q][l]);
+            }
+    }
+}
+
 static inline void lanes(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag, const int normal,
                          float out[4 * LANES]) {
-    uint32_t w[4][LANES];
-    float z[4][LANES];
-    philox_lanes(key, j0, task, step, tag, w);
-    if (normal) {
-        box_muller(w[0], w[1], z[0], z[1]);
-        box_muller(w[2], w[3], z[2], z[3]);
-    } else {
-        for (int q = 0; q < 4; q++)
-            for (int l = 0; l < LANES; l++) z[q][l] = uniform_of(w[q][l]);
-    }
-    for (int l = 0; l < LANES; l++)
-        for (int q = 0; q < 4; q++) out[4 * l + q] = z[q][l];
+    uint32_t c0[LANES], c3[LANES];
+    for (int l = 0; l < LANES; l++) { c0[l] = j0 + (uint32_t)l; c3[l] = tag; }
+    words_to(key, c0, task, step, c3, LANES, normal ? out : NULL, normal ? NULL : out);
+}
+
+static inline void blocks_of(key_t2 key, const uint32_t *c0, uint32_t task, uint32_t step, const uint32_t *c3, int m,
+                             float *normals, float *uniforms) {
+    words_to(key, c0, task, step, c3, 8 * m, normals, uniforms);
 }
 #endif
 
 /* Values [f0, f0 + count) of the sequence (key, tag, step, task) as normals (normal = 1) or uniforms into out:
  * whole groups of LANES blocks straight into out, the ragged ends through a buffer. */
-static void stream_fill(key_t2 key, uint32_t tag, uint32_t step, uint32_t task, int64_t f0, int64_t count,
-                        int normal, float *out) {
+static inline __attribute__((always_inline)) void fill(key_t2 key, uint32_t tag, uint32_t step, uint32_t task,
+                                                       int64_t f0, int64_t count, const int normal, float *out) {
     float buf[4 * LANES];
     int64_t f = f0;
     const int64_t end = f0 + count;
@@ -294,6 +337,12 @@ static void stream_fill(key_t2 key, uint32_t tag, uint32_t step, uint32_t task, 
         if (!whole) memcpy(out + (f - f0), buf + skip, sizeof(float) * (size_t)take);
         f += take;
     }
+}
+
+static void stream_fill(key_t2 key, uint32_t tag, uint32_t step, uint32_t task, int64_t f0, int64_t count,
+                        int normal, float *out) {
+    if (normal) fill(key, tag, step, task, f0, count, 1, out);       /* each kind's loop compiled on its own */
+    else fill(key, tag, step, task, f0, count, 0, out);
 }
 
 #endif
