@@ -36,8 +36,8 @@ def ref_uniform(w):
 
 
 def ref_normal(w):
-    u = ref_uniform(w)
-    r, th = np.sqrt(-2 * np.log(1 - u[0::2])), 2 * np.pi * u[1::2]
+    v = (2 * (w[0::2] >> np.uint64(9)) + 1).astype(np.float64) * 2.0**-24        # odd multiples of 2^-24 in (0, 1)
+    r, th = np.sqrt(-2 * np.log(v)), 2 * np.pi * ref_uniform(w[1::2])
     return np.stack([r * np.cos(th), r * np.sin(th)], -1).reshape(-1)
 
 
@@ -102,6 +102,8 @@ def test_values_have_the_right_distribution():
     assert abs(float(z.mean())) < 4 / math.sqrt(z.numel()) and abs(float(z.var()) - 1) < 4 * math.sqrt(2 / z.numel())
     assert abs(float((z**3).mean())) < 4 * math.sqrt(15 / z.numel())
     assert float(z.abs().max()) <= math.sqrt(2 * 24 * math.log(2)) + 1e-5
+    radius = streams.normal_from_words(torch.tensor([[0, 0], [1, 2**32 - 1]])).norm(dim=-1)   # the extreme words
+    assert float(radius.min()) > 3e-4 and float(radius.max()) <= math.sqrt(2 * 24 * math.log(2)) + 1e-5
 
 
 def test_fold_in_is_deterministic_and_separates_streams():

@@ -28,8 +28,10 @@ with the same key, tag, step and task share their first ``min(n, n')`` points.
 
 * uniform on [0, 1):  ``u_f = floor(w_f / 2^8) * 2^-24`` (exact in float32);
 * standard normal (Box-Muller on the pairs of words (0, 1) and (2, 3) of a block): for ``j = f // 2``,
-  ``r = sqrt(-2 ln(1 - u_{2j}))``, ``theta = 2 pi u_{2j+1}``, ``z_{2j} = r cos theta``, ``z_{2j+1} = r sin theta``
-  (``1 - u`` is in (0, 1], so the logarithm is finite: ``|z| <= sqrt(2 ln 2^24) = 5.77``).
+  ``r = sqrt(-2 ln v_{2j})``, ``theta = 2 pi u_{2j+1}``, ``z_{2j} = r cos theta``, ``z_{2j+1} = r sin theta``, with
+  ``v = (2 floor(w / 2^9) + 1) 2^-24`` an odd multiple of 2^-24 in (0, 1) (exact in float32): the logarithm is finite
+  and never 0, so ``0 < r <= sqrt(2 ln 2^24) = 5.77`` and no pair of normals is (0, 0) (a d = 2 input never has
+  length 0).
 
 Integers are the same bits on every device. Floats are computed in float32 by each device's (or the fused CPU
 kernel's) ``log``, ``sqrt``, ``cos``, ``sin``: equal to rounding (a few units in the last place), not bit for bit.
@@ -180,9 +182,9 @@ def normal_from_words(w: torch.Tensor, out: torch.Tensor | None = None) -> torch
     """Standard normals from words (Box-Muller on consecutive pairs; the last axis must have even length)."""
     if w.shape[-1] % 2:
         raise ValueError(f"normals come in pairs of words; got {w.shape[-1]} words on the last axis")
-    u = uniform_from_words(w)
-    radius = torch.log1p(-u[..., 0::2]).mul_(-2.0).sqrt_()           # ln(1 - u) (1 - u is exact)
-    theta = u[..., 1::2].mul_(_TWO_PI)
+    v = torch.bitwise_right_shift(w[..., 0::2], 9).mul_(2).add_(1).to(torch.float32).mul_(_U24)   # odd / 2^24
+    radius = v.log_().mul_(-2.0).sqrt_()
+    theta = uniform_from_words(w[..., 1::2]).mul_(_TWO_PI)
     z = torch.empty(w.shape, dtype=torch.float32, device=w.device) if out is None else out
     torch.mul(radius, torch.cos(theta), out=z[..., 0::2])
     torch.mul(radius, torch.sin(theta), out=z[..., 1::2])

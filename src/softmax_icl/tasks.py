@@ -132,12 +132,6 @@ def _on_device(what: str, d: int, k: int, seed: int, device: torch.device) -> to
     return t.to(device=device, dtype=torch.float32)
 
 
-#: The raw draws of a task and the streams they come from (streams.TAGS): inputs ``x`` (context points, then the
-#: query), the task direction ``u``, the low-rank coefficients ``a``, the coefficients ``coef``, the phase ``phase``
-#: and the label noise ``noise``.
-RAW_KEYS = ("x", "u", "a", "coef", "phase", "noise")
-
-
 def raw_buffers(spec: InputSpec, R: int, T: int, n: int, device) -> dict:
     """Empty float32 tensors for the raw draws of R rows x T tasks at context length ``n`` (see :func:`draw_rows`),
     for a caller that draws into the same buffers call after call."""

@@ -68,10 +68,11 @@ typedef struct {
     float xq[DMAX], pq[2];      /* the query input and its projections on u and w */
 } task_t;
 
+/* v / |v|; a zero vector stays zero (as PyTorch's, whose norm is clamped): only d = 1 can draw one. */
 static inline void unit(float *v, int64_t D) {
     float ss = 0.f;
     for (int64_t k = 0; k < D; k++) ss += v[k] * v[k];
-    const float inv = 1.f / sqrtf(ss);
+    const float inv = ss > 0.f ? 1.f / sqrtf(ss) : 0.f;
     for (int64_t k = 0; k < D; k++) v[k] *= inv;
 }
 
@@ -125,7 +126,7 @@ static inline __attribute__((always_inline)) void draw_points(const spec_t *S, k
     for (int64_t i = 0; i < m; i++) inv[i] = 0.f;
     for (int64_t k = 0; k < D; k++)
         for (int64_t i = 0; i < m; i++) inv[i] += zt[k * CHUNK + i] * zt[k * CHUNK + i];
-    for (int64_t i = 0; i < m; i++) inv[i] = 1.f / sqrtf(inv[i]);
+    for (int64_t i = 0; i < m; i++) inv[i] = inv[i] > 0.f ? 1.f / sqrtf(inv[i]) : 0.f;
     for (int64_t k = 0; k < D; k++) {
         const float sc = S->sqrt_cov ? S->sqrt_cov[k] : 1.f;
         for (int64_t i = 0; i < m; i++) {
@@ -254,7 +255,7 @@ static inline __attribute__((always_inline)) void step_points(const spec_t *S, k
     for (int64_t i = 0; i < m; i++) inv[i] = 0.f;
     for (int64_t k = 0; k < D; k++)
         for (int64_t i = 0; i < m; i++) inv[i] += zt[k * CHUNK + i] * zt[k * CHUNK + i];
-    for (int64_t i = 0; i < m; i++) { inv[i] = 1.f / sqrtf(inv[i]); a1[i] = 0.f; a2[i] = 0.f; }
+    for (int64_t i = 0; i < m; i++) { inv[i] = inv[i] > 0.f ? 1.f / sqrtf(inv[i]) : 0.f; a1[i] = 0.f; a2[i] = 0.f; }
     const int whitened = S->input_dist == WHITENED;
     for (int64_t k = 0; k < D; k++) {
         const float sc = S->sqrt_cov ? S->sqrt_cov[k] : 1.f, at = whitened ? 1.f : sc;

@@ -2,8 +2,8 @@
  *
  *   value f of the sequence (key, tag, step, task) is word f % 4 of Philox4x32-10(key, (f / 4, task, step, tag));
  *   uniform  u = (w >> 8) * 2^-24;
- *   normal   Box-Muller on the words (0, 1) and (2, 3) of a block: r = sqrt(-2 ln(1 - u_0)), theta = 2 pi u_1,
- *            z_0 = r cos theta, z_1 = r sin theta.
+ *   normal   Box-Muller on the words (0, 1) and (2, 3) of a block: r = sqrt(-2 ln v_0), theta = 2 pi u_1,
+ *            z_0 = r cos theta, z_1 = r sin theta, with v = (2 (w >> 9) + 1) * 2^-24 in (0, 1) (so r > 0).
  *
  * Blocks are computed LANES at a time: with AVX2 in registers, eight blocks per vector and two vectors interleaved
  * (Philox's 32 x 32 -> 64-bit products as even and odd lanes), elsewhere in plain loops over the lanes. The integers
@@ -125,10 +125,10 @@ static inline float exp_nonpositive(float x) {
     return p * bits_to_float((uint32_t)((int32_t)k + 127) << 23);
 }
 
-/* Box-Muller on word pairs (a, b): z0 = r cos theta, z1 = r sin theta, r = sqrt(-2 ln(1 - u_a)), theta = 2 pi u_b. */
+/* Box-Muller on word pairs (a, b): z0 = r cos theta, z1 = r sin theta, r = sqrt(-2 ln v_a), theta = 2 pi u_b. */
 static inline void box_muller(const uint32_t *a, const uint32_t *b, float *z0, float *z1) {
     for (int l = 0; l < LANES; l++) {
-        const float v = (float)(int32_t)(16777216u - (a[l] >> 8)) * 5.9604644775390625e-8f;  /* 1 - u, exact */
+        const float v = (float)(int32_t)(((a[l] >> 9) << 1) | 1u) * 5.9604644775390625e-8f;    /* odd / 2^24 */
         const float r = sqrtf(-2.f * log_unit(v));
         float s, c;
         sincos_turn(uniform_of(b[l]), &s, &c);
@@ -228,9 +228,8 @@ static inline void sincos_turn_avx2(__m256 u, __m256 *s, __m256 *c) {
 }
 
 static inline void box_muller_avx2(__m256i a, __m256i b, __m256 *z0, __m256 *z1) {
-    const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_set1_epi32(16777216),
-                                                                       _mm256_srli_epi32(a, 8))),
-                                   V8(5.9604644775390625e-8f));
+    const __m256i odd = _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(a, 9), 1), _mm256_set1_epi32(1));
+    const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(odd), V8(5.9604644775390625e-8f));
     const __m256 r = _mm256_sqrt_ps(_mm256_mul_ps(V8(-2.f), log_unit_avx2(v)));
     __m256 s, c;
     sincos_turn_avx2(uniform_avx2(b), &s, &c);
