@@ -65,9 +65,9 @@ figures: setup
 pages: setup
 	$(BIN)/softmax-icl pages
 
+## Roofline: each heavy paper-profile stage's step against this machine's floor (C engine and PyTorch), ~10 min.
 bench: setup
-	$(BIN)/python benchmarks/sweep_throughput.py
-	$(BIN)/python benchmarks/plotting.py
+	$(BIN)/python benchmarks/roofline.py $(BENCH_ARGS)
 
 clean:
 	rm -rf _build runs

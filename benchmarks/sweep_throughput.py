@@ -49,10 +49,11 @@ def measure(sw: Sweep, steps: int, rounds: int) -> dict:
     """Sampling only vs full training steps of the same program, in alternating blocks of ``steps`` steps."""
     prog = SweepProgram(sw, torch.device("cpu"))
     opt = adam(list(prog.unit.parameters()), sw.lr)
+    counter = iter(range(1, 1 << 62))
 
     def sample_only():
         for _ in range(steps):
-            prog.sample()
+            prog.sample(next(counter))
 
     def train_steps():
         for _ in range(steps):

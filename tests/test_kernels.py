@@ -1,4 +1,5 @@
-"""The fused CPU kernel equals the PyTorch code it replaces: loss, gradient, trained units."""
+"""The CPU engine equals the PyTorch code it stands for: the streams (against the NumPy reference), the raw draws,
+the fused step's loss and gradient, trained units; no number depends on the thread count."""
 
 import dataclasses
 import shutil
@@ -6,25 +7,19 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from test_streams import SEEDS, ref_normal, ref_uniform, ref_words
 
-from softmax_icl import kernels
-from softmax_icl.models import predict
-from softmax_icl.tasks import TaskBatch, sphere
-from softmax_icl.training import Sweep, train_sweep
+from softmax_icl import kernels, models, streams
+from softmax_icl.tasks import InputSpec, draw_rows
+from softmax_icl.training import Sweep, SweepProgram, train_sweep
 
 needs_kernel = pytest.mark.skipif(kernels.backend().startswith("torch"), reason=kernels.backend())
 
 
-def _batch(R, G, B, n, d, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    x = sphere((R, B, n + 1), d, g, "cpu")
-    y = torch.randn(R, G, B, n, generator=g)
-    f = torch.randn(R, G, B, generator=g)
-    return TaskBatch(x[:, :, :n], y, x[:, :, n], f)
-
-
-def _torch_loss(kind, batch, M):
-    return ((predict(kind, batch.x_ctx, batch.y_ctx, batch.x_q, M) - batch.f_q) ** 2).mean(-1)
+@pytest.fixture
+def torch_only(monkeypatch):
+    """Turn the engine off (what runs off the CPU, or with SOFTMAX_ICL_KERNEL=torch)."""
+    monkeypatch.setattr(kernels, "usable", lambda *a, **k: False)
 
 
 def test_the_kernel_builds_where_there_is_a_c_compiler():
@@ -33,50 +28,106 @@ def test_the_kernel_builds_where_there_is_a_c_compiler():
 
 
 @needs_kernel
-@pytest.mark.parametrize("kind", ["softmax", "linear"])
-@pytest.mark.parametrize("R,G,B,n,d", [(1, 1, 1, 1, 1), (2, 3, 7, 5, 2), (1, 4, 37, 50, 5), (2, 2, 9, 20, 10),
-                                       (1, 2, 5, 6, 13)])
-def test_fused_loss_and_gradient_equal_the_pytorch_code(kind, R, G, B, n, d):
-    batch = _batch(R, G, B, n, d)
-    for scale in (0.3, 3.0, 100.0):                 # wide windows to nearly one-hot ones (large scores)
-        M0 = torch.randn(R, G, d, d, generator=torch.Generator().manual_seed(1)) * scale
-        M1, M2 = M0.clone().requires_grad_(), M0.clone().requires_grad_()
-        l1 = kernels.readout_mse(kind, batch.x_ctx, batch.x_q, batch.y_ctx, batch.f_q, M1)
-        l2 = _torch_loss(kind, batch, M2)
-        w = torch.rand(R, G)                        # a non-trivial upstream gradient
-        (l1 * w).sum().backward()
-        (l2 * w).sum().backward()
-        torch.testing.assert_close(l1, l2, rtol=2e-5, atol=1e-6)
-        torch.testing.assert_close(M1.grad, M2.grad, rtol=2e-4, atol=1e-4 * float(M2.grad.abs().max()))
+@pytest.mark.parametrize("first,count", [(0, 1), (0, 64), (3, 130), (64, 1000), (4 * 2**31 - 2, 9)])
+def test_engine_streams_equal_the_reference_counter_scheme(first, count):
+    """Words bit for bit, uniforms exactly, normals to float32 rounding, at any offset (ragged ends included)."""
+    for seed in SEEDS[::2]:
+        for tag, step, task in [(1, 0, 0), (7, 12345, 2**32 - 1)]:
+            ref = ref_words(seed, tag, step, task, count, first)
+            got = kernels.stream_values(seed, tag, step, task, first, count, "words")
+            np.testing.assert_array_equal(got.numpy().astype(np.uint64), ref)
+            np.testing.assert_array_equal(kernels.stream_values(seed, tag, step, task, first, count, "uniform"),
+                                          ref_uniform(ref).astype(np.float32))
+            lo, hi = first // 2 * 2, (first + count + 1) // 2 * 2          # whole Box-Muller pairs
+            z = ref_normal(ref_words(seed, tag, step, task, hi - lo, lo))[first - lo:first - lo + count]
+            np.testing.assert_allclose(kernels.stream_values(seed, tag, step, task, first, count, "normal"), z,
+                                       rtol=2e-6, atol=2e-6)
+
+
+SPECS = [InputSpec(d=3), InputSpec(d=5, input_dist="nonisotropic"), InputSpec(d=2, input_dist="nonisotropic_whitened"),
+         InputSpec(d=10, k=2, task_seed=4), InputSpec(d=13)]
 
 
 @needs_kernel
-def test_fused_kernel_gives_the_same_numbers_on_any_number_of_threads():
-    batch = _batch(2, 8, 512, 40, 3)                # enough work for the kernel to use several threads
-    M = torch.randn(2, 8, 3, 3, generator=torch.Generator().manual_seed(2)) * 4
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.input_dist}-d{s.d}")
+def test_engine_draws_the_pytorch_samplers_tasks(spec, monkeypatch):
+    keys = streams.keys([3, 2**45 + 7], "cpu")
+    tasks = range(5, 12)
+    c = draw_rows(spec, keys, 37, tasks, step=4)
+    monkeypatch.setattr(kernels, "usable", lambda *a, **k: False)
+    t = draw_rows(spec, keys, 37, tasks, step=4)
+    assert c.keys() == t.keys()
+    for k in c:
+        if k in ("coef", "phase"):                        # uniforms times exact constants: the same floats
+            torch.testing.assert_close(c[k], t[k], rtol=0, atol=0)
+        else:
+            torch.testing.assert_close(c[k], t[k], rtol=0, atol=3e-6)
+
+
+SWEEPS = [
+    Sweep(model="softmax", classes=("relu", "cosine"), L=(0.5, 3.0), sigma=(0.0, 0.3), n=(6, 70), seeds=2, d=3,
+          batch_size=16),
+    Sweep(model="linear", classes=("affine", "cosine_centered"), L=(0.5, 3.0), sigma=(0.2,), n=(33,), seeds=2, d=5,
+          batch_size=9, input_dist="nonisotropic"),
+    Sweep(model="softmax", classes=("lowrank_linear", "lowrank_affine", "lowrank_quadratic", "lowrank_cosine"),
+          L=(1.0,), sigma=(0.0,), n=(20,), seeds=3, d=10, k=2, batch_size=8),
+    Sweep(model="softmax", classes=("relu", "cosine"), L=(0.3, 10.0), sigma=(0.1,), n=(129,), seeds=2, d=2,
+          batch_size=8, input_dist="nonisotropic_whitened"),
+    Sweep(model="softmax", classes=("relu",), L=(1.0,), sigma=(0.1,), n=(1, 200), seeds=1, d=13, batch_size=5),
+]
+
+
+@needs_kernel
+@pytest.mark.parametrize("sw", SWEEPS, ids=lambda s: f"{s.model}-{s.classes[0]}-d{s.d}")
+def test_fused_step_equals_the_pytorch_step(sw, monkeypatch):
+    """Loss and gradient of the engine's fused step = PyTorch's sampler + readout on the same step's tasks, for
+    wide windows and nearly one-hot ones."""
+    prog = SweepProgram(sw, torch.device("cpu"))
+    assert prog.fused is not None
+    for scale in (1.0, 30.0):
+        M = prog.unit.matrix().detach() * scale
+        for st, f in zip(prog.streams, prog.fused):
+            Mb = M[st.start:st.start + f.R * f.G].view(f.R, f.G, sw.d, sw.d).contiguous()
+            loss, grad = f.run(Mb, 7)
+            with monkeypatch.context() as m:
+                m.setattr(kernels, "usable", lambda *a, **k: False)
+                batch = st.sample(sw.batch_size, 7)
+            Mt = Mb.clone().requires_grad_()
+            ref = models.mse_loss(sw.model, batch, Mt)
+            ref.sum().backward()
+            torch.testing.assert_close(loss, ref.detach(), rtol=2e-5, atol=1e-7)
+            torch.testing.assert_close(grad, Mt.grad, rtol=2e-4, atol=2e-5 * float(Mt.grad.abs().max()))
+
+
+@needs_kernel
+def test_no_number_depends_on_the_thread_count():
+    sw = dataclasses.replace(SWEEPS[0], batch_size=256, n=(300,))        # enough work for several threads
+    prog = SweepProgram(sw, torch.device("cpu"))
+    (st,), (f,) = prog.streams, prog.fused
+    M = prog.unit.matrix().detach().view(f.R, f.G, sw.d, sw.d) * 4
     old = torch.get_num_threads()
+    out = []
     try:
-        torch.set_num_threads(1)
-        one = kernels.readout_mse("softmax", batch.x_ctx, batch.x_q, batch.y_ctx, batch.f_q, M.clone())
-        torch.set_num_threads(max(2, old))
-        many = kernels.readout_mse("softmax", batch.x_ctx, batch.x_q, batch.y_ctx, batch.f_q, M.clone())
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            out.append((*f.run(M, 2), draw_rows(sw.input_spec, st.keys, 300, range(256), 2)["x"].clone()))
     finally:
         torch.set_num_threads(old)
-    torch.testing.assert_close(one, many, rtol=0, atol=0)
+    for other in out[1:]:
+        for a, b in zip(out[0], other):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 @needs_kernel
-def test_training_with_the_kernel_matches_training_with_pytorch(monkeypatch):
-    sweep = Sweep(model="softmax", classes=("relu", "cosine"), L=(0.5, 3.0), sigma=(0.1,), n=(8, 16), seeds=2, d=3,
-                  steps=30, batch_size=32, lr=0.05, log_every=10)
-    for model in ("softmax", "linear"):
-        sw = dataclasses.replace(sweep, model=model)
-        fused = train_sweep(sw, "cpu", progress=False)
-        monkeypatch.setattr(kernels, "usable", lambda *a: False)
-        plain = train_sweep(sw, "cpu", progress=False)
-        monkeypatch.undo()
-        np.testing.assert_allclose(fused.M_history, plain.M_history, rtol=2e-3, atol=2e-4)
-        np.testing.assert_allclose(fused.loss_history, plain.loss_history, rtol=2e-3, atol=1e-6)
+@pytest.mark.parametrize("model", ["softmax", "linear"])
+def test_training_with_the_engine_matches_training_with_pytorch(model, monkeypatch):
+    sw = Sweep(model=model, classes=("relu", "cosine"), L=(0.5, 3.0), sigma=(0.1,), n=(8, 16), seeds=2, d=3,
+               steps=30, batch_size=32, lr=0.05, log_every=10)
+    fused = train_sweep(sw, "cpu", progress=False)
+    monkeypatch.setattr(kernels, "usable", lambda *a, **k: False)
+    plain = train_sweep(sw, "cpu", progress=False)
+    np.testing.assert_allclose(fused.M_history, plain.M_history, rtol=2e-3, atol=2e-4)
+    np.testing.assert_allclose(fused.loss_history, plain.loss_history, rtol=2e-3, atol=1e-6)
 
 
 def test_kernel_choice_is_validated_and_can_be_turned_off(monkeypatch):
@@ -87,24 +138,36 @@ def test_kernel_choice_is_validated_and_can_be_turned_off(monkeypatch):
         kernels.backend()
     monkeypatch.setenv(kernels.ENV, "torch")
     assert kernels.backend().startswith("torch")
-    M = torch.zeros(1, 1, 2, 2)
-    assert not kernels.usable("softmax", M, torch.zeros(1, 1, 3, 4))
+    assert not kernels.usable("cpu", 3, 1)
     with pytest.raises(RuntimeError, match="not available"):
-        kernels.readout_mse("softmax", torch.zeros(1, 3, 4, 2), torch.zeros(1, 3, 2), torch.zeros(1, 1, 3, 4),
-                            torch.zeros(1, 1, 3), M)
+        kernels.stream_values(1, 1, 0, 0, 0, 4, "words")
+    prog = SweepProgram(SWEEPS[0], torch.device("cpu"))
+    assert prog.fused is None and prog.loss().shape == (len(prog.configs),)
 
 
 @needs_kernel
-def test_fused_kernel_reads_the_samplers_views_in_place_and_copies_anything_else():
-    """Inputs as the sampler lays them out (views of one tensor) and as separate tensors give the same loss."""
-    batch = _batch(2, 3, 11, 7, 4)                                  # x_ctx, x_q views of one (R, B, n + 1, d) tensor
-    assert kernels._inputs(batch.x_ctx, batch.x_q).data_ptr() == batch.x_ctx.data_ptr()
-    f_full = torch.randn(2, 3, 11, 8)
-    strided = f_full[..., 7]                                        # the sampler's targets: a column of the labels
-    assert kernels._targets(strided)[1] == 8
-    M = torch.randn(2, 3, 4, 4, generator=torch.Generator().manual_seed(3))
-    a = kernels.readout_mse("softmax", batch.x_ctx, batch.x_q, batch.y_ctx, strided, M)
-    b = kernels.readout_mse("softmax", batch.x_ctx.clone(), batch.x_q.clone(), batch.y_ctx, strided.clone(), M)
-    torch.testing.assert_close(a, b, rtol=0, atol=0)
-    torch.testing.assert_close(a, _torch_loss("softmax", TaskBatch(batch.x_ctx, batch.y_ctx, batch.x_q, strided), M),
-                               rtol=2e-5, atol=1e-6)
+def test_the_engine_takes_only_what_it_can_compute():
+    """Off the CPU, past its largest dimension, cosine tasks past its range reduction: the PyTorch path."""
+    L = torch.tensor([[1.0, 2000.0]])
+    assert not kernels.FusedStream.usable([["relu", "cosine"]], L, 3, 1, "meta")
+    assert not kernels.FusedStream.usable([["relu", "relu"]], L, kernels.DMAX + 1, 1, "cpu")
+    assert not kernels.FusedStream.usable([["relu", "cosine"]], L, 3, 1, "cpu")
+    assert kernels.FusedStream.usable([["relu", "relu"]], L, 3, 1, "cpu")
+    big = dataclasses.replace(SWEEPS[0], L=(2000.0,))
+    assert SweepProgram(big, torch.device("cpu")).fused is None
+    with pytest.raises(ValueError, match="kind"):
+        kernels.stream_values(1, 1, 0, 0, 0, 4, "gaussian")
+
+
+@needs_kernel
+def test_the_step_works_in_buffers_made_once():
+    """The engine's per-task results and scratch, and the PyTorch sampler's raw draws, are the same memory at every
+    step: nothing of the batch's size is allocated in the loop."""
+    prog = SweepProgram(SWEEPS[0], torch.device("cpu"))
+    ptrs = [(f.results.data_ptr(), f.scratch.data_ptr(), f.queries.data_ptr()) for f in prog.fused]
+    for _ in range(3):
+        prog.loss().sum().backward()
+    assert ptrs == [(f.results.data_ptr(), f.scratch.data_ptr(), f.queries.data_ptr()) for f in prog.fused]
+    st = prog.streams[0]
+    first = st.sample(16, 1).x_ctx.data_ptr()
+    assert st.sample(16, 2).x_ctx.data_ptr() == first

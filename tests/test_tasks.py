@@ -4,19 +4,23 @@ import numpy as np
 import pytest
 import torch
 
+from softmax_icl import streams
 from softmax_icl.tasks import (FUNCTION_CLASSES, InputSpec, class_blocks, draw_raw, draw_rows, evaluate_class,
                                lipschitz_constant, low_rank_basis, make_batch, nonisotropic_covariance)
 
 
 def _difference_quotients(function_class, L, d=3, tasks=64, seed=0):
-    """Largest |f(x) - f(x')| / ||x - x'|| per task, over random and very close pairs on the sphere."""
+    """Largest |f(x) - f(x')| / dist(x, x') per task, over random and very close pairs on the sphere; dist is the
+    great-circle distance (the chord of a far pair is shorter than the path along the sphere: with it a quotient of
+    the low-rank cosine class can exceed the derivative's bound along the sphere)."""
     spec = InputSpec(d=d, k=2, task_seed=1)
     g = torch.Generator().manual_seed(seed)
     raw = draw_raw(spec, tasks, 2000, g, "cpu")
     raw = {k: v.double() for k, v in raw.items()}
-    x = raw["x"]
-    # close pairs: small rotations of each point; plus random pairs
-    step = torch.randn(x.shape, generator=g, dtype=torch.float64) * 1e-3
+    x = raw["x"] / raw["x"].norm(dim=-1, keepdim=True)          # on the sphere in float64 (not only to float32's 1e-7)
+    # close pairs: small rotations of each point (the quotient overshoots the derivative by ~ step x curvature);
+    # plus random pairs
+    step = torch.randn(x.shape, generator=g, dtype=torch.float64) * 1e-4     # curvature overshoots by ~ step
     x2 = x + step
     x2 = x2 / x2.norm(dim=-1, keepdim=True)
     x3 = x.roll(1, dims=1)
@@ -25,7 +29,9 @@ def _difference_quotients(function_class, L, d=3, tasks=64, seed=0):
     basis = spec.basis("cpu").double()
     f = lambda z: evaluate_class(function_class, z.unsqueeze(0), raw1, Lt, basis)[0]  # noqa: E731
     q_close = (f(x) - f(x2)).abs() / (x - x2).norm(dim=-1)
-    q_far = (f(x) - f(x3)).abs() / (x - x3).norm(dim=-1).clamp_min(1e-9)
+    arc = torch.arccos(((x / x.norm(dim=-1, keepdim=True)) * (x3 / x3.norm(dim=-1, keepdim=True))).sum(-1)
+                       .clamp(-1, 1))
+    q_far = (f(x) - f(x3)).abs() / arc.clamp_min(1e-9)
     return torch.maximum(q_close.max(-1).values, q_far.max(-1).values)
 
 
@@ -61,9 +67,8 @@ def test_low_rank_basis_is_orthonormal_and_seeded():
 
 def test_make_batch_shares_a_rows_draws_across_its_configurations():
     spec = InputSpec(d=3)
-    g = torch.Generator().manual_seed(0)
-    raw = {k: torch.stack([v, w]) for (k, v), w in zip(draw_raw(spec, 8, 20, g, "cpu").items(),
-                                                        draw_raw(spec, 8, 20, g, "cpu").values())}   # R = 2 rows
+    raw = {k: torch.stack([v, w]) for (k, v), w in zip(draw_raw(spec, 8, 20, 0, "cpu").items(),
+                                                        draw_raw(spec, 8, 20, 1, "cpu").values())}   # R = 2 rows
     blocks = class_blocks(["cosine", "relu"], torch.tensor([[0, 1, 0], [0, 1, 0]]))
     assert [b.name for b in blocks] == ["cosine", "relu"] and blocks[0].cols.tolist() == [0, 2]
     assert blocks[1].cols == slice(1, 2)                                                   # contiguous: a view
@@ -101,13 +106,65 @@ def test_inputs_lie_on_the_sphere_or_its_ellipsoid():
 
 
 @pytest.mark.parametrize("input_dist", ["isotropic", "nonisotropic_whitened"])
-def test_draw_rows_gives_each_generator_its_own_draws(input_dist):
-    """Drawing several seeds together equals drawing each alone: a row does not depend on its neighbours."""
+def test_a_rows_draws_depend_only_on_its_key_step_and_task(input_dist):
+    """Drawing several streams together equals drawing each alone; any range of tasks draws those tasks; another
+    step draws other tasks; the first n points of a longer context are the shorter context (with the same query,
+    task and noise)."""
     spec = InputSpec(d=3, k=2, input_dist=input_dist)
-    gens = lambda: [torch.Generator().manual_seed(s) for s in (5, 9)]  # noqa: E731
-    rows = draw_rows(spec, 6, 11, gens(), "cpu")
-    alone = [draw_raw(spec, 6, 11, g, "cpu") for g in gens()]
+    rows = draw_rows(spec, streams.keys([5, 9], "cpu"), 11, range(6), step=3)
+    alone = [draw_raw(spec, 6, 11, s, "cpu", step=3) for s in (5, 9)]
     assert set(rows) == set(alone[0])
     for key in rows:
         torch.testing.assert_close(rows[key], torch.stack([a[key] for a in alone]), rtol=0, atol=0)
     assert not torch.equal(rows["x"][0], rows["x"][1])
+    part = draw_raw(spec, 2, 11, 9, "cpu", step=3, first_task=4)
+    for key in part:
+        torch.testing.assert_close(part[key], rows[key][1, 4:6], rtol=0, atol=0)
+    assert not torch.equal(draw_raw(spec, 6, 11, 5, "cpu", step=4)["x"], alone[0]["x"])
+    long = draw_raw(spec, 6, 30, 5, "cpu", step=3)
+    torch.testing.assert_close(long["x"][:, :11], alone[0]["x"][:, :11], rtol=0, atol=0)       # context points
+    torch.testing.assert_close(long["x"][:, 30], alone[0]["x"][:, 11], rtol=0, atol=0)         # the query
+    torch.testing.assert_close(long["noise"][:, :11], alone[0]["noise"], rtol=0, atol=0)
+    for key in ("u", "a", "coef", "phase"):
+        torch.testing.assert_close(long[key], alone[0][key], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="consecutive"):
+        draw_rows(spec, streams.keys([5], "cpu"), 11, range(0, 6, 2))
+
+
+def test_a_generator_stands_for_its_initial_seed():
+    spec = InputSpec(d=2)
+    g = torch.Generator().manual_seed(123)
+    torch.testing.assert_close(draw_raw(spec, 3, 4, g, "cpu")["x"], draw_raw(spec, 3, 4, 123, "cpu")["x"])
+
+
+@pytest.mark.parametrize("engine", [True, False], ids=["engine", "torch"])
+def test_draws_follow_the_documented_counter_layout(engine, monkeypatch):
+    """A task built by hand from the NumPy reference of the streams (tests/test_streams.py) and the layout of
+    draw_rows's docstring: the draws of either implementation are those numbers, so no speed change can move them."""
+    from softmax_icl import kernels
+    from test_streams import ref_normal, ref_uniform, ref_words
+
+    if not engine:
+        monkeypatch.setattr(kernels, "usable", lambda *a, **k: False)
+    elif not kernels.available():
+        pytest.skip(kernels.backend())
+    spec, seed, step, task, n, d = InputSpec(d=3, k=2, input_dist="nonisotropic"), 2**40 + 5, 7, 3, 5, 3
+    got = draw_raw(spec, 1, n, seed, "cpu", step=step, first_task=task)
+    tags = streams.TAGS
+
+    def normals(tag, count):
+        return ref_normal(ref_words(seed, tags[tag], step, task, count + count % 2))[:count]
+
+    def unit(v):
+        return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+    sq = np.sqrt(nonisotropic_covariance(d).numpy())
+    x = np.concatenate([unit(normals("x", n * d).reshape(n, d)), unit(normals("query", d))[None]]) * sq
+    np.testing.assert_allclose(got["x"][0].numpy(), x, atol=3e-6)
+    np.testing.assert_allclose(got["u"][0].numpy(), unit(normals("direction", d)), atol=3e-6)
+    np.testing.assert_allclose(got["a"][0].numpy(), unit(normals("lowrank", 2)), atol=3e-6)
+    np.testing.assert_allclose(got["noise"][0].numpy(), normals("noise", n), atol=3e-6)
+    np.testing.assert_allclose(got["coef"][0].numpy(), 2 * ref_uniform(ref_words(seed, tags["coef"], step, task, 3)) - 1,
+                               atol=1e-7)
+    np.testing.assert_allclose(got["phase"][0].numpy(), 2 * np.pi * ref_uniform(ref_words(seed, tags["phase"], step,
+                                                                                          task, 1)), atol=1e-6)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from softmax_icl import kernels
 from softmax_icl.base import derive_seed, resolve_device
 from softmax_icl.training import Sweep, task_streams, train_sweep
 
@@ -21,14 +22,44 @@ def test_sweep_grid_is_the_full_product_with_seed_fastest():
     assert {(c["L"], c["sigma"]) for c in pairs} == {(1.0, 0.1), (2.0, 0.5)}
 
 
+@pytest.fixture(params=["engine", "torch"])
+def path(request, monkeypatch):
+    """Both computations: the CPU engine (where it builds) and the PyTorch path (what runs on a GPU)."""
+    if request.param == "torch":
+        monkeypatch.setattr(kernels, "usable", lambda *a, **k: False)
+    elif not kernels.available():
+        pytest.skip(kernels.backend())
+    return request.param
+
+
 @pytest.mark.parametrize("model", ["softmax", "linear"])
-def test_configuration_in_sweep_matches_configuration_trained_alone(model):
+def test_configuration_in_sweep_matches_configuration_trained_alone(model, path):
+    """A configuration draws the same tasks alone and in the sweep (its seed's stream, whatever else is packed with
+    it) and trains to the same weights: bit for bit on the engine (every configuration's sums are its own, in a
+    fixed order), to rounding in PyTorch (its matrix products take other shapes)."""
     sweep = dataclasses.replace(SWEEP, model=model)
     full = train_sweep(sweep, "cpu", progress=False)
+    check = (np.testing.assert_array_equal if path == "engine"
+             else lambda a, b: np.testing.assert_allclose(a, b, rtol=2e-4, atol=2e-6))
     for i in (0, 5, 13, len(full.configs) - 1):                 # mixed classes, L, sigma, n and seeds
         alone = train_sweep(sweep, "cpu", configs=[full.configs[i]], progress=False)
-        np.testing.assert_allclose(alone.M_history[:, 0], full.M_history[:, i], rtol=2e-4, atol=2e-6)
-        np.testing.assert_allclose(alone.loss_history[:, 0], full.loss_history[:, i], rtol=2e-4, atol=1e-7)
+        check(alone.M_history[:, 0], full.M_history[:, i])
+        check(alone.loss_history[:, 0], full.loss_history[:, i])
+
+
+def test_a_configuration_draws_the_same_tasks_alone_and_in_a_sweep(path):
+    configs = SWEEP.configs()
+    seeds = [derive_seed(SWEEP.data_seed, s) for s in range(SWEEP.seeds)]
+    full = task_streams(SWEEP.input_spec, configs, list(SWEEP.classes), seeds, "cpu")
+    for i in (3, 17, 30):
+        (alone,) = task_streams(SWEEP.input_spec, [configs[i]], list(SWEEP.classes), seeds, "cpu")
+        st = next(s for s in full if s.n == configs[i]["n"])
+        r, g = (int(v) for v in (st.index == i).nonzero()[0])
+        a, b = alone.sample(8, step=5), st.sample(8, step=5)
+        for name in ("x_ctx", "x_q"):
+            torch.testing.assert_close(getattr(a, name)[0], getattr(b, name)[r], rtol=0, atol=0)
+        torch.testing.assert_close(a.y_ctx[0, 0], b.y_ctx[r, g], rtol=0, atol=0)
+        torch.testing.assert_close(a.f_q[0, 0], b.f_q[r, g], rtol=0, atol=0)
 
 
 def test_same_seed_same_numbers_and_seeds_matter():
@@ -69,7 +100,7 @@ def test_a_subset_that_is_not_a_full_grid_trains_as_inside_the_full_sweep():
     full = train_sweep(SWEEP, "cpu", progress=False)
     subset = full.configs[::3]
     streams = task_streams(SWEEP.input_spec, subset, list(SWEEP.classes), [1, 2], "cpu")
-    assert any(st.row_seed is not None for st in streams)          # the one-row-per-configuration layout
+    assert any(st.index.shape[1] == 1 for st in streams)           # the one-row-per-configuration layout
     part = train_sweep(SWEEP, "cpu", configs=subset, progress=False)
     idx = [full.configs.index(c) for c in subset]
     np.testing.assert_allclose(part.M_history, full.M_history[:, idx], rtol=2e-4, atol=2e-6)
@@ -81,7 +112,7 @@ def test_streams_share_a_seeds_inputs_across_its_configurations():
     streams = task_streams(SWEEP.input_spec, configs, list(SWEEP.classes), [11, 12], "cpu")
     assert [st.n for st in streams] == [6, 12]
     for st in streams:
-        assert st.row_seed is None and st.index.shape == (2, 8)   # rows = seeds, 8 configurations each
+        assert st.index.shape == (2, 8)                            # rows = seeds, 8 configurations each
         assert {configs[i]["seed"] for i in st.index[0].tolist()} == {0}
         b = st.sample(4)
         assert b.x_ctx.shape == (2, 4, st.n, 3) and b.y_ctx.shape == (2, 8, 4, st.n)

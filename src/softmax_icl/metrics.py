@@ -10,27 +10,19 @@ from .tasks import InputSpec, TaskBatch
 from .base import derive_seed, resolve_device
 from .training import TaskStream
 
-#: Evaluation sets are drawn in blocks of this many tasks, whatever the compute chunk, so every
-#: evaluation with the same seed (and number of tasks) sees the same tasks.
-EVAL_BLOCK = 256
+#: Smallest chunk of tasks an evaluation computes at once. Task b of an evaluation set is the same numbers whatever
+#: the chunk (the streams are counter-based), so the chunk only trades memory for speed.
+MIN_CHUNK = 256
 
 
 def _eval_chunk(chunk: int) -> int:
-    return max(EVAL_BLOCK, chunk // EVAL_BLOCK * EVAL_BLOCK)
-
-
-def _sample_blocks(stream: TaskStream, b: int) -> TaskBatch:
-    """``b`` tasks drawn as consecutive blocks of EVAL_BLOCK (the last one possibly shorter)."""
-    parts = [stream.sample(min(EVAL_BLOCK, b - i)) for i in range(0, b, EVAL_BLOCK)]
-    if len(parts) == 1:
-        return parts[0]
-    cat = lambda name, dim: torch.cat([getattr(p, name) for p in parts], dim=dim)  # noqa: E731
-    return TaskBatch(cat("x_ctx", 1), cat("y_ctx", 2), cat("x_q", 1), cat("f_q", 2))
+    return max(MIN_CHUNK, chunk)
 
 
 def _mean_and_stderr(stream: TaskStream, n_tasks: int, chunk: int, squared_errors, shape) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard error over ``n_tasks`` tasks of ``squared_errors(batch)``, a (shape + (b,)) tensor
-    with the batch's tasks on the last axis; tasks are drawn from ``stream`` in chunks of ``chunk``."""
+    with the batch's tasks on the last axis; tasks 0 to n_tasks - 1 of the evaluation set are drawn from ``stream``
+    in chunks of ``chunk``."""
     dev = stream.device
     total = torch.zeros(shape, dtype=torch.float64, device=dev)
     total_sq = torch.zeros_like(total)
@@ -38,7 +30,7 @@ def _mean_and_stderr(stream: TaskStream, n_tasks: int, chunk: int, squared_error
     with torch.no_grad():
         while done < n_tasks:
             b = min(chunk, n_tasks - done)
-            err = squared_errors(_sample_blocks(stream, b)).double()
+            err = squared_errors(stream.sample(b, first_task=done)).double()
             total += err.sum(-1)
             total_sq += (err**2).sum(-1)
             done += b
@@ -48,8 +40,9 @@ def _mean_and_stderr(stream: TaskStream, n_tasks: int, chunk: int, squared_error
 
 
 def eval_stream(rows: list[dict], spec: InputSpec, n: int, eval_seed: int, device) -> TaskStream:
-    """The fixed evaluation stream of ``eval_seed``: one row of inputs shared by every test setting in ``rows``
-    (dicts with ``function_class``, ``L``, ``sigma``), contexts of length ``n``."""
+    """The fixed evaluation stream of ``eval_seed`` (step 0 of the stream keyed by ``derive_seed(eval_seed, 7919)``):
+    one row of inputs shared by every test setting in ``rows`` (dicts with ``function_class``, ``L``, ``sigma``),
+    contexts of length ``n``."""
     rows = [dict(function_class=r["function_class"], L=float(r["L"]), sigma=float(r["sigma"]), n=int(n), seed=0)
             for r in rows]
     classes = sorted({r["function_class"] for r in rows})
@@ -64,8 +57,9 @@ def icl_error(predict_fn, rows: list[dict], spec: InputSpec, n_tasks: int = 10_0
     row; one ``n`` for all). ``predict_fn(batch)`` maps a :class:`TaskBatch` with one row of inputs and
     the R settings as slots to predictions shaped like ``batch.f_q`` (1, R, B). All rows see the same raw
     draws (inputs, task coefficients, noise) from ``eval_seed``, so differences between rows are not
-    sampling noise. Contexts are drawn at ``n_draw`` (default ``n``) and cut to their first ``n`` points,
-    which are the tasks :func:`icl_error_grid` evaluates at ``n`` when its largest length is ``n_draw``.
+    sampling noise. Contexts are drawn at ``n_draw`` (default ``n``) and cut to their first ``n`` points; a point's
+    draws do not depend on the context length, so these are the tasks drawn at ``n`` itself, and the ones
+    :func:`icl_error_grid` evaluates at ``n``.
     Returns (mean, standard error), each (R,).
     """
     dev = resolve_device(device) if isinstance(device, str) else device
@@ -106,7 +100,7 @@ def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks
 
     ``M`` (U, d, d); ``tests``: R dicts with ``function_class``, ``L``, ``sigma``. Every context is drawn at
     n = max(ns) and the shorter contexts are its prefixes, as in :func:`icl_error` (same
-    evaluation stream, drawn in blocks of EVAL_BLOCK tasks, hence the same tasks for the same ``eval_seed``).
+    evaluation stream, hence the same tasks for the same ``eval_seed``).
     The scores of all units are computed once per chunk (one matrix product) and shared by all test settings
     and context lengths. ``units``: indices into ``M`` of the only units whose errors are wanted (default all);
     the scores are still computed for every unit, in the same chunks, so each wanted unit's numbers are exactly

@@ -9,10 +9,11 @@ own key-query matrices ``M`` (R, G, d, d). Predictions are (R, G, B).
 * full attention:     W_K, W_Q, W_V in R^{(d+1)x(d+1)} on raw tokens z = [x; y], query [x_q; 0];
   the prediction is the label coordinate of the attention output.
 
-The scores of all G configurations of a row are one matrix product: ``x_i^T M x_q = <vec M, vec(x_i x_q^T)>``,
-so with the pair features ``phi = vec(x_i x_q^T)`` (B n, d^2), shared by the row, the scores are
-``(G, d^2) @ (d^2, B n)`` -- one large GEMM per row instead of B n tiny ones. The gradient in M is the
-transposed product.
+The scores of the G configurations of a row are formed as ``x_i^T M x_q = x_i . q`` with ``q = M x_q`` (one
+d-vector per configuration and task): one batched matrix product ``(G, d) @ (d, n)`` per task, the inputs read once
+for all G configurations, and nothing of size d^2 per context point. The gradient in M is
+``sum_b (sum_i dL/ds_i x_i) x_q^T``: two more batched products. (Internally the scores are laid out (R, B, G, n),
+a task's G rows together; the functions return (R, G, B, n) views.)
 """
 
 from __future__ import annotations
@@ -30,21 +31,23 @@ def check_kind(kind: str) -> None:
         raise ValueError(f"model={kind!r} is not one of {MODEL_KINDS}")
 
 
-def pair_features(x_ctx: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:
-    """``vec(x_i x_q^T)`` for every context point: (R, B n, d^2) from ``x_ctx`` (R, B, n, d), ``x_q`` (R, B, d)."""
-    R, B, n, d = x_ctx.shape
-    return (x_ctx.unsqueeze(-1) * x_q[:, :, None, None, :]).reshape(R, B * n, d * d)
-
-
-def _scores_from_features(phi: torch.Tensor, M: torch.Tensor, B: int, n: int) -> torch.Tensor:
+def query_vectors(M: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:
+    """``q = M x_q`` for every configuration and task: (R, B, G, d) from ``M`` (R, G, d, d), ``x_q`` (R, B, d)."""
     R, G, d, _ = M.shape
-    return torch.matmul(M.reshape(R, G, d * d), phi.transpose(1, 2)).view(R, G, B, n)
+    return torch.matmul(x_q, M.permute(0, 3, 1, 2).reshape(R, d, G * d)).view(R, x_q.shape[1], G, d)
+
+
+def _scores_rbgn(x_ctx: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Scores (R, B, G, n) from inputs (R, B, n, d) and query vectors (R, B, G, d)."""
+    R, B, n, d = x_ctx.shape
+    G = q.shape[2]
+    return torch.bmm(q.reshape(R * B, G, d), x_ctx.reshape(R * B, n, d).transpose(1, 2)).view(R, B, G, n)
 
 
 def scores(x_ctx: torch.Tensor, x_q: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
-    """Attention scores ``x_i^T M x_q``, (R, G, B, n), for ``M`` (R, G, d, d)."""
-    B, n = x_ctx.shape[1:3]
-    return _scores_from_features(pair_features(x_ctx, x_q), M, B, n)
+    """Attention scores ``x_i^T M x_q``, (R, G, B, n), for ``x_ctx`` (R, B, n, d), ``x_q`` (R, B, d) and ``M``
+    (R, G, d, d)."""
+    return _scores_rbgn(x_ctx, query_vectors(M, x_q)).transpose(1, 2)
 
 
 def attention_weights(kind: str, x_ctx, x_q, M) -> torch.Tensor:
@@ -57,36 +60,40 @@ def attention_weights(kind: str, x_ctx, x_q, M) -> torch.Tensor:
 class _Readout(torch.autograd.Function):
     """f_hat = sum_i y_i a_i(x_i^T M x_q), differentiable in M only, with an analytic backward.
 
-    Forward: one GEMM for the scores, the weights, one weighted sum. Backward: dL/ds_i in two elementwise
-    passes, then one GEMM with the saved pair features. Tested against autograd.
+    Forward: ``q = M x_q``, the scores as one batched product, the weights, one weighted sum. Backward:
+    ``dL/ds_i`` elementwise, ``r = sum_i dL/ds_i x_i`` (R, B, G, d) as one batched product, then
+    ``dL/dM = sum_b r x_q^T``. Tested against autograd.
     """
 
     @staticmethod
     def forward(ctx, M, x_ctx, y_ctx, x_q, kind):
-        B, n = x_ctx.shape[1:3]
-        phi = pair_features(x_ctx, x_q)
-        s = _scores_from_features(phi, M, B, n)
+        n = x_ctx.shape[2]
+        s = _scores_rbgn(x_ctx, query_vectors(M, x_q))                       # (R, B, G, n)
+        y = y_ctx.transpose(1, 2)                                            # (R, B, G, n), a view
         if kind == "softmax":
             a = torch.softmax(s, dim=-1)
-            ay = a * y_ctx
+            ay = a * y
             pred = ay.sum(-1)
-            ctx.save_for_backward(phi, a, ay, pred)
+            ctx.save_for_backward(x_ctx, x_q, a, ay, pred)
         else:
-            pred = torch.linalg.vecdot(s, y_ctx) / n
-            ctx.save_for_backward(phi, y_ctx)
+            pred = torch.linalg.vecdot(s, y) / n
+            ctx.save_for_backward(x_ctx, x_q, y)
         ctx.kind, ctx.shape = kind, M.shape
-        return pred
+        return pred.transpose(1, 2)                                          # (R, G, B)
 
     @staticmethod
     def backward(ctx, g):
         R, G, d, _ = ctx.shape
+        gt = g.transpose(1, 2).unsqueeze(-1)                                 # (R, B, G, 1)
         if ctx.kind == "softmax":
-            phi, a, ay, pred = ctx.saved_tensors
-            gs = torch.addcmul(ay, a, pred.unsqueeze(-1), value=-1).mul_(g.unsqueeze(-1))   # g a_i (y_i - f_hat)
+            x_ctx, x_q, a, ay, pred = ctx.saved_tensors
+            gs = torch.addcmul(ay, a, pred.unsqueeze(-1), value=-1).mul_(gt)       # g a_i (y_i - f_hat)
         else:
-            phi, y = ctx.saved_tensors
-            gs = y * (g.unsqueeze(-1) / y.shape[-1])
-        gM = torch.matmul(gs.reshape(R, G, -1), phi).view(R, G, d, d)
+            x_ctx, x_q, y = ctx.saved_tensors
+            gs = y * (gt / y.shape[-1])
+        B, n = x_ctx.shape[1:3]
+        r = torch.bmm(gs.reshape(R * B, G, n), x_ctx.reshape(R * B, n, d)).view(R, B, G * d)
+        gM = torch.matmul(r.transpose(1, 2), x_q).view(R, G, d, d)
         return gM, None, None, None, None
 
 
@@ -106,14 +113,8 @@ def predict_reference(kind: str, x_ctx, y_ctx, x_q, M) -> torch.Tensor:
 
 def mse_loss(kind: str, batch, M) -> torch.Tensor:
     """Per-configuration training loss (R, G): the mean over tasks of ``(f_hat(x_q) - f(x_q))^2``, for units with
-    key-query matrices ``M`` (R, G, d, d) on ``batch``; differentiable in ``M``.
-
-    On the CPU this is one fused kernel (:mod:`softmax_icl.kernels`) where it builds, else :func:`predict`.
-    """
-    from . import kernels
-
-    if kernels.usable(kind, M, batch.y_ctx):
-        return kernels.readout_mse(kind, batch.x_ctx, batch.x_q, batch.y_ctx, batch.f_q, M)
+    key-query matrices ``M`` (R, G, d, d) on ``batch``; differentiable in ``M``. (The CPU trainer computes the same
+    loss fused with the sampling of its tasks: :class:`softmax_icl.kernels.FusedStream`.)"""
     return ((predict(kind, batch.x_ctx, batch.y_ctx, batch.x_q, M) - batch.f_q) ** 2).mean(dim=-1)
 
 
@@ -180,6 +181,7 @@ class AttentionUnit(torch.nn.Module):
 
     def _block(self, tensor: torch.Tensor, start: int, R: int, G: int) -> torch.Tensor:
         return tensor[start:start + R * G].view(R, G, *tensor.shape[1:])
+
 
     def forward(self, batch, start: int = 0) -> torch.Tensor:
         """Predictions (R, G, B) on ``batch`` of the R x G units held from position ``start`` on."""

@@ -6,15 +6,17 @@ R rows of shared draws x G configurations per row, so that one call samples a wh
 
 Randomness is split in two steps so that sweeps use common random numbers:
 
-* :func:`draw_rows` (:func:`draw_raw` for one generator) draws the *raw* randomness of a batch of
-  tasks (inputs on the sphere, task directions, uniform coefficients, phases, standard-normal noise),
-  one row per ``torch.Generator``;
+* :func:`draw_rows` (:func:`draw_raw` for one stream) draws the *raw* randomness of a range of tasks (inputs on the
+  sphere, task directions, uniform coefficients, phases, standard-normal noise) from the counter-based streams
+  (:mod:`softmax_icl.streams`), one row per stream key: every number is a function of (key, step, task, point,
+  coordinate), never of the device, of the other rows drawn with it or of the order of the calls;
 * :func:`task_values` and :func:`make_batch` turn a row's raw draws into labels for any function
   class, Lipschitz constant ``L`` and noise level ``sigma`` of the configurations that share it.
 
 Configurations that share a seed therefore see the same inputs and the same task
 coefficients, and differ only in what their class, ``L`` and ``sigma`` make of them. A
-configuration trained alone draws exactly what it draws inside a sweep.
+configuration trained alone draws exactly what it draws inside a sweep, and a context of length ``n`` is the first
+``n`` points of a longer one (with the same query, task and noise).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from . import streams
+
 INPUT_DISTRIBUTIONS = ("isotropic", "nonisotropic", "nonisotropic_whitened")
 
 # the function classes' names and descriptions live in the torch-free profiles module (the registry reads them)
@@ -32,7 +36,8 @@ from .profiles import FUNCTION_CLASSES, LOW_RANK_CLASSES  # noqa: E402
 
 
 def lipschitz_constant(function_class: str, L: float) -> float:
-    """Lipschitz constant of the class on the unit sphere (w.r.t. the Euclidean distance)."""
+    """Lipschitz constant of the class on the unit sphere: the largest derivative along the sphere (w.r.t. the
+    great-circle distance, which close pairs' Euclidean distance approaches)."""
     if function_class not in FUNCTION_CLASSES:
         raise ValueError(f"function_class={function_class!r} is not one of {sorted(FUNCTION_CLASSES)}")
     if function_class == "lowrank_quadratic":
@@ -84,11 +89,6 @@ def _unit(z: torch.Tensor) -> torch.Tensor:
     return z / z.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
 
-def sphere(shape: tuple[int, ...], d: int, generator: torch.Generator, device) -> torch.Tensor:
-    """Uniform samples on the unit sphere S^{d-1}, shape ``shape + (d,)``."""
-    return _unit(torch.randn(*shape, d, generator=generator, device=device))
-
-
 def low_rank_basis(d: int, k: int, seed: int) -> torch.Tensor:
     """Orthonormal ``B in R^{d x k}`` drawn once from ``seed`` (float64, CPU)."""
     if not 1 <= k <= d:
@@ -132,50 +132,122 @@ def _on_device(what: str, d: int, k: int, seed: int, device: torch.device) -> to
     return t.to(device=device, dtype=torch.float32)
 
 
-def draw_rows(spec: InputSpec, batch: int, n: int, generators: list, device) -> dict:
-    """Raw randomness of ``batch`` tasks per generator, stacked: leading dims (R, batch), R = len(generators).
+def raw_buffers(spec: InputSpec, R: int, T: int, n: int, device) -> dict:
+    """Empty float32 tensors for the raw draws of R rows x T tasks at context length ``n`` (see :func:`draw_rows`),
+    for a caller that draws into the same buffers call after call."""
+    d, dev = spec.d, device
+    out = {"x": torch.empty(R, T, n + 1, d, device=dev), "u": torch.empty(R, T, d, device=dev),
+           "a": torch.empty(R, T, spec.k, device=dev), "coef": torch.empty(R, T, 3, device=dev),
+           "phase": torch.empty(R, T, device=dev), "noise": torch.empty(R, T, n, device=dev)}
+    if spec.input_dist == "nonisotropic_whitened":
+        out["x_task"] = torch.empty(R, T, n + 1, d, device=dev)
+    return out
 
-    Each generator makes the same draws in the same order as :func:`draw_raw` with that generator alone, into its
-    row of preallocated tensors, so a row does not depend on which other rows are drawn with it.
+
+#: The PyTorch sampler draws at most this many Philox blocks per call (per chunk of tasks): on the CPU a working set
+#: that stays in cache; elsewhere (a GPU) effectively the whole batch at once.
+TORCH_CHUNK_BLOCKS = {"cpu": 1 << 16}
+TORCH_CHUNK_BLOCKS_DEFAULT = 1 << 24
+
+
+def draw_rows(spec: InputSpec, keys: torch.Tensor, n: int, tasks: range, step: int = 0,
+              out: dict | None = None) -> dict:
+    """Raw randomness of the tasks ``tasks`` (a range of T task indices) at training step ``step`` of R streams.
+
+    ``keys`` (R, 2) are the rows' stream keys (:func:`softmax_icl.streams.keys`, on the device to draw on). Returns a
+    dict of float32 tensors with leading dims (R, T) (``out``'s, when given: buffers from :func:`raw_buffers`,
+    overwritten):
+
+    * ``x`` (R, T, n + 1, d): the inputs, context points then the query: ``x = Sigma^{1/2} z / |z|`` (``Sigma = I``
+      for isotropic inputs) for ``z`` the normals of tag ``x`` (point i: values ``i d .. i d + d - 1``) and, for the
+      query, of tag ``query``;
+    * ``x_task`` (R, T, n + 1, d), for ``nonisotropic_whitened`` only: the unit vectors ``z / |z|`` the task is
+      evaluated at;
+    * ``u`` (R, T, d) the unit task direction, ``a`` (R, T, k) the unit low-rank coefficients, ``coef`` (R, T, 3)
+      uniform on [-1, 1), ``phase`` (R, T) uniform on [0, 2 pi), ``noise`` (R, T, n) standard normal (one value per
+      context point).
+
+    On the CPU, where the fused engine is built (:mod:`softmax_icl.kernels`), it makes the draws; elsewhere PyTorch
+    does (:mod:`softmax_icl.streams`). The integers are the same bits, the floats equal to rounding.
     """
-    R, d, dev = len(generators), spec.d, device
-    z = torch.empty(R, batch, n + 1, d, device=dev)
-    zu, za = torch.empty(R, batch, d, device=dev), torch.empty(R, batch, spec.k, device=dev)
-    coef, phase = torch.empty(R, batch, 3, device=dev), torch.empty(R, batch, device=dev)
-    noise = torch.empty(R, batch, n, device=dev)
-    for r, g in enumerate(generators):
-        torch.randn(batch, n + 1, d, generator=g, out=z[r])
-        torch.randn(batch, d, generator=g, out=zu[r])
-        torch.randn(batch, spec.k, generator=g, out=za[r])
-        torch.rand(batch, 3, generator=g, out=coef[r])
-        torch.rand(batch, generator=g, out=phase[r])
-        torch.randn(batch, n, generator=g, out=noise[r])
-    u = _unit(z)
-    sq = spec.sqrt_cov(dev)
-    x = u if sq is None else u * sq
-    extra = {"x_task": u} if spec.input_dist == "nonisotropic_whitened" else {}
-    return {**extra, "x": x, "u": _unit(zu), "a": _unit(za), "coef": coef.mul_(2).sub_(1),
-            "phase": phase.mul_(2 * math.pi), "noise": noise}
+    from . import kernels          # here, not at the top: paper 2 imports this module and never uses the engine
+
+    R, T = keys.shape[0], len(tasks)
+    if tasks.step != 1:
+        raise ValueError(f"tasks must be a range of consecutive indices, got {tasks}")
+    out = raw_buffers(spec, R, T, n, keys.device) if out is None else out
+    if kernels.usable(keys.device, spec.d, spec.k):
+        return kernels.sample_raw(spec.input_dist, keys, n, tasks.start, step, out, spec.sqrt_cov("cpu"))
+    per_task = (n + 3) * spec.d + spec.k + n + 8
+    chunk = max(1, TORCH_CHUNK_BLOCKS.get(keys.device.type, TORCH_CHUNK_BLOCKS_DEFAULT) * 4 // (R * per_task))
+    for t0 in range(0, T, chunk):
+        part = range(tasks.start + t0, tasks.start + min(T, t0 + chunk))
+        _draw_torch(spec, keys, n, part, step, {k: v[:, t0:t0 + len(part)] for k, v in out.items()})
+    return out
 
 
-def draw_raw(spec: InputSpec, batch: int, n: int, generator: torch.Generator, device) -> dict:
-    """Raw randomness of ``batch`` tasks with ``n`` context points and one query each.
+@functools.lru_cache(maxsize=64)
+def draw_plan(d: int, k: int, n: int, device: torch.device) -> tuple:
+    """The Philox blocks of one task's draws, every kind in one pass: (block, tag) (J,) int64 tensors on ``device``,
+    and per kind its (first block, value count, normal or uniform). Made once per shape and device (a stream asks
+    for it when it is made, so the training loop never builds it)."""
+    kinds = [("x", n * d, True), ("query", d, True), ("direction", d, True), ("lowrank", k, True), ("noise", n, True),
+             ("coef", 3, False), ("phase", 1, False)]
+    block, tag, where, at = [], [], {}, 0
+    for name, count, normal in kinds:
+        nb = -(-count // 4)
+        block += list(range(nb))
+        tag += [streams.TAGS[name]] * nb
+        where[name] = (at, count, normal)
+        at += nb
+    as_t = lambda v: torch.tensor(v, dtype=torch.int64).to(device)  # noqa: E731
+    return as_t(block), as_t(tag), where
 
-    Returns a dict of tensors with leading dimension ``batch``:
-    ``x`` (batch, n + 1, d) inputs (the last row is the query), ``u`` (batch, d) a unit task
-    direction, ``a`` (batch, k) a unit low-rank coefficient vector, ``coef`` (batch, 3) uniform on
-    [-1, 1], ``phase`` (batch,) uniform on [0, 2 pi), ``noise`` (batch, n) standard normal; for
-    ``nonisotropic_whitened`` also ``x_task`` (batch, n + 1, d), the whitened inputs the task is evaluated at.
+
+def _draw_torch(spec: InputSpec, keys: torch.Tensor, n: int, tasks: range, step: int, out: dict) -> None:
+    """:func:`draw_rows`'s draws by PyTorch (any device), into ``out``'s tensors: one pass of the generator over
+    every kind of draw of the tasks, then Box-Muller on all its words (the two uniform kinds' few words included)."""
+    R, T, d = keys.shape[0], len(tasks), spec.d
+    block, tag, where = draw_plan(d, spec.k, n, keys.device)
+    w = streams.blocks(keys, step, tasks, block, tag).view(R, T, -1)
+    z = streams.normal_from_words(w)
+    u = streams.uniform_from_words(w)
+
+    def part(name):
+        at, count, normal = where[name]
+        return (z if normal else u)[:, :, 4 * at:4 * at + count]
+
+    pts = _unit(torch.cat([part("x").view(R, T, n, d), part("query").view(R, T, 1, d)], dim=2))
+    sq = spec.sqrt_cov(keys.device)
+    torch.mul(pts, sq, out=out["x"]) if sq is not None else out["x"].copy_(pts)
+    if "x_task" in out:
+        out["x_task"].copy_(pts)
+    out["u"].copy_(_unit(part("direction")))
+    out["a"].copy_(_unit(part("lowrank")))
+    torch.mul(part("coef"), 2, out=out["coef"]).sub_(1)
+    torch.mul(part("phase")[..., 0], 2 * math.pi, out=out["phase"])
+    out["noise"].copy_(part("noise"))
+
+
+def draw_raw(spec: InputSpec, batch: int, n: int, seed, device, step: int = 0, first_task: int = 0) -> dict:
+    """Raw randomness of tasks ``first_task`` to ``first_task + batch - 1`` with ``n`` context points and one query
+    each, from the stream of ``seed`` (an int; a ``torch.Generator`` stands for its initial seed, its state neither read
+    nor advanced) at ``step``: the tensors of :func:`draw_rows` without the row axis, e.g. ``x`` (batch, n + 1, d).
     """
-    return {k: v[0] for k, v in draw_rows(spec, batch, n, [generator], device).items()}
+    seed = seed.initial_seed() if isinstance(seed, torch.Generator) else int(seed)
+    keys = streams.keys([seed], device)
+    rows = draw_rows(spec, keys, n, range(first_task, first_task + batch), step)
+    return {k: v[0] for k, v in rows.items()}
 
 
-def task_values(function_class: str, x: torch.Tensor, raw: dict, L: torch.Tensor, basis=None) -> torch.Tensor:
+def task_values(function_class: str, x: torch.Tensor, raw: dict, L: torch.Tensor, basis=None,
+                cos_mean: torch.Tensor | None = None) -> torch.Tensor:
     """Noiseless ``f(x)`` of each row's tasks at several Lipschitz constants: (R, G, B, m).
 
     ``x``: (R, B, m, d) inputs, ``raw``: the tasks' draws with leading dims (R, B), ``L``: (R, G) the
     Lipschitz constants of the G configurations that share row r's tasks. The projection of the inputs on
-    the task direction is computed once per row and shared by the G configurations.
+    the task direction is computed once per row and shared by the G configurations. ``cos_mean`` (R, G): the
+    centred cosine class's ``sphere_cos_mean(L, d)``, when the caller keeps it (else computed here).
     """
     Lc = L[:, :, None, None]
     coef = raw["coef"][:, None, :, None, :]                        # (R, 1, B, 1, 3)
@@ -190,7 +262,7 @@ def task_values(function_class: str, x: torch.Tensor, raw: dict, L: torch.Tensor
         if function_class == "cosine":
             return f
         # the same task less its mean over x ~ U^d: cos(phi) E_x[cos(L w^T x)] (the sine part has mean 0)
-        mean = sphere_cos_mean(L, x.shape[-1]).to(f.dtype)[:, :, None, None]
+        mean = (sphere_cos_mean(L, x.shape[-1]) if cos_mean is None else cos_mean).to(f.dtype)[:, :, None, None]
         return f - torch.cos(raw["phase"])[:, None, :, None] * mean
     if function_class in LOW_RANK_CLASSES:
         if basis is None:
@@ -264,25 +336,28 @@ def class_blocks(classes: list[str], slot_class: torch.Tensor) -> list[ClassBloc
 
 
 def make_batch(spec: InputSpec, raw: dict, blocks: list[ClassBlock], L: torch.Tensor, sigma: torch.Tensor,
-               n: int) -> TaskBatch:
+               n: int, cos_mean: torch.Tensor | None = None) -> TaskBatch:
     """Labels for an (R, G) layout of configurations from raw draws of R rows at context length ``n``.
 
-    ``raw`` tensors have leading dims (R, B); ``L``, ``sigma`` (R, G). One batched call per class block
-    (at most a handful), never a loop over configurations. The noise draws are shared by a row's slots.
+    ``raw`` tensors have leading dims (R, B); ``L``, ``sigma`` (R, G); ``cos_mean`` (R, G) optional, see
+    :func:`task_values`. One batched call per class block (at most a handful), never a loop over configurations.
+    The noise draws are shared by a row's slots.
     """
     x = raw["x"]
     xt = raw.get("x_task", x)       # where the task is evaluated (the whitened input, if any)
     basis = spec.basis(x.device) if any(b.name in LOW_RANK_CLASSES for b in blocks) else None
     if len(blocks) == 1:
-        f = task_values(blocks[0].name, xt, raw, L, basis)
+        f = task_values(blocks[0].name, xt, raw, L, basis, cos_mean)
     else:
         R, G = L.shape
         f = torch.empty(R, G, *x.shape[1:3], device=x.device, dtype=x.dtype)
         for blk in blocks:
             if blk.cols is not None:
-                f[:, blk.cols] = task_values(blk.name, xt, raw, L[:, blk.cols], basis)
+                cm = None if cos_mean is None else cos_mean[:, blk.cols]
+                f[:, blk.cols] = task_values(blk.name, xt, raw, L[:, blk.cols], basis, cm)
             else:
                 r = blk.rows
-                f[r] = task_values(blk.name, xt[r], {k: v[r] for k, v in raw.items()}, L[r], basis)
+                cm = None if cos_mean is None else cos_mean[r]
+                f[r] = task_values(blk.name, xt[r], {k: v[r] for k, v in raw.items()}, L[r], basis, cm)
     y_ctx = torch.addcmul(f[..., :n], sigma[:, :, None, None], raw["noise"].unsqueeze(1))
     return TaskBatch(x[:, :, :n], y_ctx, x[:, :, n], f[..., n])

@@ -328,8 +328,8 @@ def loss_terms(spec: InputSpec, rows: list[dict], matrices, n_tasks: int = 4096,
     shorter contexts use prefixes, the query is shared; task coefficients shared), drawn from ``seed``.
     ``paired=True`` evaluates matrix ``r`` on row ``r`` only (R == K). The whole grid is one batched
     computation per chunk of tasks: scores for all matrices at once, then one softmax per distinct n.
-    Two calls with the same ``spec``, ``seed``, ``n_tasks``, ``chunk`` and ``n_draw`` (default: the largest
-    n of the rows) see identical draws.
+    Two calls with the same ``spec`` and ``seed`` see identical draws: task b is the same numbers whatever the
+    chunk, and its first n points whatever ``n_draw`` (the counter-based streams, :mod:`softmax_icl.streams`).
     """
     dev = resolve_device(device) if isinstance(device, str) else device
     Ms = torch.as_tensor(np.asarray(matrices, dtype=np.float64), dtype=torch.float32, device=dev)
@@ -348,12 +348,12 @@ def loss_terms(spec: InputSpec, rows: list[dict], matrices, n_tasks: int = 4096,
         chunk = int(min(2048, max(16, 2e7 // (max(K, R) * (n_max + 1)))))
     shape = (R,) if paired else (R, K)
     sums = {k: torch.zeros(shape, dtype=torch.float64, device=dev) for k in ("b", "b2", "v", "v2")}
-    g = torch.Generator(device=dev).manual_seed(derive_seed(seed, 7919))
+    stream = derive_seed(seed, 7919)
     done = 0
     with torch.no_grad():
         while done < n_tasks:
             b = min(chunk, n_tasks - done)
-            raw = draw_raw(spec, b, n_max, g, dev)
+            raw = draw_raw(spec, b, n_max, stream, dev, first_task=done)
             x = raw["x"]
             xt = raw.get("x_task", x)          # where the task is evaluated (whitened inputs, if any)
             xq = x[:, n_max]

@@ -3,16 +3,21 @@
 A :class:`Sweep` is a grid  function classes x L x sigma x n x seeds  (plus fixed settings). All
 its configurations are stacked along a leading axis C and trained together:
 
-* each seed index ``s`` has its own data stream (a ``torch.Generator`` seeded from
-  ``(data_seed, s)``) and its own initial weights (from ``(init_seed, s)``); configurations that
-  share a seed and a context length use the same raw draws (common random numbers), so a configuration
-  trained alone sees exactly the data it sees inside the sweep;
+* each seed index ``s`` has its own data stream (the counter-based stream keyed by ``derive_seed(data_seed, s)``,
+  :mod:`softmax_icl.streams`: step ``t``'s task ``b`` is the same numbers on every device and in every packing)
+  and its own initial weights (from ``(init_seed, s)``, drawn on the CPU); configurations that share a seed use
+  the same raw draws (common random numbers; a shorter context is the first points of a longer one), so a
+  configuration trained alone sees exactly the data it sees inside the sweep;
 * configurations are grouped by context length (one :class:`TaskStream` each) and, inside a group, laid
   out as seeds x configurations, so the inputs of a seed are drawn once and shared by its configurations
   (see :mod:`softmax_icl.models` for how their scores become one matrix product);
 * the loss is the *sum* over configurations of each one's mean squared error, so no configuration's
   gradient is scaled by how many others share the batch; Adam is elementwise, so each keeps its
-  own optimiser state.
+  own optimiser state;
+* on the CPU a stream's step (draw, label, readout, gradient) runs fused in the engine of
+  :mod:`softmax_icl.kernels`, in buffers made once; elsewhere (and with ``SOFTMAX_ICL_KERNEL=torch``) it runs as
+  PyTorch code (:func:`softmax_icl.tasks.draw_rows`, :func:`softmax_icl.models.mse_loss`): the same draws, the
+  same numbers to float rounding.
 
 Pretraining is online (fresh tasks every step) and the target is the noiseless ``f(x_q)``.
 """
@@ -26,7 +31,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from .tasks import LOW_RANK_CLASSES, ClassBlock, InputSpec, TaskBatch, class_blocks, draw_rows, make_batch
+from . import kernels, streams
+from .tasks import (LOW_RANK_CLASSES, ClassBlock, InputSpec, TaskBatch, class_blocks, draw_plan, draw_rows,
+                    make_batch, raw_buffers, sphere_cos_mean)
 from .models import AttentionUnit
 from .base import derive_seed, optimise, resolve_device
 
@@ -116,14 +123,14 @@ class SweepResult:
 class TaskStream:
     """Online tasks for configurations that share a context length ``n``, laid out as R rows x G slots.
 
-    Each seed has its own generator, and configurations with the same seed share its draws (common random
-    numbers): inputs, task coefficients and noise. When every seed present holds the same number of
-    configurations with the same class pattern (any full grid), the rows are the seeds and a row's inputs
-    are shared by its G configurations -- nothing is copied per configuration. Otherwise every configuration
-    gets a row of its own (G = 1) holding a copy of its seed's draws. Either way a configuration sees
-    exactly the draws it would see trained alone.
+    Each row has a stream key (:mod:`softmax_icl.streams`), and configurations with the same seed share its draws
+    (common random numbers): inputs, task coefficients and noise. When every seed present holds the same number of
+    configurations with the same class pattern (any full grid), the rows are the seeds and a row's inputs are shared
+    by its G configurations. Otherwise every configuration gets a row of its own (G = 1) keyed by its seed, which
+    draws the same numbers. Either way a configuration sees exactly the draws it would see trained alone.
 
-    ``index`` (R, G) gives the position in ``configs`` of the configuration at each slot.
+    ``index`` (R, G) gives the position in ``configs`` of the configuration at each slot. Batches are drawn into
+    buffers the stream owns: a batch from :meth:`sample` is valid until the stream's next draw.
     """
 
     def __init__(self, spec: InputSpec, configs: list[dict], classes: list[str], n: int, seeds: list[int], device):
@@ -137,28 +144,52 @@ class TaskStream:
         cls = [[classes.index(configs[i]["function_class"]) for i in by_seed[s]] for s in used]
         if all(c == cls[0] for c in cls):                          # rows = seeds, inputs shared by the row
             rows = [by_seed[s] for s in used]
-            self.row_seed = None
-        else:                                                      # one row per configuration
+            row_seeds = [seeds[s] for s in used]
+        else:                                                      # one row per configuration, keyed by its seed
             rows = [[i] for i in range(len(configs))]
-            self.row_seed = torch.tensor([used.index(int(c["seed"])) for c in configs], device=self.device)
-        self.gens = [torch.Generator(device=self.device).manual_seed(seeds[s]) for s in used]
+            row_seeds = [seeds[int(c["seed"])] for c in configs]
+        self.keys = streams.keys(row_seeds, self.device)
         self.index = torch.tensor(rows, device=self.device)
         take = lambda key: torch.tensor([[float(configs[i][key]) for i in r] for r in rows], device=self.device)  # noqa: E731
         self.L, self.sigma = take("L"), take("sigma")
-        slot_class = torch.tensor([[classes.index(configs[i]["function_class"]) for i in r] for r in rows])
+        self.slot_classes = [[configs[i]["function_class"] for i in r] for r in rows]
+        slot_class = torch.tensor([[classes.index(c) for c in r] for r in self.slot_classes])
         self.blocks = class_blocks(list(classes), slot_class)
+        # the centred cosine class's mean over x, a float64 integral: made here once, not at every step
+        self.cos_mean = (sphere_cos_mean(self.L, spec.d).to(self.L.dtype)
+                         if any("cosine_centered" in r for r in self.slot_classes) else None)
         spec.sqrt_cov(self.device)                    # the sampler's fixed tensors: made on the device now, once,
-        if any(b.name in LOW_RANK_CLASSES for b in self.blocks):        # not in the training loop
+        draw_plan(spec.d, spec.k, self.n, self.device)                  # not in the training loop
+        if any(b.name in LOW_RANK_CLASSES for b in self.blocks):
             spec.basis(self.device)
         if self.device.type != "cpu":
             self.blocks = [ClassBlock(b.name, *(t.to(self.device) if isinstance(t, torch.Tensor) else t
                                                 for t in (b.rows, b.cols))) for b in self.blocks]
+        self._raw: dict | None = None
+        self._fused: dict = {}
 
-    def sample(self, batch_size: int) -> TaskBatch:
-        raw = draw_rows(self.spec, batch_size, self.n, self.gens, self.device)
-        if self.row_seed is not None:
-            raw = {k: v[self.row_seed] for k, v in raw.items()}
-        return make_batch(self.spec, raw, self.blocks, self.L, self.sigma, self.n)
+    def sample(self, batch_size: int, step: int = 0, first_task: int = 0) -> TaskBatch:
+        """Tasks ``first_task`` to ``first_task + batch_size - 1`` of training step ``step`` (step 0: an evaluation
+        set), drawn into the stream's buffers."""
+        R = self.keys.shape[0]
+        if self._raw is None or self._raw["x"].shape[1] != batch_size:
+            self._raw = raw_buffers(self.spec, R, batch_size, self.n, self.device)
+        raw = draw_rows(self.spec, self.keys, self.n, range(first_task, first_task + batch_size), step, self._raw)
+        return make_batch(self.spec, raw, self.blocks, self.L, self.sigma, self.n, self.cos_mean)
+
+    def fused(self, kind: str, batch_size: int) -> "kernels.FusedStream | None":
+        """The engine's fused step for units of ``kind`` at this batch size (made once), or None where the engine
+        cannot take it (off the CPU, ``SOFTMAX_ICL_KERNEL=torch``, shapes or Lipschitz constants out of its range)."""
+        key = (kind, int(batch_size))
+        if key not in self._fused:
+            spec = self.spec
+            ok = kernels.FusedStream.usable(self.slot_classes, self.L, spec.d, spec.k, self.device)
+            self._fused[key] = kernels.FusedStream(
+                spec.input_dist, self.keys, self.n, batch_size, spec.d, spec.k, self.slot_classes, self.L, self.sigma,
+                torch.zeros_like(self.L) if self.cos_mean is None else self.cos_mean, kind == "softmax",
+                spec.sqrt_cov("cpu"), spec.basis("cpu") if any(b.name in LOW_RANK_CLASSES for b in self.blocks)
+                else None) if ok else None
+        return self._fused[key]
 
 
 def task_streams(spec: InputSpec, configs: list[dict], classes: list[str], seeds: list[int], device) -> list:
@@ -184,7 +215,8 @@ class SweepProgram:
     """The tensors of one batched sweep: its task streams (one per context length) and its stacked units.
 
     The units' parameters are held in slot order (see :func:`task_streams`); ``back`` maps configurations to
-    slots. :meth:`loss` samples one batch per stream and returns every configuration's loss in slot order.
+    slots. :meth:`loss` draws the tasks of the next training step (1, 2, ...) on every stream and returns every
+    configuration's loss in slot order.
     """
 
     def __init__(self, sweep: Sweep, device, configs: list[dict] | None = None):
@@ -199,13 +231,25 @@ class SweepProgram:
         seed_idx = torch.tensor([self.configs[i]["seed"] for i in slots.tolist()])
         self.unit = AttentionUnit(sweep.model, sweep.param, sweep.d, seed_idx, init_seeds, sweep.init_scale, device,
                                   init_identity=sweep.init_identity)
+        self.step = 0
+        # the fused CPU step where the engine takes every stream's units (decided here, on the host, once)
+        fused = [None if sweep.param == "full" else st.fused(sweep.model, sweep.batch_size) for st in self.streams]
+        self.fused = fused if all(f is not None for f in fused) else None
 
-    def sample(self) -> list[TaskBatch]:
-        return [st.sample(self.sweep.batch_size) for st in self.streams]
+    def sample(self, step: int) -> list[TaskBatch]:
+        """Every stream's tasks of training step ``step`` (each valid until that stream's next draw)."""
+        return [st.sample(self.sweep.batch_size, step) for st in self.streams]
 
     def loss(self, batches: list[TaskBatch] | None = None) -> torch.Tensor:
-        """Per-configuration loss (C,) in slot order, on fresh batches (or the given ones)."""
-        batches = self.sample() if batches is None else batches
+        """Per-configuration loss (C,) in slot order, on the next step's tasks (or on the given batches)."""
+        if batches is None:
+            self.step += 1
+            if self.fused is not None:
+                M = self.unit.matrix()
+                losses = [f.loss(M[st.start:st.start + f.R * f.G].view(f.R, f.G, *M.shape[1:]), self.step).flatten()
+                          for st, f in zip(self.streams, self.fused)]
+                return torch.cat(losses) if len(losses) > 1 else losses[0]
+            batches = self.sample(self.step)
         losses = [self.unit.loss(b, st.start).flatten() for st, b in zip(self.streams, batches)]
         return torch.cat(losses) if len(losses) > 1 else losses[0]
 

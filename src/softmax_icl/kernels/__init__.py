@@ -1,18 +1,21 @@
-"""A fused CPU kernel for the trainer's inner loop: attention readout + squared error + gradient in M.
+"""The CPU engine of paper 1's trainer: tasks drawn, labelled and consumed by the readout while they are in cache.
 
-On the CPU, PyTorch runs the forward and backward pass of one attention unit as about seven passes over the
-(configurations x tasks x context) tensors, each a separate kernel with its own memory traffic; sampling the
-tasks needs about four. ``readout.c`` does the whole forward and backward pass of the loss in three passes
-over each context while it is in cache, with the input dimension as a compile-time constant (d <= 12), and
-splits the configurations over ``torch.get_num_threads()`` threads (each configuration on one thread, so the
-numbers do not depend on the thread count).
+On the CPU a training step of PyTorch code writes every task to memory (inputs, labels, noise: hundreds of MB a step
+at the paper profile) and reads it back in a dozen separate passes; drawing the random numbers alone is most of the
+step. ``engine.c`` does the whole step of a task stream in one pass per task (:func:`fused_step`): it draws each
+task from the counter-based streams (``philox.h``, the scheme of :mod:`softmax_icl.streams` in C), labels it for
+every configuration of its row, and runs the readout's forward and backward pass on it while it is in cache,
+splitting the tasks over ``torch.get_num_threads()`` threads (each task's results in its own slot, summed in a
+fixed order: no number depends on the thread count). The buffers it works in are made once per stream
+(:class:`FusedStream`), never in the training loop. :func:`sample_raw` draws the same tasks into tensors (the
+evaluation sets on the CPU); :func:`stream_values` exposes the counter scheme itself, for the tests.
 
-The C source is compiled once per machine with the system C compiler (``$CC``, else ``cc``, ``gcc`` or
-``clang``) into the result cache directory and loaded with :mod:`ctypes`; it needs no Python headers and
-builds in seconds. Where no compiler works, or with ``SOFTMAX_ICL_KERNEL=torch``, the trainer uses the
-equivalent PyTorch code (:func:`softmax_icl.models.predict`); the tests check that the two agree.
-:func:`backend` says which one runs (it is recorded in every notebook's provenance and in the cache keys,
-since the two round differently).
+The C source is compiled once per machine with the system C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang``)
+into the result cache directory and loaded with :mod:`ctypes`; it needs no Python headers and builds in seconds.
+Where no compiler works, or with ``SOFTMAX_ICL_KERNEL=torch``, the same draws and the same computation run in
+PyTorch (:mod:`softmax_icl.streams`, :mod:`softmax_icl.models`), equal to rounding; the tests check that.
+:func:`backend` says which one runs (recorded in every notebook's provenance and in the cache keys, since the two
+round differently).
 """
 
 from __future__ import annotations
@@ -26,18 +29,42 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from ..base import KERNEL_ENV, cache_dir
 
-SOURCE = Path(__file__).with_name("readout.c")
+HERE = Path(__file__).parent
+SOURCE = HERE / "engine.c"
+SOURCES = (SOURCE, HERE / "philox.h")
 #: Flag sets tried in order: tuned for this CPU first, then portable.
 FLAG_SETS = (["-O3", "-march=native", "-ffast-math"], ["-O3", "-ffast-math"])
-#: ``SOFTMAX_ICL_KERNEL``: ``auto`` (default: the fused kernel where it builds) or ``torch``.
+#: ``SOFTMAX_ICL_KERNEL``: ``auto`` (default: the fused engine where it builds) or ``torch``.
 ENV = KERNEL_ENV
+#: The engine's codes of the function classes (engine.c's ``labels``).
+CLASS_CODES = {"affine": 0, "relu": 1, "cosine": 2, "cosine_centered": 3, "lowrank_linear": 4, "lowrank_affine": 5,
+               "lowrank_quadratic": 6, "lowrank_cosine": 7}
+INPUT_CODES = {"isotropic": 0, "nonisotropic": 1, "nonisotropic_whitened": 2}
+#: Largest input dimension (and low-rank rank) the engine takes; larger ones run in PyTorch.
+DMAX = 64
+#: Largest ``|L|`` of the cosine classes: their argument ``L p + phase`` must stay within the range reduction's
+#: (8192).
+COSINE_L_MAX = 1000.0
 
 _lib: ctypes.CDLL | None = None
 _status: str | None = None
+
+
+class _Spec(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int64) for name in ("R", "B", "n", "d", "k", "first_task", "step", "input_dist",
+                                                     "nthreads")] + [(name, ctypes.c_void_p) for name in
+                                                                     ("keys", "sqrt_cov", "basis")]
+
+
+class _Step(ctypes.Structure):
+    _fields_ = [("G", ctypes.c_int64), ("softmax", ctypes.c_int64)] + [
+        (name, ctypes.c_void_p) for name in ("cls", "L", "sigma", "cmean", "M", "results", "queries", "scratch",
+                                             "loss", "grad")]
 
 
 def _compiler() -> str | None:
@@ -62,19 +89,20 @@ def _build_dir() -> Path:
 
 
 def _compile(cc: str) -> tuple[Path | None, str]:
-    """Compile ``readout.c`` (or reuse an earlier build with the same source, compiler, flags and CPU)."""
+    """Compile ``engine.c`` (or reuse an earlier build with the same sources, compiler, flags and CPU)."""
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
     errors = []
+    text = "\n".join(p.read_text() for p in SOURCES)
     for flags in FLAG_SETS:
-        key = hashlib.sha256("\n".join([SOURCE.read_text(), cc, version, " ".join(flags), platform.machine(),
+        key = hashlib.sha256("\n".join([text, cc, version, " ".join(flags), platform.machine(),
                                         _cpu_id()]).encode()).hexdigest()[:16]
-        out = _build_dir() / f"readout-{key}.so"
+        out = _build_dir() / f"engine-{key}.so"
         if out.exists():
             return out, f"{Path(cc).name} {' '.join(flags)}"
         out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".readout-", suffix=".so")
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".engine-", suffix=".so")
         os.close(fd)
-        cmd = [cc, *flags, "-fPIC", "-shared", str(SOURCE), "-o", tmp, "-lm", "-lpthread"]
+        cmd = [cc, *flags, "-fPIC", "-shared", f"-I{HERE}", str(SOURCE), "-o", tmp, "-lm", "-lpthread"]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             if res.returncode == 0:
@@ -87,7 +115,7 @@ def _compile(cc: str) -> tuple[Path | None, str]:
 
 
 def _load() -> ctypes.CDLL | None:
-    """Build and load the kernel once per process; remember why not if it cannot be."""
+    """Build and load the engine once per process; remember why not if it cannot be."""
     global _lib, _status
     if _status is not None:
         return _lib
@@ -110,10 +138,15 @@ def _load() -> ctypes.CDLL | None:
     except (OSError, subprocess.SubprocessError) as exc:
         _status = f"torch (the fused kernel could not be built or loaded: {exc})"
         return None
-    fn = lib.readout_mse
-    fn.restype = ctypes.c_int
-    fn.argtypes = ([ctypes.c_int64] * 5 + [ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_int64]
-                   + [ctypes.c_void_p] * 2)
+    spec, step = ctypes.POINTER(_Spec), ctypes.POINTER(_Step)
+    lib.fused_step.restype = lib.sample_raw.restype = ctypes.c_int
+    lib.fused_step.argtypes = [spec, step]
+    lib.sample_raw.argtypes = [spec] + [ctypes.c_void_p] * 7
+    lib.scratch_floats.restype = ctypes.c_int64
+    lib.scratch_floats.argtypes = [ctypes.c_int64, ctypes.c_int64]
+    lib.stream_values.restype = None
+    lib.stream_values.argtypes = [ctypes.c_uint32] * 5 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
+                                                           ctypes.c_void_p]
     _lib, _status = lib, f"fused C kernel ({how})"
     return _lib
 
@@ -124,62 +157,144 @@ def backend() -> str:
     return str(_status)
 
 
-def usable(kind: str, M: torch.Tensor, y: torch.Tensor) -> bool:
-    """Whether the fused kernel can compute this loss (CPU, float32, softmax or linear)."""
-    return (kind in ("softmax", "linear") and M.device.type == "cpu" and y.device.type == "cpu"
-            and M.dtype == torch.float32 and y.dtype == torch.float32 and _load() is not None)
+def available() -> bool:
+    """Whether the engine is built and chosen (``SOFTMAX_ICL_KERNEL`` is not ``torch``)."""
+    return _load() is not None
 
 
-def _inputs(x_ctx: torch.Tensor, x_q: torch.Tensor) -> torch.Tensor:
-    """The (R, B, n + 1, d) inputs with the query last: the tensor ``x_ctx`` and ``x_q`` are views of, as the
-    sampler makes them (no copy), else a contiguous copy."""
-    R, B, n, d = x_ctx.shape
-    full = (R, B, n + 1, d)
-    strides = (B * (n + 1) * d, (n + 1) * d, d, 1)
-    if (x_ctx.stride() == strides and x_q.stride() == strides[:2] + (1,) and x_ctx.dtype == x_q.dtype
-            and x_q.data_ptr() == x_ctx.data_ptr() + n * d * x_ctx.element_size()):
-        return x_ctx.as_strided(full, strides)
-    return torch.cat([x_ctx, x_q.unsqueeze(2)], dim=2).contiguous()
+def _require() -> ctypes.CDLL:
+    if _load() is None:
+        raise RuntimeError(f"the fused kernel is not available: {_status}")
+    return _lib
 
 
-def _targets(f: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """``f`` (R, G, B) and the step between consecutive targets: as it is if its elements sit at a fixed step
-    (the sampler's targets are one column of the labels), else a contiguous copy."""
-    R, G, B = f.shape
-    s = f.stride(2)
-    if f.stride() == (G * B * s, B * s, s):
-        return f, s
-    return f.contiguous(), 1
+def _ptr(t: torch.Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()
 
 
-class _FusedMSE(torch.autograd.Function):
+def _keys_u32(keys: torch.Tensor) -> torch.Tensor:
+    """Stream keys (R, 2) int64 in [0, 2^32) as the (R, 2) uint32 words the engine reads (an int32 tensor)."""
+    k = keys.detach().cpu().numpy().astype(np.uint32)
+    return torch.from_numpy(k.view(np.int32).copy())
+
+
+def stream_values(seed: int, tag: int, step: int, task: int, first: int, count: int, kind: str) -> torch.Tensor:
+    """Values ``first`` to ``first + count - 1`` of the sequence (key(seed), tag, step, task) computed by the engine:
+    ``kind`` ``words`` (int64), ``uniform`` or ``normal`` (float32). For the tests."""
+    lib = _require()
+    kinds = {"words": 0, "uniform": 1, "normal": 2}
+    if kind not in kinds:
+        raise ValueError(f"kind={kind!r} is not one of {tuple(kinds)}")
+    out = torch.empty(count, dtype=torch.int32 if kind == "words" else torch.float32)
+    k0, k1 = int(seed) & 0xFFFFFFFF, (int(seed) >> 32) & 0xFFFFFFFF
+    lib.stream_values(k0, k1, int(tag), int(step), int(task), int(first), int(count), kinds[kind], out.data_ptr())
+    return out.to(torch.int64) & 0xFFFFFFFF if kind == "words" else out
+
+
+def usable(device, d: int, k: int) -> bool:
+    """Whether the engine draws (and trains on) tasks of this shape on ``device``: the CPU, d and k at most DMAX,
+    the engine built and chosen. The one switch between the engine and PyTorch (the tests turn it off)."""
+    return torch.device(device).type == "cpu" and 1 <= d <= DMAX and 1 <= k <= DMAX and available()
+
+
+def _spec(R: int, B: int, n: int, d: int, k: int, first_task: int, step: int, input_dist: str, keys: torch.Tensor,
+          sqrt_cov: torch.Tensor | None, basis: torch.Tensor | None) -> _Spec:
+    return _Spec(R=R, B=B, n=n, d=d, k=k, first_task=first_task, step=step, input_dist=INPUT_CODES[input_dist],
+                 nthreads=torch.get_num_threads(), keys=_ptr(keys), sqrt_cov=_ptr(sqrt_cov), basis=_ptr(basis))
+
+
+def sample_raw(input_dist: str, keys: torch.Tensor, n: int, first_task: int, step: int, out: dict,
+               sqrt_cov: torch.Tensor | None = None) -> dict:
+    """Draw tasks ``first_task`` to ``first_task + B - 1`` of every key at ``step`` into ``out``: contiguous float32 CPU
+    tensors ``x`` (R, B, n + 1, d), ``u`` (R, B, d), ``a`` (R, B, k), ``coef`` (R, B, 3), ``phase`` (R, B), ``noise``
+    (R, B, n), and ``x_task`` (R, B, n + 1, d) for whitened inputs (see :func:`softmax_icl.tasks.draw_rows`;
+    ``coef`` and ``phase`` already scaled to [-1, 1) and [0, 2 pi)). ``sqrt_cov`` (d,) float32, or None."""
+    lib = _require()
+    R, B, n1, d = out["x"].shape
+    k = out["a"].shape[-1]
+    names = ("x", "u", "a", "coef", "phase", "noise") + (("x_task",) if input_dist == "nonisotropic_whitened" else ())
+    for name in names:
+        t = out[name]
+        if t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
+            raise ValueError(f"sample_raw writes contiguous float32 CPU tensors; {name!r} is not one")
+    spec = _spec(R, B, n1 - 1, d, k, first_task, step, input_dist, _keys_u32(keys), sqrt_cov, None)
+    ok = lib.sample_raw(ctypes.byref(spec), *(_ptr(out.get(name)) for name in ("x", "x_task", "u", "a", "coef",
+                                                                                  "phase", "noise")))
+    if not ok:
+        raise ValueError(f"the engine takes 1 <= d, k <= {DMAX}; got d = {d}, k = {k}")
+    return out
+
+
+class FusedStream:
+    """The fused training step of one task stream (R rows x G configurations at context length n), with every
+    buffer the engine needs, made once.
+
+    ``keys`` (R, 2) the rows' stream keys; ``classes`` (R, G) class names, ``L``, ``sigma``, ``cos_mean`` (R, G)
+    (``cos_mean``: E_x cos(L w^T x), used by the centred cosine class); ``sqrt_cov`` (d,) or None, ``basis`` (d, k)
+    or None, float32. :meth:`loss` gives every configuration's mean squared error on the step's tasks,
+    differentiable in M.
+    """
+
+    def __init__(self, input_dist: str, keys: torch.Tensor, n: int, batch: int, d: int, k: int, classes,
+                 L: torch.Tensor, sigma: torch.Tensor, cos_mean: torch.Tensor, softmax: bool,
+                 sqrt_cov: torch.Tensor | None, basis: torch.Tensor | None):
+        lib = _require()
+        R, G = L.shape
+        self.R, self.G, self.n, self.B, self.d, self.k = R, G, int(n), int(batch), int(d), int(k)
+        self.input_dist, self.softmax = input_dist, bool(softmax)
+        self.keys = _keys_u32(keys)
+        self.cls = torch.tensor([[CLASS_CODES[c] for c in row] for row in classes], dtype=torch.int32)
+        self.L, self.sigma, self.cmean = (t.detach().to("cpu", torch.float32).contiguous()
+                                          for t in (L, sigma, cos_mean))
+        self.sqrt_cov = None if sqrt_cov is None else sqrt_cov.to("cpu", torch.float32).contiguous()
+        self.basis = None if basis is None else basis.to("cpu", torch.float32).contiguous()
+        self.results = torch.empty(R, G, self.B, d + 1)
+        self.queries = torch.empty(R, self.B, d)
+        self.slots = min(64, max(torch.get_num_threads(), os.cpu_count() or 1))
+        self.per_thread = int(lib.scratch_floats(self.n, d))
+        self.scratch = torch.empty(self.slots * self.per_thread)
+
     @staticmethod
-    def forward(ctx, M, x_ctx, x_q, y, f, softmax):
-        R, G, B, n = y.shape
-        d = x_ctx.shape[-1]
-        x = _inputs(x_ctx, x_q)
-        f, fs = _targets(f)
-        M, y = M.detach().contiguous(), y.contiguous()
-        loss = torch.empty(R, G, dtype=torch.float32)
-        grad = torch.empty(R, G, d, d, dtype=torch.float32)
-        ok = _lib.readout_mse(R, G, B, n, d, int(softmax), torch.get_num_threads(), M.data_ptr(), x.data_ptr(),
-                              y.data_ptr(), f.data_ptr(), fs, loss.data_ptr(), grad.data_ptr())
-        if not ok:
-            raise MemoryError("the fused readout kernel could not allocate its buffers")
+    def usable(classes, L: torch.Tensor, d: int, k: int, device) -> bool:
+        """Whether the engine can train these configurations (:func:`usable`, and cosine classes with
+        ``|L| <= COSINE_L_MAX``). Reads ``L`` on the host: call it outside training loops."""
+        if not usable(device, d, k):
+            return False
+        cosine = torch.tensor([[c in ("cosine", "cosine_centered", "lowrank_cosine") for c in row] for row in classes])
+        return not (cosine.any() and bool((L.detach().abs().cpu() * cosine).max() > COSINE_L_MAX))
+
+    def run(self, M: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Loss (R, G) and its gradient in M (R, G, d, d) at training step ``step``, for matrices ``M``."""
+        M = M.detach().contiguous()
+        if M.shape != (self.R, self.G, self.d, self.d) or M.dtype != torch.float32 or M.device.type != "cpu":
+            raise ValueError(f"M must be a float32 CPU tensor of shape {(self.R, self.G, self.d, self.d)}; got "
+                             f"{tuple(M.shape)}, {M.dtype}, {M.device}")
+        loss = torch.empty(self.R, self.G, device="cpu")
+        grad = torch.empty(self.R, self.G, self.d, self.d, device="cpu")
+        threads = min(torch.get_num_threads(), self.slots)
+        spec = _spec(self.R, self.B, self.n, self.d, self.k, 0, int(step), self.input_dist, self.keys, self.sqrt_cov,
+                     self.basis)
+        spec.nthreads = threads
+        st = _Step(G=self.G, softmax=int(self.softmax), cls=_ptr(self.cls), L=_ptr(self.L), sigma=_ptr(self.sigma),
+                   cmean=_ptr(self.cmean), M=_ptr(M), results=_ptr(self.results), queries=_ptr(self.queries),
+                   scratch=_ptr(self.scratch), loss=_ptr(loss), grad=_ptr(grad))
+        if not _lib.fused_step(ctypes.byref(spec), ctypes.byref(st)):
+            raise ValueError(f"the engine takes 1 <= d, k <= {DMAX}; got d = {self.d}, k = {self.k}")
+        return loss, grad
+
+    def loss(self, M: torch.Tensor, step: int) -> torch.Tensor:
+        """Every configuration's loss (R, G) at training step ``step``, differentiable in ``M`` (R, G, d, d)."""
+        return _FusedLoss.apply(M, self, int(step))
+
+
+class _FusedLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, M, stream, step):
+        loss, grad = stream.run(M, step)
         ctx.save_for_backward(grad)
         return loss
 
     @staticmethod
     def backward(ctx, g):
         (grad,) = ctx.saved_tensors
-        return grad * g[..., None, None], None, None, None, None, None
-
-
-def readout_mse(kind: str, x_ctx, x_q, y_ctx, f_q, M) -> torch.Tensor:
-    """Per-configuration mean squared error (R, G) of attention units ``M`` (R, G, d, d) on a task batch,
-    differentiable in ``M``. Call only where :func:`usable` is true."""
-    if M.device.type != "cpu" or y_ctx.device.type != "cpu":      # the kernel reads host memory: never a GPU tensor
-        raise ValueError(f"the fused kernel runs on the CPU only; got tensors on {M.device} and {y_ctx.device}")
-    if _load() is None:
-        raise RuntimeError(f"the fused kernel is not available: {_status}")
-    return _FusedMSE.apply(M, x_ctx, x_q, y_ctx, f_q, kind == "softmax")
+        return grad * g[..., None, None], None, None

@@ -1,0 +1,367 @@
+"""Roofline benchmark: each heavy training stage's step against the floor this machine allows.
+
+In one run it measures
+
+1. **the machine**, on every thread the stages use: its memory bandwidth (STREAM's triad ``a = b + s c`` over
+   three float32 arrays of 256 MB, PyTorch; 12 bytes per element) and its arithmetic throughput (independent float32
+   fused multiply-adds on registers, a C loop compiled with the fused kernel's flags; 2 FLOP per FMA); each the best
+   of its repetitions, measured once per round between the stages (the machine is shared: the best observed is
+   what it allows);
+2. **each stage's training step**, through the trainer's own code (``train_sweep`` / ``train_cls_sweep`` on the
+   stage's sweep at the paper profile with ``steps`` replaced; the time is the optimisation loop's own clock, a
+   warm-up run of one step first), under each numerical backend (``SOFTMAX_ICL_KERNEL=auto``: the fused C kernel
+   where it builds; ``torch``), each (stage, backend) in a fresh process, interleaved over rounds;
+
+and prints, per stage, ``floor = max(FLOP / throughput, bytes / bandwidth)``, the measured step (median over rounds)
+and ``ratio = measured / floor``, for each backend. ``--json PATH`` writes the same numbers.
+
+**Counting convention** (per training step, at the stage's settings; the work the *task* needs, whatever the code):
+
+* A FLOP is one add, multiply, compare, logical or integer operation on one 32-bit lane; an FMA counts 2, and the
+  throughput it is held against is the FMA peak (so integer and comparison work is counted at the FMA rate: the
+  floor is a lower bound). Transcendental functions (exp, log, sin, cos) count :data:`TRANSCENDENTAL` = 15 FLOP,
+  the length of a vectorised polynomial with its range reduction; sqrt, rsqrt and a division count
+  :data:`ROOT` = 4 (one hardware instruction of several cycles).
+* Random numbers are the streams' (:mod:`softmax_icl.streams`): a Philox4x32-10 block of four words costs
+  :data:`PHILOX_BLOCK` = 100 (ten rounds of two 32x32->64-bit products, counted 2 each, four xors and two key
+  increments); a uniform is a quarter block and 2 (shift, scale); a normal a quarter block and half a Box-Muller
+  pair (log, sqrt, cos, sin and 6 operations).
+* Paper 1 (regression): every (seed, context length) draws its tasks once, shared by the configurations of that
+  seed (common random numbers): per task ``n d + 2 d (+ k)`` normals (inputs, query, direction, low-rank
+  coefficients), ``n`` noise normals, 4 uniforms; normalising a point ``3 d + 4``, projecting it on the task ``2 d``;
+  per configuration a label ``2 +`` the class's cost (:data:`LABEL_COST`) per point, ``q = M x_q`` and the gradient's
+  outer product ``2 d^2`` each per task, and per point the forward (score ``2 d``, max, exp, sums: ``2 d + 20``
+  softmax, ``2 d + 2`` linear) and backward (``2 d + 3`` softmax, ``2 d + 1`` linear) of the readout.
+* Paper 2 (classification): per seed and context, ``(n + 1) d`` input normals, ``C P d`` prototype normals,
+  ``16 (n + 1) d`` candidate normals when a configuration reads the class-balanced task, ``n + 2`` uniforms; per
+  distinct (seed, task) normalising every point and labelling it (``C P`` dot products and compares); per
+  configuration (``D = d + C``) the forward pass per point (score ``2 D``, softmax 18, the weighted sums ``2 D``)
+  and twice that for the backward pass.
+* Bytes: what must cross memory at the least. The tasks need not: a task is drawn, labelled and consumed while it
+  is in cache (what a fused sampler does), so the floor's bytes are the parameters, their gradient and Adam's two
+  moments, read and written once a step (7 x 4 bytes per parameter). Every stage here is therefore compute-bound
+  at its floor; the table prints both terms.
+
+Stages (:data:`STAGES`) are the paper profile's heaviest; adding one is a line there (a function of the figure's
+resolved configuration giving its sweep, and the work model of its paper). The step is measured at the paper's
+batch: none of these steps exceeds a minute.
+
+Usage:  python benchmarks/roofline.py [--stages NAME ...] [--backends auto torch] [--rounds 3] [--budget 12]
+                                      [--threads N] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+TRANSCENDENTAL = 15
+ROOT = 4
+PHILOX_BLOCK = 100
+UNIFORM = PHILOX_BLOCK / 4 + 2
+NORMAL = PHILOX_BLOCK / 4 + (3 * TRANSCENDENTAL + ROOT + 6) / 2      # Box-Muller pair: log, cos, sin, sqrt, 6 ops
+#: FLOP of a label f(p) from the projection p, per class (the noise adds 2 for every class)
+LABEL_COST = {"affine": 3, "relu": 6, "cosine": 2 + TRANSCENDENTAL, "cosine_centered": 4 + TRANSCENDENTAL,
+              "lowrank_linear": 1, "lowrank_affine": 2, "lowrank_quadratic": 2,
+              "lowrank_cosine": 2 + TRANSCENDENTAL}
+ADAM_BYTES_PER_PARAM = 7 * 4
+
+
+@dataclass(frozen=True)
+class Work:
+    flop: float
+    bytes: float
+
+
+def regression_work(sw) -> Work:
+    """FLOP and bytes of one step of a paper-1 sweep (``softmax_icl.training.Sweep``; parameterisations M, KQ)."""
+    if sw.param == "full":
+        raise ValueError("the work model covers the M and KQ parameterisations (the readout of M), not 'full'")
+    d, k, B = sw.d, sw.k, sw.batch_size
+    lowrank = any(c.startswith("lowrank_") for c in sw.classes)
+    configs = sw.configs()
+    flop = 0.0
+    for n in sorted({c["n"] for c in configs}):
+        at_n = [c for c in configs if c["n"] == n]
+        rows = len({c["seed"] for c in at_n})
+        normals = n * d + 2 * d + (k if lowrank else 0) + n
+        per_task = normals * NORMAL + 4 * UNIFORM + (n + 1) * (3 * d + 4 + 2 * d)
+        point = (4 * d + 23) if sw.model == "softmax" else (4 * d + 3)              # readout forward + backward
+        for c in at_n:                  # q = M x_q and the gradient's outer product, the loss, labels, readout
+            flop += B * (4 * d * d + 3 + (n + 1) * (2 + LABEL_COST[c["function_class"]]) + n * point)
+        flop += rows * B * per_task
+    params = len(configs) * d * d * (2 if sw.param == "KQ" else 1)
+    return Work(flop, params * ADAM_BYTES_PER_PARAM)
+
+
+def classification_work(sw) -> Work:
+    """FLOP and bytes of one step of a paper-2 sweep (``softmax_icl.classification.models.ClsSweep``)."""
+    configs = sw.configs()
+    n, B = max(sw.n), sw.batch_size
+    flop = 0.0
+    seeds = {c["seed"] for c in configs}
+    for s in seeds:
+        mine = [c for c in configs if c["seed"] == s]
+        C, P, d = max(c["C"] for c in mine), max(c["P"] for c in mine), max(c["d"] for c in mine)
+        balanced = any(c["reading"] == "balanced" for c in mine)
+        normals = (n + 1) * d + C * P * d + (16 * (n + 1) * d if balanced else 0)
+        flop += B * (normals * NORMAL + (n + 2) * UNIFORM)
+        for task in {(c["reading"], c["P"], c["tau"], c["k"], c["C"], c["d"]) for c in mine}:
+            reading, P_, _, _, C_, d_ = task
+            points = (n + 1) * (1 + (16 if reading == "balanced" else 0))
+            flop += B * (points * (3 * d_ + 4 + C_ * P_ * (2 * d_ + 1)) + C_ * P_ * (3 * d_ + 4))
+    for c in configs:
+        D = c["d"] + c["C"]
+        forward = n * (2 * D + 18 + 2 * D) + 2 * D * c["d"] + 2 * c["C"] * D + c["C"] * TRANSCENDENTAL
+        flop += B * 3 * forward
+    D = sw.dims[1] + sw.dims[3]
+    return Work(flop, len(configs) * 3 * D * D * ADAM_BYTES_PER_PARAM)
+
+
+@dataclass(frozen=True)
+class Stage:
+    figure: str
+    tag: str
+    sweep: Callable[[dict], object]          # the figure's resolved configuration -> the stage's sweep
+    work: Callable[[object], Work]
+
+    @property
+    def name(self) -> str:
+        return f"{self.figure}/{self.tag}"
+
+
+def _norm(key):
+    def sweep(cfg):
+        from softmax_icl.figures.norm_scaling import sweeps
+        return sweeps.sweeps(cfg)[key]
+    return sweep
+
+
+def _window(cfg):
+    from softmax_icl.figures.window_adaptation import sweeps
+    return sweeps.sweep_for(cfg, "softmax")
+
+
+def _generalization_theory(d):
+    def sweep(cfg):
+        from softmax_icl.figures.generalization import sweeps
+        return sweeps.theory_sweep(cfg, d, dict(sweeps.theory_dims(cfg))[d])
+    return sweep
+
+
+def _classification(key):
+    def sweep(cfg):
+        from softmax_icl.figures.classification_kernel_gd import sweeps
+        return sweeps.sweeps(cfg)[key]
+    return sweep
+
+
+STAGES = [
+    Stage("norm_scaling", "train_t34_d8", _norm("t34_d8"), regression_work),
+    Stage("norm_scaling", "train_n", _norm("n"), regression_work),
+    Stage("window_adaptation", "train_softmax", _window, regression_work),
+    Stage("generalization", "train_theory_d5", _generalization_theory(5), regression_work),
+    Stage("classification_kernel_gd", "train_readings_n200", _classification("readings_n200"), classification_work),
+]
+BY_NAME = {s.name: s for s in STAGES} | {s.tag: s for s in STAGES}
+
+
+def stage_sweep(stage: Stage, profile: str = "paper"):
+    from softmax_icl.registry import resolve
+    return stage.sweep(resolve(stage.figure, profile))
+
+
+# -- the machine ------------------------------------------------------------------------------------------------
+
+FMA_SOURCE = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#define W 64
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+static volatile float sink;
+static void *run(void *arg) {
+    float acc[W];
+    for (int k = 0; k < W; k++) acc[k] = 1e-3f * k;
+    const long iters = *(long *)arg;
+    for (long i = 0; i < iters; i++) {
+#pragma GCC unroll 64
+        for (int k = 0; k < W; k++) acc[k] = acc[k] * 0.999999f + 1e-7f;
+    }
+    float s = 0; for (int k = 0; k < W; k++) s += acc[k];
+    sink = s;
+    return NULL;
+}
+int main(int argc, char **argv) {
+    int threads = atoi(argv[1]); long iters = atol(argv[2]);
+    pthread_t th[64];
+    double t = now();
+    for (int i = 1; i < threads; i++) pthread_create(&th[i], NULL, run, &iters);
+    run(&iters);
+    for (int i = 1; i < threads; i++) pthread_join(th[i], NULL);
+    printf("%.6e\n", 2.0 * W * (double)iters * threads / (now() - t));
+    return 0;
+}
+"""
+
+
+def build_fma(tmp: Path) -> Path | None:
+    """The FMA loop compiled with the fused kernel's flags (None without a C compiler)."""
+    from softmax_icl import kernels
+    cc = kernels._compiler()
+    if cc is None:
+        return None
+    src, exe = tmp / "fma.c", tmp / "fma"
+    src.write_text(FMA_SOURCE)
+    for flags in kernels.FLAG_SETS:
+        if subprocess.run([cc, *flags, str(src), "-o", str(exe), "-lpthread"], capture_output=True).returncode == 0:
+            return exe
+    return None
+
+
+def flop_rate(exe: Path | None, threads: int, reps: int = 5) -> tuple[float, str]:
+    """Best float32 FLOP/s of ``reps`` runs (FMA loop; torch's sgemm where there is no compiler)."""
+    if exe is not None:
+        rates = [float(subprocess.run([str(exe), str(threads), "20000000"], capture_output=True, text=True,
+                                      check=True).stdout) for _ in range(reps)]
+        return max(rates), "register FMA loop (C)"
+    import torch
+    a = torch.randn(2048, 2048)
+    best = 0.0
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ a
+        best = max(best, 2 * 2048**3 / (time.perf_counter() - t))
+    return best, "torch sgemm (no C compiler)"
+
+
+def bandwidth(reps: int = 5) -> float:
+    """Best STREAM-triad bandwidth (bytes/s) over three float32 arrays of 256 MB."""
+    import torch
+    n = 1 << 26
+    b, c, a = torch.rand(n), torch.rand(n), torch.empty(n)
+    best = 0.0
+    for _ in range(reps):
+        t = time.perf_counter()
+        torch.add(b, c, alpha=1.5, out=a)
+        best = max(best, 12 * n / (time.perf_counter() - t))
+    return best
+
+
+# -- one stage's step, in a fresh process -------------------------------------------------------------------------
+
+def child(stage_name: str, budget: float) -> dict:
+    """Time the stage's step through its trainer (run in a process whose SOFTMAX_ICL_KERNEL is set)."""
+    import torch
+
+    from softmax_icl import kernels
+    stage = BY_NAME[stage_name]
+    sw = stage_sweep(stage)
+    if stage.figure == "classification_kernel_gd":
+        from softmax_icl.classification.models import train_cls_sweep as train
+    else:
+        from softmax_icl.training import train_sweep as train
+
+    def run(steps: int) -> float:
+        res = train(dataclasses.replace(sw, steps=steps, log_every=max(1, sw.log_every)), "cpu", progress=False)
+        return res.timings["train_seconds"] / steps
+
+    first = run(1)                                                   # warm-up: kernel build, first-touch pages
+    steps = max(2, min(50, int(budget / max(first, 1e-3))))
+    return {"seconds_per_step": run(steps), "steps": steps, "warmup_step": first, "backend": kernels.backend(),
+            "threads": torch.get_num_threads()}
+
+
+def run_child(stage: Stage, backend: str, budget: float, threads: int) -> dict:
+    env = dict(os.environ, SOFTMAX_ICL_KERNEL=backend, SOFTMAX_ICL_PROGRESS="0", OMP_NUM_THREADS=str(threads))
+    out = subprocess.run([sys.executable, __file__, "--child", stage.name, "--budget", str(budget)], env=env,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{stage.name} ({backend}) failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--stages", nargs="+", default=[s.name for s in STAGES], help="stages (figure/tag or tag)")
+    ap.add_argument("--backends", nargs="+", default=["auto", "torch"], choices=["auto", "torch"])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=12.0, help="seconds of timed steps per stage, backend and round")
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--child", metavar="STAGE", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child, args.budget)))
+        return 0
+    unknown = [s for s in args.stages if s not in BY_NAME]
+    if unknown:
+        ap.error(f"unknown stage(s) {unknown}; allowed: {', '.join(s.name for s in STAGES)}")
+    stages = [BY_NAME[s] for s in args.stages]
+    import torch
+    torch.set_num_threads(args.threads)
+    works = {s.name: s.work(stage_sweep(s)) for s in stages}
+    times: dict[tuple[str, str], list[float]] = {(s.name, b): [] for s in stages for b in args.backends}
+    info: dict[tuple[str, str], dict] = {}
+    flops, bws = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = build_fma(Path(tmp))
+        for r in range(args.rounds):
+            rate, how = flop_rate(exe, args.threads)
+            flops.append(rate)
+            bws.append(bandwidth())
+            print(f"round {r + 1}/{args.rounds}: {rate / 1e9:.1f} GFLOP/s ({how}), {bws[-1] / 1e9:.1f} GB/s",
+                  flush=True)
+            pairs = [(s, b) for s in stages for b in args.backends]
+            pairs = pairs[r % len(pairs):] + pairs[:r % len(pairs)]           # rotate the order between rounds
+            for s, b in pairs:
+                res = run_child(s, b, args.budget, args.threads)
+                times[(s.name, b)].append(res["seconds_per_step"])
+                info[(s.name, b)] = res
+                print(f"  {s.name:<45} {b:<6} {res['seconds_per_step']:.4f} s/step ({res['steps']} steps; "
+                      f"{res['backend']})", flush=True)
+    flop_s, bw = max(flops), max(bws)
+    print(f"\nmachine: {args.threads} threads, {flop_s / 1e9:.1f} GFLOP/s ({how}; best of {len(flops)} rounds, "
+          f"range {min(flops) / 1e9:.1f}-{flop_s / 1e9:.1f}), {bw / 1e9:.1f} GB/s triad "
+          f"(range {min(bws) / 1e9:.1f}-{bw / 1e9:.1f})")
+    head = f"{'stage':<45} {'GFLOP':>7} {'MB':>6} {'floor ms':>9}"
+    for b in args.backends:
+        head += f" {b + ' ms':>10} {'(range)':>13} {'ratio':>6}"
+    print(head)
+    report = {"machine": {"threads": args.threads, "flop_per_s": flop_s, "bytes_per_s": bw, "flop_source": how,
+                          "flop_per_s_rounds": flops, "bytes_per_s_rounds": bws}, "stages": {}}
+    for s in stages:
+        w = works[s.name]
+        floor = max(w.flop / flop_s, w.bytes / bw)
+        line = f"{s.name:<45} {w.flop / 1e9:>7.2f} {w.bytes / 1e6:>6.2f} {1e3 * floor:>9.2f}"
+        entry = {"flop": w.flop, "bytes": w.bytes, "floor_s": floor, "by_backend": {}}
+        for b in args.backends:
+            ts = times[(s.name, b)]
+            med = statistics.median(ts)
+            line += f" {1e3 * med:>10.1f} {f'({1e3 * min(ts):.0f}-{1e3 * max(ts):.0f})':>13} {med / floor:>6.1f}"
+            entry["by_backend"][b] = {"measured_s": med, "ratio": med / floor, "rounds": ts,
+                                      "steps": info[(s.name, b)]["steps"], "implementation": info[(s.name, b)]["backend"]}
+        main_b = args.backends[0]
+        entry.update(measured_s=entry["by_backend"][main_b]["measured_s"], ratio=entry["by_backend"][main_b]["ratio"],
+                     backend=main_b)
+        report["stages"][s.name] = entry
+        print(line)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,430 @@
+/* The CPU engine of paper 1's trainer (softmax_icl.kernels): tasks drawn from the counter-based streams, labelled,
+ * and consumed by the attention readout while they are in cache.
+ *
+ * fused_step: for every row r (a seed's key) and task b of a step, draw the task (query, direction, coefficients,
+ * context inputs, noise: philox.h), and for each of the row's G configurations (class, L, sigma, key-query matrix M)
+ *   y_i   = f(x_i) + sigma eps_i,   target f(x_q)
+ *   s_i   = x_i^T M x_q,   pred = sum_i a_i y_i,  a = softmax(s) or s / n (linear)
+ *   loss  = mean_b (pred - f(x_q))^2,   dloss/dM = sum_b (sum_i dloss/ds_i x_i) x_q^T
+ * in three passes over the context (scores, weights, gradient), held transposed (d rows of n values) so every pass is
+ * a vector loop over i, with q = M x_q formed first (no d^2 pair features). Nothing is allocated: the caller owns
+ * the per-thread scratch and the per-task results.
+ *
+ * sample_raw: the same draws written out (inputs, task parameters, noise), for evaluation sets and the tests.
+ *
+ * Threads: tasks are split over the threads, each writing its task's results (err, and sum_i dloss/ds_i x_i per
+ * configuration) to the task's own slot; the sums over tasks are then taken per configuration in task order, in
+ * double. No number depends on the thread count.
+ */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "philox.h"
+
+#define DMAX 64
+#define CHUNK 64 /* points drawn and normalised at a time */
+#define PAD(n) (((n) + 7) / 8 * 8) /* context rows padded to whole vectors of eight */
+
+/* Eight floats (GCC / Clang vector extension: AVX registers where there are, pairs of SSE ones elsewhere). The
+ * step's rows start at multiples of 32 bytes (the scratch is 64-byte aligned, every row a whole number of vectors). */
+typedef float v8f __attribute__((vector_size(32)));
+
+static inline float hsum(const v8f *v) {
+    const v8f a = *v;
+    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
+
+enum { TAG_X = 1, TAG_QUERY = 2, TAG_DIRECTION = 3, TAG_LOWRANK = 4, TAG_COEF = 5, TAG_PHASE = 6, TAG_NOISE = 7 };
+enum { ISOTROPIC = 0, NONISOTROPIC = 1, WHITENED = 2 };
+
+typedef struct {
+    int64_t R, B, n, d, k;      /* rows (keys), tasks per row, context length, input dimension, low-rank rank */
+    int64_t first_task;         /* index of the first task (an evaluation set drawn in chunks) */
+    int64_t step;
+    int64_t input_dist;         /* ISOTROPIC, NONISOTROPIC, WHITENED */
+    int64_t nthreads;
+    const uint32_t *keys;       /* (R, 2) */
+    const float *sqrt_cov;      /* (d), or NULL when isotropic */
+    const float *basis;         /* (d, k), row-major, or NULL: the low-rank basis B */
+} spec_t;
+
+typedef struct {
+    int64_t G;
+    int64_t softmax;
+    const int32_t *cls;         /* (R, G) class codes (see labels) */
+    const float *L, *sigma, *cmean;   /* (R, G); cmean: E_x cos(L w^T x) of the centred cosine class */
+    const float *M;             /* (R, G, d, d) */
+    float *results;             /* (R, G, B, d + 1): err, then sum_i dloss/ds_i x_i */
+    float *queries;             /* (R, B, d) */
+    float *scratch;             /* nthreads x scratch_floats(n, d) */
+    float *loss, *grad;         /* (R, G), (R, G, d, d) */
+} step_t;
+
+int64_t scratch_floats(int64_t n, int64_t d) { return (d + 5) * PAD(n); }
+
+/* One task's own draws. */
+typedef struct {
+    float u[DMAX], w[DMAX], a[DMAX], coef[3], phase;
+    float xq[DMAX], pq[2];      /* the query input and its projections on u and w */
+} task_t;
+
+/* v / |v|; a zero vector stays zero (as PyTorch's, whose norm is clamped): only d = 1 can draw one. */
+static inline void unit(float *v, int64_t D) {
+    float ss = 0.f;
+    for (int64_t k = 0; k < D; k++) ss += v[k] * v[k];
+    const float inv = ss > 0.f ? 1.f / sqrtf(ss) : 0.f;
+    for (int64_t k = 0; k < D; k++) v[k] *= inv;
+}
+
+/* A task's own draws (query, direction, low-rank coefficients, coefficients, phase) in one pass of the generator:
+ * every kind's blocks side by side in the lanes. */
+static __attribute__((noinline)) void draw_task(const spec_t *S, key_t2 key, uint32_t task, task_t *T,
+                                                float *xq_task, const int64_t D) {
+    enum { MAXB = 64 };                              /* 2 ceil(d / 4) + ceil(k / 4) + 2 <= 50 blocks for d, k <= 64 */
+    const int64_t nd = (D + 3) / 4, nk = (S->k + 3) / 4;
+    const uint32_t tags[5] = {TAG_QUERY, TAG_DIRECTION, TAG_LOWRANK, TAG_COEF, TAG_PHASE};
+    const int64_t count[5] = {nd, nd, nk, 1, 1};
+    uint32_t c0[MAXB] = {0}, c3[MAXB] = {0};
+    int64_t J = 0;
+    for (int kind = 0; kind < 5; kind++)
+        for (int64_t j = 0; j < count[kind]; j++, J++) { c0[J] = (uint32_t)j; c3[J] = tags[kind]; }
+    float z[4 * MAXB], u[4 * MAXB];
+    blocks_of(key, c0, task, (uint32_t)S->step, c3, (int)((J + 7) / 8), z, u);
+    float zq[DMAX];
+    for (int64_t e = 0; e < D; e++) { zq[e] = z[e]; T->u[e] = z[4 * nd + e]; }
+    for (int64_t j = 0; j < S->k; j++) T->a[j] = z[8 * nd + j];
+    unit(zq, D);
+    unit(T->u, D);
+    unit(T->a, S->k);
+    for (int q = 0; q < 3; q++) T->coef[q] = 2.f * u[4 * (2 * nd + nk) + q] - 1.f;
+    T->phase = u[4 * (2 * nd + nk + 1)] * 6.28318530717958648f;
+    for (int64_t e = 0; e < D; e++) {
+        float t = 0.f;
+        if (S->basis)
+            for (int64_t j = 0; j < S->k; j++) t += S->basis[e * S->k + j] * T->a[j];
+        T->w[e] = t;
+    }
+    for (int64_t e = 0; e < D; e++) T->xq[e] = S->sqrt_cov ? zq[e] * S->sqrt_cov[e] : zq[e];
+    const float *at = S->input_dist == WHITENED ? zq : T->xq;        /* where the task is evaluated */
+    float pu = 0.f, pw = 0.f;
+    for (int64_t e = 0; e < D; e++) { pu += at[e] * T->u[e]; pw += at[e] * T->w[e]; }
+    T->pq[0] = pu;
+    T->pq[1] = pw;
+    if (xq_task)
+        for (int64_t e = 0; e < D; e++) xq_task[e] = zq[e];
+}
+
+/* Context points [i0, i0 + m), m <= CHUNK, of a task as unit vectors zt (D rows of CHUNK) and inputs xt = the
+ * vectors scaled by Sigma^{1/2} (D rows of CHUNK; xt == zt when isotropic). */
+static inline __attribute__((always_inline)) void draw_points(const spec_t *S, key_t2 key, uint32_t task, int64_t i0,
+                                                              int64_t m, float *z, float *zt, float *xt,
+                                                              const int64_t D) {
+    stream_fill(key, TAG_X, (uint32_t)S->step, task, i0 * D, m * D, 1, z);
+    float inv[CHUNK];
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t k = 0; k < D; k++) zt[k * CHUNK + i] = z[i * D + k];
+    for (int64_t i = 0; i < m; i++) inv[i] = 0.f;
+    for (int64_t k = 0; k < D; k++)
+        for (int64_t i = 0; i < m; i++) inv[i] += zt[k * CHUNK + i] * zt[k * CHUNK + i];
+    for (int64_t i = 0; i < m; i++) inv[i] = inv[i] > 0.f ? 1.f / sqrtf(inv[i]) : 0.f;
+    for (int64_t k = 0; k < D; k++) {
+        const float sc = S->sqrt_cov ? S->sqrt_cov[k] : 1.f;
+        for (int64_t i = 0; i < m; i++) {
+            zt[k * CHUNK + i] *= inv[i];
+            xt[k * CHUNK + i] = zt[k * CHUNK + i] * sc;
+        }
+    }
+}
+
+/* y_i = f(p_i) + sigma eps_i for one class over n points (and f at the query projection). */
+static void labels(int32_t cls, float L, float sigma, float cmean, const task_t *T, const float *pu, const float *pw,
+                   const float *eps, int64_t n, float *y, float *fq) {
+    const float c0 = T->coef[0], c1 = T->coef[1], c2 = T->coef[2], ph = T->phase;
+    const float *p = cls >= 4 ? pw : pu;
+    const float q = cls >= 4 ? T->pq[1] : T->pq[0];
+    switch (cls) {
+    case 0: /* affine */
+        for (int64_t i = 0; i < n; i++) y[i] = L * (c1 + c0 * p[i]) + sigma * eps[i];
+        *fq = L * (c1 + c0 * q);
+        break;
+    case 1: /* relu */
+        for (int64_t i = 0; i < n; i++)
+            y[i] = L * (c0 * fmaxf(p[i], 0.f) + c1 * fmaxf(-p[i], 0.f) + c2) + sigma * eps[i];
+        *fq = L * (c0 * fmaxf(q, 0.f) + c1 * fmaxf(-q, 0.f) + c2);
+        break;
+    case 2: /* cosine */
+        for (int64_t i = 0; i < n; i++) y[i] = cos_any(ph + L * p[i]) + sigma * eps[i];
+        *fq = cos_any(ph + L * q);
+        break;
+    case 3: { /* cosine, less its mean over x */
+        const float off = cos_any(ph) * cmean;
+        for (int64_t i = 0; i < n; i++) y[i] = (cos_any(ph + L * p[i]) - off) + sigma * eps[i];
+        *fq = cos_any(ph + L * q) - off;
+        break;
+    }
+    case 4: /* low-rank linear */
+        for (int64_t i = 0; i < n; i++) y[i] = L * p[i] + sigma * eps[i];
+        *fq = L * q;
+        break;
+    case 5: /* low-rank affine */
+        for (int64_t i = 0; i < n; i++) y[i] = (L * p[i] + 2.f) + sigma * eps[i];
+        *fq = L * q + 2.f;
+        break;
+    case 6: /* low-rank quadratic */
+        for (int64_t i = 0; i < n; i++) { const float t = L * p[i]; y[i] = t * t + sigma * eps[i]; }
+        *fq = (L * q) * (L * q);
+        break;
+    default: /* low-rank cosine */
+        for (int64_t i = 0; i < n; i++) y[i] = cos_any(4.f * (L * p[i])) + sigma * eps[i];
+        *fq = cos_any(4.f * (L * q));
+        break;
+    }
+}
+
+/* Readout of one configuration on one task: returns err = pred - fq and rv = sum_i dloss/ds_i x_i (D).
+ * X: D rows of np = PAD(n) inputs (zero beyond n), y: np labels (zero beyond n), s: np scratch. The score and
+ * gradient passes read the inputs as vectors of eight points; the weights pass is a plain loop the compiler
+ * vectorises (exp). */
+static inline __attribute__((always_inline)) float readout(const float *X, int64_t n, const float *Mg, const float *xq,
+                                                           const float *y, float fq, int softmax, int64_t B,
+                                                           float *s, float *rv, const int64_t D) {
+    const int64_t np = PAD(n), nv = np / 8;
+    float q[DMAX];
+    for (int64_t k = 0; k < D; k++) {
+        float t = 0.f;
+        for (int64_t e = 0; e < D; e++) t += Mg[k * D + e] * xq[e];
+        q[k] = t;
+    }
+    v8f *sv = (v8f *)s;
+    const v8f *Xv = (const v8f *)X;
+    for (int64_t v = 0; v < nv; v++) {
+        v8f acc = q[0] * Xv[v];
+        for (int64_t k = 1; k < D; k++) acc += q[k] * Xv[k * nv + v];
+        sv[v] = acc;
+    }
+    float pred, c;
+    if (softmax) {
+        for (int64_t i = n; i < np; i++) s[i] = -3.0e38f;                  /* padding: weight exp(-87), label 0 */
+        float m = -3.0e38f;
+        for (int64_t i = 0; i < np; i++) m = s[i] > m ? s[i] : m;
+        float Z = 0.f, num = 0.f;
+        for (int64_t i = 0; i < np; i++) {
+            const float e = exp_nonpositive(s[i] - m);
+            s[i] = e;
+            Z += e;
+            num += e * y[i];
+        }
+        pred = num / Z;
+        c = 2.f * (pred - fq) / ((float)B * Z);
+        for (int64_t i = 0; i < np; i++) s[i] = c * s[i] * (y[i] - pred);       /* dloss/ds_i */
+    } else {
+        float num = 0.f;
+        for (int64_t i = 0; i < np; i++) num += s[i] * y[i];
+        pred = num / (float)n;
+        c = 2.f * (pred - fq) / ((float)B * (float)n);
+        for (int64_t i = 0; i < np; i++) s[i] = c * y[i];
+    }
+    v8f acc[DMAX];
+    for (int64_t k = 0; k < D; k++) acc[k] = (v8f){0};
+    for (int64_t v = 0; v < nv; v++) {
+        const v8f w = sv[v];
+        for (int64_t k = 0; k < D; k++) acc[k] += w * Xv[k * nv + v];
+    }
+    for (int64_t k = 0; k < D; k++) rv[k] = hsum(&acc[k]);
+    return pred - fq;
+}
+
+typedef struct {
+    const spec_t *S;
+    const step_t *P;           /* NULL: sample_raw */
+    float *x, *x_task, *u, *a, *coef, *phase, *noise;   /* sample_raw's outputs */
+    float *scratch;
+    int phase2;                /* 0: tasks [start, stop) of R * B; 1: configurations [start, stop) of R * G */
+    int64_t start, stop;
+} job_t;
+
+/* Context points [i0, i0 + m) of a task for the step: inputs into the rows of X (stride np), their projections on
+ * the task direction u and on w = B a (at the inputs, or at the unit vectors for whitened inputs) into pu, pw. */
+static inline __attribute__((always_inline)) void step_points(const spec_t *S, key_t2 key, uint32_t task,
+                                                              const task_t *T, int64_t i0, int64_t m, int64_t np,
+                                                              float *X, float *pu, float *pw, const int64_t D) {
+    float z[DMAX * CHUNK], zt[DMAX * CHUNK], inv[CHUNK], a1[CHUNK], a2[CHUNK];
+    stream_fill(key, TAG_X, (uint32_t)S->step, task, i0 * D, m * D, 1, z);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t k = 0; k < D; k++) zt[k * CHUNK + i] = z[i * D + k];
+    for (int64_t i = 0; i < m; i++) inv[i] = 0.f;
+    for (int64_t k = 0; k < D; k++)
+        for (int64_t i = 0; i < m; i++) inv[i] += zt[k * CHUNK + i] * zt[k * CHUNK + i];
+    for (int64_t i = 0; i < m; i++) { inv[i] = inv[i] > 0.f ? 1.f / sqrtf(inv[i]) : 0.f; a1[i] = 0.f; a2[i] = 0.f; }
+    const int whitened = S->input_dist == WHITENED;
+    for (int64_t k = 0; k < D; k++) {
+        const float sc = S->sqrt_cov ? S->sqrt_cov[k] : 1.f, at = whitened ? 1.f : sc;
+        const float uk = T->u[k] * at, wk = T->w[k] * at;
+        float *Xk = X + k * np + i0;
+        for (int64_t i = 0; i < m; i++) {
+            const float unit = zt[k * CHUNK + i] * inv[i];
+            zt[k * CHUNK + i] = unit * sc;
+            a1[i] += unit * uk;
+            a2[i] += unit * wk;
+        }
+        for (int64_t i = 0; i < m; i++) Xk[i] = zt[k * CHUNK + i];
+    }
+    for (int64_t i = 0; i < m; i++) { pu[i0 + i] = a1[i]; pw[i0 + i] = a2[i]; }
+}
+
+static inline __attribute__((always_inline)) void step_tasks(const job_t *J, const int64_t D) {
+    const spec_t *S = J->S;
+    const step_t *P = J->P;
+    const int64_t n = S->n, np = PAD(n), B = S->B, G = P->G;
+    float *X = J->scratch, *pu = X + D * np, *pw = pu + np, *eps = pw + np, *y = eps + np, *s = y + np;
+    for (int64_t k = 0; k < D; k++)
+        for (int64_t i = n; i < np; i++) X[k * np + i] = 0.f;        /* padding: zero inputs (and labels below) */
+    for (int64_t rb = J->start; rb < J->stop; rb++) {
+        const int64_t r = rb / B, b = rb % B;
+        const key_t2 key = {S->keys[2 * r], S->keys[2 * r + 1]};
+        const uint32_t task = (uint32_t)(S->first_task + b);
+        task_t T;
+        draw_task(S, key, task, &T, NULL, D);
+        for (int64_t i0 = 0; i0 < n; i0 += CHUNK)
+            step_points(S, key, task, &T, i0, n - i0 < CHUNK ? n - i0 : CHUNK, np, X, pu, pw, D);
+        stream_fill(key, TAG_NOISE, (uint32_t)S->step, task, 0, n, 1, eps);
+        for (int64_t e = 0; e < D; e++) P->queries[rb * D + e] = T.xq[e];
+        for (int64_t g = 0; g < G; g++) {
+            const int64_t rg = r * G + g;
+            float fq;
+            labels(P->cls[rg], P->L[rg], P->sigma[rg], P->cmean[rg], &T, pu, pw, eps, n, y, &fq);
+            for (int64_t i = n; i < np; i++) y[i] = 0.f;
+            float *res = P->results + (rg * B + b) * (D + 1);
+            res[0] = readout(X, n, P->M + rg * D * D, T.xq, y, fq, (int)P->softmax, B, s, res + 1, D);
+        }
+    }
+}
+
+/* loss and gradient of configurations [start, stop): sums over tasks in task order, in double. */
+static void step_reduce(const job_t *J) {
+    const spec_t *S = J->S;
+    const step_t *P = J->P;
+    const int64_t B = S->B, D = S->d, G = P->G;
+    double acc[DMAX * DMAX];
+    for (int64_t rg = J->start; rg < J->stop; rg++) {
+        const int64_t r = rg / G;
+        double l = 0.0;
+        for (int64_t k = 0; k < D * D; k++) acc[k] = 0.0;
+        for (int64_t b = 0; b < B; b++) {
+            const float *res = P->results + (rg * B + b) * (D + 1), *xq = P->queries + (r * B + b) * D;
+            l += (double)res[0] * res[0];
+            for (int64_t k = 0; k < D; k++)
+                for (int64_t e = 0; e < D; e++) acc[k * D + e] += (double)res[1 + k] * xq[e];
+        }
+        P->loss[rg] = (float)(l / (double)B);
+        for (int64_t k = 0; k < D * D; k++) P->grad[rg * D * D + k] = (float)acc[k];
+    }
+}
+
+static inline __attribute__((always_inline)) void raw_tasks(const job_t *J, const int64_t D) {
+    const spec_t *S = J->S;
+    const int64_t n = S->n, B = S->B, n1 = n + 1;
+    float z[CHUNK * DMAX], zt[CHUNK * DMAX], xt[CHUNK * DMAX];
+    for (int64_t rb = J->start; rb < J->stop; rb++) {
+        const int64_t b = rb % B, r = rb / B;
+        const key_t2 key = {S->keys[2 * r], S->keys[2 * r + 1]};
+        const uint32_t task = (uint32_t)(S->first_task + b);
+        task_t T;
+        float *x = J->x + rb * n1 * D, *xw = J->x_task ? J->x_task + rb * n1 * D : NULL;
+        draw_task(S, key, task, &T, xw ? xw + n * D : NULL, D);
+        for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+            const int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+            draw_points(S, key, task, i0, m, z, zt, xt, D);
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t k = 0; k < D; k++) {
+                    x[(i0 + i) * D + k] = xt[k * CHUNK + i];
+                    if (xw) xw[(i0 + i) * D + k] = zt[k * CHUNK + i];
+                }
+        }
+        for (int64_t e = 0; e < D; e++) x[n * D + e] = T.xq[e];
+        for (int64_t e = 0; e < D; e++) J->u[rb * D + e] = T.u[e];
+        for (int64_t j = 0; j < S->k; j++) J->a[rb * S->k + j] = T.a[j];
+        for (int q = 0; q < 3; q++) J->coef[rb * 3 + q] = T.coef[q];
+        J->phase[rb] = T.phase;
+        stream_fill(key, TAG_NOISE, (uint32_t)S->step, task, 0, n, 1, J->noise + rb * n);
+    }
+}
+
+#define CASES(F) \
+    switch (J->S->d) { \
+    case 1: F(J, 1); break; case 2: F(J, 2); break; case 3: F(J, 3); break; case 4: F(J, 4); break; \
+    case 5: F(J, 5); break; case 6: F(J, 6); break; case 7: F(J, 7); break; case 8: F(J, 8); break; \
+    case 9: F(J, 9); break; case 10: F(J, 10); break; case 11: F(J, 11); break; case 12: F(J, 12); break; \
+    default: F(J, J->S->d); }
+
+static void *worker(void *arg) {
+    job_t *J = (job_t *)arg;
+    if (J->phase2) step_reduce(J);
+    else if (J->P) { CASES(step_tasks) }
+    else { CASES(raw_tasks) }
+    return NULL;
+}
+
+/* ``items`` (tasks, or configurations in phase 2) split over ``nthreads`` threads, each with its scratch; a thread
+ * that cannot be started leaves its share to this one (the same numbers). */
+static void run(const job_t *proto, int phase2, int64_t items, int64_t nthreads, int64_t scratch) {
+    if (items <= 0) return;
+    if (nthreads > items) nthreads = items;
+    if (nthreads > 64) nthreads = 64;
+    if (nthreads < 1) nthreads = 1;
+    job_t jobs[64];
+    pthread_t threads[64];
+    int started[64] = {0};
+    for (int64_t t = 0; t < nthreads; t++) {
+        jobs[t] = *proto;
+        jobs[t].phase2 = phase2;
+        jobs[t].start = items * t / nthreads;
+        jobs[t].stop = items * (t + 1) / nthreads;
+        jobs[t].scratch = proto->scratch ? proto->scratch + t * scratch : NULL;
+    }
+    for (int64_t t = 1; t < nthreads; t++) started[t] = pthread_create(&threads[t], NULL, worker, &jobs[t]) == 0;
+    worker(&jobs[0]);
+    for (int64_t t = 1; t < nthreads; t++) {
+        if (started[t]) pthread_join(threads[t], NULL);
+        else { jobs[t].scratch = jobs[0].scratch; worker(&jobs[t]); }
+    }
+}
+
+/* Threads worth starting for ``work`` (about one unit per drawn or read number): one costs tens of microseconds. */
+static int64_t threads_for(int64_t nthreads, double work) {
+    const int64_t most = (int64_t)(work / 65536.0);
+    return nthreads < most ? nthreads : (most < 1 ? 1 : most);
+}
+
+int fused_step(const spec_t *S, const step_t *P) {
+    if (S->d < 1 || S->d > DMAX || S->k < 1 || S->k > DMAX) return 0;
+    job_t J = {S, P, NULL, NULL, NULL, NULL, NULL, NULL, NULL, P->scratch, 0, 0, 0};
+    const double work = (double)S->R * S->B * (S->n + 1) * (S->d + 1 + P->G);
+    run(&J, 0, S->R * S->B, threads_for(S->nthreads, work), scratch_floats(S->n, S->d));
+    run(&J, 1, S->R * P->G, threads_for(S->nthreads, (double)S->R * P->G * S->B * S->d * S->d), 0);
+    return 1;
+}
+
+int sample_raw(const spec_t *S, float *x, float *x_task, float *u, float *a, float *coef, float *phase, float *noise) {
+    if (S->d < 1 || S->d > DMAX || S->k < 1 || S->k > DMAX) return 0;
+    job_t J = {S, NULL, x, x_task, u, a, coef, phase, noise, NULL, 0, 0, 0};
+    run(&J, 0, S->R * S->B, threads_for(S->nthreads, (double)S->R * S->B * (S->n + 1) * (S->d + 1)), 0);
+    return 1;
+}
+
+/* Words or values [f0, f0 + count) of the sequence (key, tag, step, task): kind 0 words, 1 uniforms, 2 normals. */
+void stream_values(uint32_t k0, uint32_t k1, uint32_t tag, uint32_t step, uint32_t task, int64_t f0, int64_t count,
+                   int kind, void *out) {
+    const key_t2 key = {k0, k1};
+    if (kind) {
+        stream_fill(key, tag, step, task, f0, count, kind == 2, (float *)out);
+        return;
+    }
+    uint32_t *o = (uint32_t *)out;
+    for (int64_t f = f0; f < f0 + count; f++) {
+        uint32_t w[4][LANES], c0[LANES], c3[LANES];
+        for (int l = 0; l < LANES; l++) { c0[l] = (uint32_t)(f / 4); c3[l] = tag; }
+        philox_lanes(key, c0, task, step, c3, w);
+        o[f - f0] = w[f % 4][0];
+    }
+}

@@ -1,0 +1,347 @@
+/* The counter scheme of softmax_icl.streams in C (see that module's docstring for the layout):
+ *
+ *   value f of the sequence (key, tag, step, task) is word f % 4 of Philox4x32-10(key, (f / 4, task, step, tag));
+ *   uniform  u = (w >> 8) * 2^-24;
+ *   normal   Box-Muller on the words (0, 1) and (2, 3) of a block: r = sqrt(-2 ln v_0), theta = 2 pi u_1,
+ *            z_0 = r cos theta, z_1 = r sin theta, with v = (2 (w >> 9) + 1) * 2^-24 in (0, 1) (so r > 0).
+ *
+ * Blocks are computed LANES at a time: with AVX2 in registers, eight blocks per vector and two vectors interleaved
+ * (Philox's 32 x 32 -> 64-bit products as even and odd lanes), elsewhere in plain loops over the lanes. The integers
+ * are the same bits as the PyTorch implementation's; the floats use the polynomials below (Cephes' single-precision
+ * ones, written branch-free), equal to PyTorch's to a few units in the last place.
+ */
+#ifndef SOFTMAX_ICL_PHILOX_H
+#define SOFTMAX_ICL_PHILOX_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+#define LANES 16
+
+typedef struct { uint32_t k0, k1; } key_t2;
+
+static inline float bits_to_float(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
+static inline uint32_t float_to_bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+
+/* Philox4x32-10 of the LANES counters (c0[l], c1, c2, c3[l]) under key -> w[word][lane]. */
+static inline void philox_lanes(key_t2 key, const uint32_t *c0, uint32_t c1, uint32_t c2, const uint32_t *c3,
+                                uint32_t w[4][LANES]) {
+    uint32_t x0[LANES], x1[LANES], x2[LANES], x3[LANES];
+    uint32_t k0 = key.k0, k1 = key.k1;
+    for (int l = 0; l < LANES; l++) { x0[l] = c0[l]; x1[l] = c1; x2[l] = c2; x3[l] = c3[l]; }
+    for (int r = 0; r < 10; r++) {
+        for (int l = 0; l < LANES; l++) {
+            const uint64_t p0 = (uint64_t)x0[l] * PHILOX_M0, p1 = (uint64_t)x2[l] * PHILOX_M1;
+            const uint32_t y0 = (uint32_t)(p1 >> 32) ^ x1[l] ^ k0, y2 = (uint32_t)(p0 >> 32) ^ x3[l] ^ k1;
+            x1[l] = (uint32_t)p1;
+            x3[l] = (uint32_t)p0;
+            x0[l] = y0;
+            x2[l] = y2;
+        }
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
+    }
+    memcpy(w[0], x0, sizeof x0); memcpy(w[1], x1, sizeof x1);
+    memcpy(w[2], x2, sizeof x2); memcpy(w[3], x3, sizeof x3);
+}
+
+static inline float uniform_of(uint32_t w) { return (float)(int32_t)(w >> 8) * 5.9604644775390625e-8f; }
+
+/* ln(v) for v in (0, 1] (normal floats): v = m 2^e with m in [sqrt(1/2), sqrt(2)), Cephes logf's polynomial. */
+static inline float log_unit(float v) {
+    const uint32_t b = float_to_bits(v);
+    int32_t e = (int32_t)((b >> 23) & 0xff) - 126;
+    float m = bits_to_float((b & 0x007fffffu) | 0x3f000000u);           /* [0.5, 1) */
+    const int small = m < 0.707106781186547524f;
+    e -= small;
+    m = small ? m + m - 1.f : m - 1.f;
+    const float z = m * m;
+    float y = 7.0376836292e-2f;
+    y = y * m - 1.1514610310e-1f;
+    y = y * m + 1.1676998740e-1f;
+    y = y * m - 1.2420140846e-1f;
+    y = y * m + 1.4249322787e-1f;
+    y = y * m - 1.6668057665e-1f;
+    y = y * m + 2.0000714765e-1f;
+    y = y * m - 2.4999993993e-1f;
+    y = y * m + 3.3333331174e-1f;
+    y = y * m * z;
+    const float fe = (float)e;
+    y += -2.12194440e-4f * fe;
+    y += -0.5f * z;
+    return m + y + 0.693359375f * fe;
+}
+
+/* sin and cos of r in [-pi/4, pi/4] (Cephes sinf / cosf polynomials). */
+static inline float sin_small(float r) {
+    const float z = r * r;
+    return r + r * z * (-1.6666654611e-1f + z * (8.3321608736e-3f + z * -1.9515295891e-4f));
+}
+static inline float cos_small(float r) {
+    const float z = r * r;
+    return 1.f - 0.5f * z + z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f + z * 2.443315711809948e-5f));
+}
+
+/* cos and sin of 2 pi u, u in [0, 1): quadrant q = round(4 u), r = (4 u - q) pi / 2 in [-pi/4, pi/4] (exact but for
+ * the last product); the quadrant swaps the two and sets their signs (branch-free, so the loop vectorises). */
+static inline void sincos_turn(float u, float *s, float *c) {
+    const float t = 4.f * u, q = __builtin_rintf(t);
+    const float r = (t - q) * 1.57079632679489662f;
+    const float sr = sin_small(r), cr = cos_small(r);
+    const uint32_t k = (uint32_t)(int32_t)q;
+    const int swap = (int)(k & 1u);
+    const float cs = swap ? sr : cr, sn = swap ? cr : sr;
+    *c = bits_to_float(float_to_bits(cs) ^ (((k + 1u) & 2u) << 30));
+    *s = bits_to_float(float_to_bits(sn) ^ ((k & 2u) << 30));
+}
+
+/* cos(x) for |x| < 8192: x = j pi/2 + r by a three-part Cody-Waite reduction, then the quadrant (as above). */
+static inline float cos_any(float x) {
+    const float j = __builtin_rintf(x * 0.636619772367581343f);
+    const float r = ((x - j * 1.5703125f) - j * 4.837512969970703125e-4f) - j * 7.549789954891882e-8f;
+    const uint32_t k = (uint32_t)(int32_t)j;
+    const float v = (k & 1u) ? sin_small(r) : cos_small(r);
+    return bits_to_float(float_to_bits(v) ^ (((k + 1u) & 2u) << 30));
+}
+
+/* exp(x) for x <= 0 (Cephes' single-precision polynomial, relative error about 1e-7); arguments below -87 give
+ * exp(-87) ~ 1.6e-38 instead of underflowing. */
+static inline float exp_nonpositive(float x) {
+    x = x < -87.f ? -87.f : x;
+    const float k = __builtin_rintf(x * 1.44269504088896341f);
+    const float r = x - k * 0.693359375f + k * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.f;
+    return p * bits_to_float((uint32_t)((int32_t)k + 127) << 23);
+}
+
+/* Box-Muller on word pairs (a, b): z0 = r cos theta, z1 = r sin theta, r = sqrt(-2 ln v_a), theta = 2 pi u_b. */
+static inline void box_muller(const uint32_t *a, const uint32_t *b, float *z0, float *z1) {
+    for (int l = 0; l < LANES; l++) {
+        const float v = (float)(int32_t)(((a[l] >> 9) << 1) | 1u) * 5.9604644775390625e-8f;    /* odd / 2^24 */
+        const float r = sqrtf(-2.f * log_unit(v));
+        float s, c;
+        sincos_turn(uniform_of(b[l]), &s, &c);
+        z0[l] = r * c;
+        z1[l] = r * s;
+    }
+}
+
+#ifdef __AVX2__
+#include <immintrin.h>
+/* The same computations on eight blocks at a time in AVX2 registers (the compiler's own vectorisation of the loops
+ * above loses most of the speed to memory round trips between the generator and Box-Muller). */
+/* One Philox round on eight counters: the two 32 x 32 -> 64-bit products as even and odd lanes, then their high
+ * and low words blended back into eight lanes. */
+static inline void round_avx2(__m256i a[4], __m256i m0, __m256i m1, __m256i k0, __m256i k1) {
+    const __m256i pe0 = _mm256_mul_epu32(a[0], m0), po0 = _mm256_mul_epu32(_mm256_srli_epi64(a[0], 32), m0);
+    const __m256i pe1 = _mm256_mul_epu32(a[2], m1), po1 = _mm256_mul_epu32(_mm256_srli_epi64(a[2], 32), m1);
+    const __m256i hi0 = _mm256_blend_epi32(_mm256_srli_epi64(pe0, 32), po0, 0xAA);
+    const __m256i lo0 = _mm256_blend_epi32(pe0, _mm256_slli_epi64(po0, 32), 0xAA);
+    const __m256i hi1 = _mm256_blend_epi32(_mm256_srli_epi64(pe1, 32), po1, 0xAA);
+    const __m256i lo1 = _mm256_blend_epi32(pe1, _mm256_slli_epi64(po1, 32), 0xAA);
+    a[0] = _mm256_xor_si256(_mm256_xor_si256(hi1, a[1]), k0);
+    a[2] = _mm256_xor_si256(_mm256_xor_si256(hi0, a[3]), k1);
+    a[1] = lo1;
+    a[3] = lo0;
+}
+
+/* Philox4x32-10 on ``g`` (1 or 2) vectors of eight counters at once (two interleave their dependency chains). */
+static inline void philox_avx2(key_t2 key, __m256i x[4], __m256i y[4], const int g) {
+    const __m256i m0 = _mm256_set1_epi64x(PHILOX_M0), m1 = _mm256_set1_epi64x(PHILOX_M1);
+    __m256i k0 = _mm256_set1_epi32((int)key.k0), k1 = _mm256_set1_epi32((int)key.k1);
+    const __m256i w0 = _mm256_set1_epi32((int)PHILOX_W0), w1 = _mm256_set1_epi32((int)PHILOX_W1);
+    for (int r = 0; r < 10; r++) {
+        round_avx2(x, m0, m1, k0, k1);
+        if (g == 2) round_avx2(y, m0, m1, k0, k1);
+        k0 = _mm256_add_epi32(k0, w0);
+        k1 = _mm256_add_epi32(k1, w1);
+    }
+}
+
+/* Eight counters (j0 + l, c1, c2, c3): consecutive blocks of one sequence. */
+static inline void consecutive_avx2(uint32_t j0, uint32_t c1, uint32_t c2, uint32_t c3, __m256i x[4]) {
+    x[0] = _mm256_add_epi32(_mm256_set1_epi32((int)j0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    x[1] = _mm256_set1_epi32((int)c1);
+    x[2] = _mm256_set1_epi32((int)c2);
+    x[3] = _mm256_set1_epi32((int)c3);
+}
+
+#define V8(x) _mm256_set1_ps(x)
+static inline __m256 uniform_avx2(__m256i w) {
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srli_epi32(w, 8)), V8(5.9604644775390625e-8f));
+}
+
+static inline __m256 log_unit_avx2(__m256 v) {
+    const __m256i b = _mm256_castps_si256(v);
+    __m256 e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 23), _mm256_set1_epi32(126)));
+    __m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi32(0x007fffff)),
+                                                   _mm256_set1_epi32(0x3f000000)));
+    const __m256 small = _mm256_cmp_ps(m, V8(0.707106781186547524f), _CMP_LT_OQ);
+    e = _mm256_sub_ps(e, _mm256_and_ps(small, V8(1.f)));
+    m = _mm256_add_ps(_mm256_sub_ps(m, V8(1.f)), _mm256_and_ps(small, m));
+    const __m256 z = _mm256_mul_ps(m, m);
+    __m256 y = V8(7.0376836292e-2f);
+    y = _mm256_fmadd_ps(y, m, V8(-1.1514610310e-1f));
+    y = _mm256_fmadd_ps(y, m, V8(1.1676998740e-1f));
+    y = _mm256_fmadd_ps(y, m, V8(-1.2420140846e-1f));
+    y = _mm256_fmadd_ps(y, m, V8(1.4249322787e-1f));
+    y = _mm256_fmadd_ps(y, m, V8(-1.6668057665e-1f));
+    y = _mm256_fmadd_ps(y, m, V8(2.0000714765e-1f));
+    y = _mm256_fmadd_ps(y, m, V8(-2.4999993993e-1f));
+    y = _mm256_fmadd_ps(y, m, V8(3.3333331174e-1f));
+    y = _mm256_mul_ps(_mm256_mul_ps(y, m), z);
+    y = _mm256_fmadd_ps(e, V8(-2.12194440e-4f), y);
+    y = _mm256_fmadd_ps(z, V8(-0.5f), y);
+    return _mm256_fmadd_ps(e, V8(0.693359375f), _mm256_add_ps(m, y));
+}
+
+static inline void sincos_turn_avx2(__m256 u, __m256 *s, __m256 *c) {
+    const __m256 t = _mm256_mul_ps(u, V8(4.f));
+    const __m256 q = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 r = _mm256_mul_ps(_mm256_sub_ps(t, q), V8(1.57079632679489662f));
+    const __m256 z = _mm256_mul_ps(r, r);
+    const __m256 sr = _mm256_fmadd_ps(_mm256_mul_ps(r, z), _mm256_fmadd_ps(_mm256_fmadd_ps(z, V8(-1.9515295891e-4f),
+                                      V8(8.3321608736e-3f)), z, V8(-1.6666654611e-1f)), r);
+    const __m256 cr = _mm256_fmadd_ps(_mm256_mul_ps(z, z), _mm256_fmadd_ps(_mm256_fmadd_ps(z,
+                                      V8(2.443315711809948e-5f), V8(-1.388731625493765e-3f)), z,
+                                      V8(4.166664568298827e-2f)), _mm256_fmadd_ps(z, V8(-0.5f), V8(1.f)));
+    const __m256i k = _mm256_cvtps_epi32(q);
+    const __m256 swap = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(k, _mm256_set1_epi32(1)),
+                                                               _mm256_set1_epi32(1)));
+    const __m256 cs = _mm256_blendv_ps(cr, sr, swap), sn = _mm256_blendv_ps(sr, cr, swap);
+    const __m256i two = _mm256_set1_epi32(2);
+    const __m256i nc = _mm256_slli_epi32(_mm256_and_si256(_mm256_add_epi32(k, _mm256_set1_epi32(1)), two), 30);
+    const __m256i ns = _mm256_slli_epi32(_mm256_and_si256(k, two), 30);
+    *c = _mm256_xor_ps(cs, _mm256_castsi256_ps(nc));
+    *s = _mm256_xor_ps(sn, _mm256_castsi256_ps(ns));
+}
+
+static inline void box_muller_avx2(__m256i a, __m256i b, __m256 *z0, __m256 *z1) {
+    const __m256i odd = _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(a, 9), 1), _mm256_set1_epi32(1));
+    const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(odd), V8(5.9604644775390625e-8f));
+    const __m256 r = _mm256_sqrt_ps(_mm256_mul_ps(V8(-2.f), log_unit_avx2(v)));
+    __m256 s, c;
+    sincos_turn_avx2(uniform_avx2(b), &s, &c);
+    *z0 = _mm256_mul_ps(r, c);
+    *z1 = _mm256_mul_ps(r, s);
+}
+
+/* Four vectors of eight lanes (value q of block l in lane l of v[q]) stored as blocks: out[4 l + q]. */
+static inline void store_blocks_avx2(const __m256 v[4], float *out) {
+    const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    _mm256_storeu_ps(out, _mm256_permute2f128_ps(u0, u1, 0x20));
+    _mm256_storeu_ps(out + 8, _mm256_permute2f128_ps(u2, u3, 0x20));
+    _mm256_storeu_ps(out + 16, _mm256_permute2f128_ps(u0, u1, 0x31));
+    _mm256_storeu_ps(out + 24, _mm256_permute2f128_ps(u2, u3, 0x31));
+}
+
+/* Eight blocks' words x as normals and / or uniforms (NULL: not wanted): block l's four values at out[4 l ..]. */
+static inline void convert_avx2(const __m256i x[4], float *normals, float *uniforms) {
+    __m256 z[4];
+    if (normals) {
+        box_muller_avx2(x[0], x[1], &z[0], &z[1]);
+        box_muller_avx2(x[2], x[3], &z[2], &z[3]);
+        store_blocks_avx2(z, normals);
+    }
+    if (uniforms) {
+        for (int q = 0; q < 4; q++) z[q] = uniform_avx2(x[q]);
+        store_blocks_avx2(z, uniforms);
+    }
+}
+
+/* LANES consecutive blocks j0 + l of the sequence (key, tag, step, task) as normals (normal = 1) or uniforms. */
+static inline void lanes(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag, const int normal,
+                         float out[4 * LANES]) {
+    __m256i x[4], y[4];
+    consecutive_avx2(j0, task, step, tag, x);
+    consecutive_avx2(j0 + 8, task, step, tag, y);
+    philox_avx2(key, x, y, 2);
+    convert_avx2(x, normal ? out : NULL, normal ? NULL : out);
+    convert_avx2(y, normal ? out + 32 : NULL, normal ? NULL : out + 32);
+}
+
+/* The blocks of counters (c0[l], task, step, c3[l]), l < 8 m, as normals and uniforms: block l's four values at
+ * normals[4 l ..] and uniforms[4 l ..]. */
+static inline void blocks_of(key_t2 key, const uint32_t *c0, uint32_t task, uint32_t step, const uint32_t *c3, int m,
+                             float *normals, float *uniforms) {
+    for (int h = 0; h < 8 * m; h += 8) {
+        __m256i x[4] = {_mm256_loadu_si256((const __m256i *)(c0 + h)), _mm256_set1_epi32((int)task),
+                        _mm256_set1_epi32((int)step), _mm256_loadu_si256((const __m256i *)(c3 + h))};
+        philox_avx2(key, x, NULL, 1);
+        convert_avx2(x, normals + 4 * h, uniforms + 4 * h);
+    }
+}
+#else
+/* Blocks of counters (c0[l], task, step, c3[l]), l < count, as normals and / or uniforms (NULL: not wanted). */
+static inline void words_to(key_t2 key, const uint32_t *c0, uint32_t task, uint32_t step, const uint32_t *c3,
+                            int count, float *normals, float *uniforms) {
+    for (int h = 0; h < count; h += LANES) {
+        uint32_t w[4][LANES], a0[LANES] = {0}, a3[LANES] = {0};
+        float z[4][LANES];
+        for (int l = 0; l < LANES && h + l < count; l++) { a0[l] = c0[h + l]; a3[l] = c3[h + l]; }
+        philox_lanes(key, a0, task, step, a3, w);
+        if (normals) {
+            box_muller(w[0], w[1], z[0], z[1]);
+            box_muller(w[2], w[3], z[2], z[3]);
+        }
+        for (int l = 0; l < LANES && h + l < count; l++)
+            for (int q = 0; q < 4; q++) {
+                if (normals) normals[4 * (h + l) + q] = z[q][l];
+                if (uniforms) uniforms[4 * (h + l) + q] = uniform_of(w[q][l]);
+            }
+    }
+}
+
+static inline void lanes(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag, const int normal,
+                         float out[4 * LANES]) {
+    uint32_t c0[LANES], c3[LANES];
+    for (int l = 0; l < LANES; l++) { c0[l] = j0 + (uint32_t)l; c3[l] = tag; }
+    words_to(key, c0, task, step, c3, LANES, normal ? out : NULL, normal ? NULL : out);
+}
+
+static inline void blocks_of(key_t2 key, const uint32_t *c0, uint32_t task, uint32_t step, const uint32_t *c3, int m,
+                             float *normals, float *uniforms) {
+    words_to(key, c0, task, step, c3, 8 * m, normals, uniforms);
+}
+#endif
+
+/* Values [f0, f0 + count) of the sequence (key, tag, step, task) as normals (normal = 1) or uniforms into out:
+ * whole groups of LANES blocks straight into out, the ragged ends through a buffer. */
+static inline __attribute__((always_inline)) void fill(key_t2 key, uint32_t tag, uint32_t step, uint32_t task,
+                                                       int64_t f0, int64_t count, const int normal, float *out) {
+    float buf[4 * LANES];
+    int64_t f = f0;
+    const int64_t end = f0 + count;
+    while (f < end) {
+        const int64_t j0 = f / 4, skip = f - 4 * j0;
+        const int whole = skip == 0 && end - f >= 4 * LANES;
+        float *dst = whole ? out + (f - f0) : buf;
+        lanes(key, (uint32_t)j0, task, step, tag, normal, dst);
+        int64_t take = 4 * LANES - skip;
+        if (take > end - f) take = end - f;
+        if (!whole) memcpy(out + (f - f0), buf + skip, sizeof(float) * (size_t)take);
+        f += take;
+    }
+}
+
+static void stream_fill(key_t2 key, uint32_t tag, uint32_t step, uint32_t task, int64_t f0, int64_t count,
+                        int normal, float *out) {
+    if (normal) fill(key, tag, step, task, f0, count, 1, out);       /* each kind's loop compiled on its own */
+    else fill(key, tag, step, task, f0, count, 0, out);
+}
+
+#endif
