@@ -213,22 +213,25 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
                     desc: str = "training") -> ClsResult:
     """Train every configuration of ``sweep`` (or the subset ``configs``) as one batched program.
 
-    The loss is the *sum* over configurations of each one's mean CE, Adam is elementwise, and each seed
-    index has its own data stream and initial weights: a configuration trained alone (same sweep, subset
-    ``configs``) follows exactly the trajectory it follows inside the sweep.
+    The loss is the *sum* over configurations of each one's mean CE, Adam is elementwise, and each seed index has
+    its own task streams (step ``t`` of training draws contexts ``0 .. batch_size - 1`` of step ``t``) and initial
+    weights: a configuration trained alone (same sweep, subset ``configs``) follows exactly the trajectory it
+    follows inside the sweep.
     """
     dev = resolve_device(device) if isinstance(device, str) else device
     configs = sweep.configs() if configs is None else configs
     dims = sweep.dims
-    data_seeds = [derive_seed(sweep.data_seed, s) for s in range(sweep.seeds)]
-    stream = ClsStream(configs, dims, data_seeds, dev)
+    stream = ClsStream(configs, dims, [derive_seed(sweep.data_seed, s) for s in range(sweep.seeds)], dev)
     WK, WQ, WV = init_weights(configs, dims, sweep.init_seed, sweep.init_scale, dev)
-    is_soft = model_kind(configs, dev)
     if sweep.lr_schedule not in ("constant", "cosine"):
         raise ValueError(f"lr_schedule={sweep.lr_schedule!r} is not one of ('constant', 'cosine')")
+    is_soft = model_kind(configs, dev)
+    step = 0
 
     def step_loss():
-        b = stream.sample(sweep.batch_size)
+        nonlocal step
+        step += 1
+        b = stream.sample(sweep.batch_size, step)
         logits = sa_logits(is_soft, WK, WQ, WV, b.x_ctx, b.y_ctx, b.x_q, b.ctx_mask)
         return masked_ce(logits, b.label_q, b.class_mask).mean(-1)
 
