@@ -1,5 +1,7 @@
 """In-context classification: sampler, attention models, GD constructions, search, alignment metrics, trainer."""
 
+import dataclasses
+import hashlib
 import math
 
 import numpy as np
@@ -10,10 +12,15 @@ from softmax_icl import streams
 from softmax_icl.classification import algorithms as calg
 from softmax_icl.classification import metrics as cmetrics
 from softmax_icl.classification import models as cmodels
+from softmax_icl.classification import native
 from softmax_icl.classification import tasks as ctasks
+from test_device import traffic  # noqa: F401  (the fixture that records host traffic in a training loop)
 from test_streams import ref_normal, ref_philox, ref_words
 
 D64 = torch.float64
+#: The sampler's implementations: the compiled CPU engine where it builds, and the PyTorch builder (the GPU's).
+PATHS = [pytest.param(True, id="compiled", marks=pytest.mark.skipif(not native.available(), reason=native.backend())),
+         pytest.param(False, id="torch")]
 
 
 def _contexts(B=7, n=23, C=4, d=3, P=1, seed=0):
@@ -41,16 +48,17 @@ def test_labels_are_the_argmax_over_class_prototypes(P):
         assert torch.equal(b.label_q[0], torch.einsum("bd,bcd->bc", b.x_q[0], c).argmax(-1))
 
 
-def _stream(configs, dims, seeds):
-    return ctasks.ClsStream(configs, dims, seeds, "cpu")
+def _stream(configs, dims, seeds, native_path, **kw):
+    return ctasks.ClsStream(configs, dims, seeds, "cpu", native=native_path, **kw)
 
 
-def test_padded_draws_give_smaller_tasks_exactly():
+@pytest.mark.parametrize("native_path", PATHS)
+def test_padded_draws_give_smaller_tasks_exactly(native_path):
     """Every coordinate, prototype and point has its own stream: a task padded to larger sizes is the small task
     with zeros, the same numbers."""
     cfg = dict(seed=0, reading="uniform", P=1, tau=0.0, k=0, C=3, d=2, n=12)
-    small = _stream([cfg], (12, 3, 1, 2), [3]).sample(50)
-    pad = _stream([cfg, dict(cfg, C=6, d=5, P=2, n=20)], (20, 6, 2, 5), [3]).sample(50)
+    small = _stream([cfg], (12, 3, 1, 2), [3], native_path).sample(50)
+    pad = _stream([cfg, dict(cfg, C=6, d=5, P=2, n=20)], (20, 6, 2, 5), [3], native_path).sample(50)
     assert torch.all(pad.x_ctx[0, ..., 2:] == 0) and torch.all(pad.x_q[0, ..., 2:] == 0)
     assert torch.equal(pad.x_ctx[0, :, :12, :2], small.x_ctx[0]) and torch.equal(pad.x_q[0, :, :2], small.x_q[0])
     assert torch.equal(pad.label_ctx[0, :, :12], small.label_ctx[0]) and torch.equal(pad.label_q[0], small.label_q[0])
@@ -115,13 +123,15 @@ REF_TASKS = [("uniform", 20, 4, 3, 2, 0.0, 0), ("subspace", 20, 4, 3, 1, 0.0, 2)
              ("balanced", 5, 20, 2, 1, 0.0, 0)]
 
 
-def test_contexts_equal_a_numpy_reference_of_the_streams():
+@pytest.mark.parametrize("native_path", PATHS)
+def test_contexts_equal_a_numpy_reference_of_the_streams(native_path):
     """Every reading, by the streams' definition in NumPy: labels bit for bit, inputs to float32 rounding. The
     class-balanced tasks include pools with too few candidates of a class (reused) and with none (borrowed)."""
     seed, step = 2**40 + 17, 3
     borrowed = reused = 0
     for reading, n, C, d, P, tau, k in REF_TASKS:
-        b = ctasks.sample_contexts(12, n, C, d, P, seed=seed, reading=reading, tau=tau, k=k, step=step)
+        b = ctasks.sample_contexts(12, n, C, d, P, seed=seed, reading=reading, tau=tau, k=k, step=step,
+                                   native=native_path)
         for t in range(12):
             x, lab, pr = ref_context(seed, step, t, reading, n, C, d, P, tau, k)
             got = torch.cat([b.x_q[0, t, None], b.x_ctx[0, t]]).double().numpy()
@@ -142,13 +152,38 @@ ALL_READINGS = [dict(seed=s, reading=r, P=P, tau=0.5, k=2, C=C, d=d, n=n)
                                             ("subspace", 1)) for C, d in ((4, 3), (3, 2)) for n in (12, 7)]
 
 
-def test_a_configuration_draws_the_same_contexts_alone_and_in_any_sweep():
+def test_the_compiled_engine_draws_the_torch_builders_tasks():
+    """Same streams, two implementations (the engine stops scanning the balanced pool early): integers bit for
+    bit, floats to rounding, for every reading, padding, a mixture of lengths, and on any number of threads."""
+    if not native.available():
+        pytest.skip(native.backend())
+    cfgs = ALL_READINGS + [dict(ALL_READINGS[3], n=12, n_min=4, seed=1)]
+    stream = _stream(cfgs, (12, 4, 2, 3), [11, 12], True)
+    got = stream.draw(5, 40, first=7, protos=True)
+    ref = ctasks.draw_torch(stream.keys, stream.plan, 5, 7, 40)
+    for name in ("lab", "lq", "length_words"):
+        assert torch.equal(getattr(got, name), getattr(ref, name)), name
+    for name in ("xs", "xq", "protos"):
+        torch.testing.assert_close(getattr(got, name), getattr(ref, name), rtol=0, atol=2e-6)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _stream(cfgs, (12, 4, 2, 3), [11, 12], True).draw(5, 40, first=7, protos=True)
+    finally:
+        torch.set_num_threads(threads)
+    for name in ("xs", "xq", "lab", "lq", "protos", "length_words"):
+        assert torch.equal(getattr(one, name), getattr(got, name)), name
+
+
+@pytest.mark.parametrize("native_path", PATHS)
+def test_a_configuration_draws_the_same_contexts_alone_and_in_any_sweep(native_path):
     """Nothing a configuration draws depends on its company: other seeds, readings and sizes, larger padding, or
     which contexts of the step are drawn together."""
-    whole = _stream(ALL_READINGS, (12, 4, 2, 3), [11, 12])
+    whole = _stream(ALL_READINGS, (12, 4, 2, 3), [11, 12], native_path)
     batch = whole.sample(10, step=4)
     for i, cfg in enumerate(ALL_READINGS):
-        alone = _stream([dict(cfg, seed=0)], (cfg["n"], cfg["C"], cfg["P"], cfg["d"]), [[11, 12][cfg["seed"]]])
+        alone = _stream([dict(cfg, seed=0)], (cfg["n"], cfg["C"], cfg["P"], cfg["d"]), [[11, 12][cfg["seed"]]],
+                        native_path)
         b = alone.batch(alone.draw(4, 6, first=4))
         n, C, d = cfg["n"], cfg["C"], cfg["d"]
         assert torch.equal(b.label_ctx[0], batch.label_ctx[i, 4:, :n])
@@ -329,6 +364,69 @@ def test_a_configuration_trained_alone_matches_it_inside_the_sweep():
         np.testing.assert_allclose(alone.loss_history[:, 0], full.loss_history[:, i], rtol=1e-5, atol=1e-6)
     # and the weights did move (the test could not pass trivially)
     assert np.abs(full.final["WV"] - full.WV_history[0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("name", ["readings", "shapes", "mixture"])
+def test_the_compiled_loss_and_gradient_equal_pytorchs(name):
+    """The engine's per-configuration CE and its gradient in W_K, W_Q, W_V are sa_logits + masked_ce's, to rounding:
+    every model (softmax, linear 1/n, linear unnormalised), padded C and d, a mixture of lengths, n < n_max."""
+    if not native.available():
+        pytest.skip(native.backend())
+    sw = {"readings": cmodels.ClsSweep(tasks=(ctasks.task_spec("uniform"), ctasks.task_spec("balanced"),
+                                              ctasks.task_spec("clustered", tau=0.5)), n=(9, 14), seeds=2),
+          "shapes": cmodels.ClsSweep(shapes=((2, 3), (4, 2), (3, 3)), n=(10,), seeds=2),
+          "mixture": cmodels.ClsSweep(models=("softmax", "linear", "linear_sum"), n=(12,), n_min=3, seeds=2)}[name]
+    configs = sw.configs()
+    stream = ctasks.ClsStream(configs, sw.dims, [5, 6], "cpu")
+    plan, tasks = stream.plan, stream.draw(2, 16)
+    W = cmodels.init_weights(configs, sw.dims, 1, 0.8, "cpu")
+    fused = native.FusedLoss(plan.group, cmodels.model_codes(configs), plan.unit_C, [c["d"] for c in configs],
+                             plan.unit_n, sw.dims)
+    loss = fused(W[0].transpose(1, 2) @ W[1], W[2], tasks, ctasks.context_lengths(plan, tasks.length_words))
+    b = stream.batch(tasks)
+    ref = cmetrics.masked_ce(cmodels.sa_logits(cmodels.model_codes(configs), *W, b.x_ctx, b.y_ctx, b.x_q, b.ctx_mask),
+                             b.label_q, b.class_mask).mean(-1)
+    torch.testing.assert_close(loss, ref, rtol=2e-6, atol=2e-6)
+    for g, r in zip(torch.autograd.grad(loss.sum(), W), torch.autograd.grad(ref.sum(), W)):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)
+
+
+def test_the_compiled_and_pytorch_trainers_follow_the_same_trajectory(monkeypatch):
+    """The same tasks, the same loss and gradient to rounding: the two trainers' weights after a few steps agree."""
+    if not native.available():
+        pytest.skip(native.backend())
+    sw = cmodels.ClsSweep(tasks=(ctasks.task_spec("balanced"), ctasks.task_spec("clustered", tau=0.5)), n=(8,),
+                          seeds=2, steps=6, batch_size=8, lr=0.05, log_every=3)
+    compiled = cmodels.train_cls_sweep(sw, "cpu", progress=False)
+    monkeypatch.setattr(native, "available", lambda: False)
+    plain = cmodels.train_cls_sweep(sw, "cpu", progress=False)
+    assert (compiled.timings["engine"], plain.timings["engine"]) == ("compiled", "torch")
+    for k in ("WK", "WQ", "WV"):
+        np.testing.assert_allclose(compiled.final[k], plain.final[k], rtol=1e-4, atol=1e-5)
+    assert np.abs(compiled.final["WV"] - compiled.WV_history[0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "torch"])
+def test_neither_trainer_waits_for_the_device_or_allocates_in_its_loop(compiled, monkeypatch, traffic):
+    """The PyTorch trainer (a GPU's) reads no value on the host and passes the step as a device tensor; the compiled
+    one allocates its buffers before the loop. Every reading, padding and a mixture of lengths."""
+    if compiled and not native.available():
+        pytest.skip(native.backend())
+    if not compiled:
+        monkeypatch.setattr(native, "available", lambda: False)
+    for sw in (cmodels.ClsSweep(models=("softmax", "linear_sum"), shapes=((2, 3), (3, 2)), n=(5, 7), seeds=2,
+                                tasks=tuple(ctasks.task_spec(*t) for t in (("uniform",), ("balanced",),
+                                            ("clustered", 1, 0.5), ("subspace", 1, 0.0, 1), ("uniform", 2)))),
+               cmodels.ClsSweep(models=("linear",), tasks=(ctasks.task_spec("balanced"),), n=(9,), n_min=3)):
+        res = cmodels.train_cls_sweep(dataclasses.replace(sw, steps=4, batch_size=3, log_every=2), "cpu",
+                                      progress=False)
+        assert res.timings["engine"] == ("compiled" if compiled else "torch")
+    assert traffic.events == []
+
+
+def test_the_engine_source_hash_is_recorded():
+    """``native.SOURCE_SHA`` follows ``engine.c`` (the result cache fingerprints Python modules only)."""
+    assert hashlib.sha256(native.SOURCE.read_bytes()).hexdigest()[:16] == native.SOURCE_SHA
 
 
 def test_training_improves_on_chance():

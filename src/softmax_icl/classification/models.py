@@ -19,7 +19,8 @@ import torch
 
 from ..base import derive_seed, optimise, resolve_device
 from .metrics import masked_ce, prob_jacobian
-from .tasks import ClsBatch, ClsStream, take
+from .native import FusedLoss
+from .tasks import ClsBatch, ClsStream, context_lengths, take
 
 
 MODELS = ("softmax", "linear")
@@ -216,7 +217,9 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     The loss is the *sum* over configurations of each one's mean CE, Adam is elementwise, and each seed index has
     its own task streams (step ``t`` of training draws contexts ``0 .. batch_size - 1`` of step ``t``) and initial
     weights: a configuration trained alone (same sweep, subset ``configs``) follows exactly the trajectory it
-    follows inside the sweep.
+    follows inside the sweep. On the CPU (float32, with a C compiler) the tasks and the loss and its gradient in
+    ``A = W_K^T W_Q`` and ``W_V`` come from the compiled engine (:mod:`.native`), into buffers reused every step;
+    elsewhere from PyTorch (:func:`sa_logits`, :func:`.metrics.masked_ce`).
     """
     dev = resolve_device(device) if isinstance(device, str) else device
     configs = sweep.configs() if configs is None else configs
@@ -225,15 +228,26 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     WK, WQ, WV = init_weights(configs, dims, sweep.init_seed, sweep.init_scale, dev)
     if sweep.lr_schedule not in ("constant", "cosine"):
         raise ValueError(f"lr_schedule={sweep.lr_schedule!r} is not one of ('constant', 'cosine')")
-    is_soft = model_kind(configs, dev)
     step = 0
+    if stream.native:
+        plan = stream.plan
+        fused = FusedLoss(plan.group, model_codes(configs), plan.unit_C, [c["d"] for c in configs], plan.unit_n, dims)
+        stream.buffers(sweep.batch_size)
 
-    def step_loss():
-        nonlocal step
-        step += 1
-        b = stream.sample(sweep.batch_size, step)
-        logits = sa_logits(is_soft, WK, WQ, WV, b.x_ctx, b.y_ctx, b.x_q, b.ctx_mask)
-        return masked_ce(logits, b.label_q, b.class_mask).mean(-1)
+        def step_loss():
+            nonlocal step
+            step += 1
+            tasks = stream.draw(step, sweep.batch_size)
+            return fused(WK.transpose(1, 2) @ WQ, WV, tasks, context_lengths(plan, tasks.length_words))
+    else:
+        is_soft = model_kind(configs, dev)
+
+        def step_loss():
+            nonlocal step
+            step += 1
+            b = stream.sample(sweep.batch_size, step)
+            logits = sa_logits(is_soft, WK, WQ, WV, b.x_ctx, b.y_ctx, b.x_q, b.ctx_mask)
+            return masked_ce(logits, b.label_q, b.class_mask).mean(-1)
 
     def cosine(step):
         return sweep.lr_final_frac + (1 - sweep.lr_final_frac) * 0.5 * (1 + math.cos(math.pi * (step - 1) / sweep.steps))
@@ -247,7 +261,8 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     final = {k: v.detach().cpu().numpy() for k, v in zip(("WK", "WQ", "WV"), (WK, WQ, WV))}
     return ClsResult(sweep=sweep.to_dict(), configs=configs, dims=dims, log_steps=hist["steps"],
                      A_history=hist["A"], WV_history=hist["WV"], loss_history=hist["loss"],
-                     final=final, timings={"train_seconds": seconds, "configs": K, "device": str(dev)})
+                     final=final, timings={"train_seconds": seconds, "configs": K, "device": str(dev),
+                                           "engine": "compiled" if stream.native else "torch"})
 
 
 def model_logits_from(A: torch.Tensor, WV: torch.Tensor, is_soft: torch.Tensor, x_ctx, y_ctx, x_q, ctx_mask=None):

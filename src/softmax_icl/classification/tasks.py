@@ -49,9 +49,12 @@ numbers): the readings differ only in what they make of them.
   that class's label. The distribution is exactly "class uniform, ``x`` uniform in its cell" whenever the pool
   holds enough candidates of every class (all but a vanishing fraction of contexts at the book's settings).
 
-**Implementation.** :class:`ClsStream` draws the distinct tasks of a sweep once per step into buffers it owns
-(:class:`Tasks`); every configuration reads its task's rows through an index. :func:`draw_torch` builds them from the
-streams in PyTorch, vectorised over tasks and contexts, on any device.
+**Implementations.** :class:`ClsStream` draws the distinct tasks of a sweep once per step into buffers it owns
+(:class:`Tasks`); every configuration reads its task's rows through an index (no per-configuration copies). On the
+CPU with float32 a compiled kernel (:mod:`.native`) draws and builds a context while it is in cache, on every
+thread, and stops scanning the class-balanced pool as soon as every class has the candidates its points take (the
+same candidates as the whole pool gives); elsewhere (CUDA, float64, no C compiler) the PyTorch code below builds
+the same tasks from the same streams, vectorised over tasks and contexts.
 """
 
 from __future__ import annotations
@@ -390,14 +393,22 @@ class ClsStream:
 
     ``configs``: dicts with ``seed`` (an index into ``seeds``), ``reading``, ``P``, ``tau``, ``k``, ``C``, ``d``,
     ``n`` (and optionally ``n_min``); ``dims = (n_max, C_max, P_max, d_max)``; ``seeds``: the 64-bit stream seed of
-    each seed index (only those the configurations read are drawn).
+    each seed index (only those the configurations read are drawn). ``native``: draw with the compiled CPU kernel (default: on the CPU with float32 where it
+    builds, :func:`.native.available`).
     """
 
-    def __init__(self, configs: list[dict], dims, seeds: list[int], device, dtype=torch.float32):
+    def __init__(self, configs: list[dict], dims, seeds: list[int], device, dtype=torch.float32,
+                 native: bool | None = None):
+        from . import native as _native
+
         self.device, self.dtype = torch.device(device), dtype
         used = sorted({int(c["seed"]) for c in configs})            # only the seeds some configuration reads
         self.plan = TaskPlan.of([dict(c, seed=used.index(int(c["seed"]))) for c in configs], dims, self.device)
         self.keys = Keys.of([seeds[i] for i in used], dims[3], dims[2], self.device)
+        if native is None:
+            native = self.device.type == "cpu" and dtype == torch.float32 and _native.available()
+        self.native = bool(native)
+        self._drawer = _native.Drawer(self.keys, self.plan) if self.native else None
         self._buffers: Tasks | None = None
         self._step = torch.zeros((), dtype=torch.int64, device=self.device)   # the step, as the streams take it
 
@@ -417,11 +428,14 @@ class ClsStream:
         """Contexts ``first .. first + T - 1`` of ``step`` of every task, into ``out`` (or :meth:`buffers`)."""
         if out is None:
             out = self.buffers(T, protos)
-        t = draw_torch(self.keys, self.plan, self._step.fill_(step), first, T, self.dtype)
-        for name in ("xs", "xq", "lab", "lq", "protos", "length_words"):
-            dst = getattr(out, name)
-            if dst is not None:
-                dst.copy_(getattr(t, name))
+        if self._drawer is not None:
+            self._drawer.draw(step, first, out)
+        else:
+            t = draw_torch(self.keys, self.plan, self._step.fill_(step), first, T, self.dtype)
+            for name in ("xs", "xq", "lab", "lq", "protos", "length_words"):
+                dst = getattr(out, name)
+                if dst is not None:
+                    dst.copy_(getattr(t, name))
         return out
 
     def masks(self, tasks: Tasks) -> tuple:
@@ -471,7 +485,7 @@ def fixed_batch(settings: list[dict], dims, seed: int, n_contexts: int, device="
     plan, T = stream.plan, int(n_contexts)
     n_max, C_max, _, d_max = plan.dims
     per_context = plan.G * d_max * (POOL_FACTOR * (n_max + 1) if plan.has("balanced") else n_max + 1)
-    chunk = max(1, min(T, _CHUNK_VALUES // per_context))
+    chunk = T if stream.native else max(1, min(T, _CHUNK_VALUES // per_context))
     full = Tasks.empty(plan, 1, T, device, dtype, protos=True)
     for t0 in range(0, T, chunk):
         stream.draw(0, min(chunk, T - t0), first=t0, out=full.rows(slice(t0, t0 + chunk)))
@@ -481,10 +495,11 @@ def fixed_batch(settings: list[dict], dims, seed: int, n_contexts: int, device="
 
 def sample_contexts(batch: int, n: int, C: int, d: int, P: int = 1, seed: int = 0, device="cpu",
                     dtype=torch.float32, reading: str = "uniform", tau: float = 0.0, k: int = 0,
-                    step: int = 0) -> ClsBatch:
-    """``batch`` contexts of one setting (K = 1): contexts ``0 .. batch - 1`` of ``step`` of the stream ``seed``."""
+                    step: int = 0, native: bool | None = None) -> ClsBatch:
+    """``batch`` contexts of one setting (K = 1): contexts ``0 .. batch - 1`` of ``step`` of the stream ``seed``
+    (``native``: as :class:`ClsStream`)."""
     cfg = dict(seed=0, reading=reading, P=P, tau=tau, k=k, C=C, d=d, n=n)
-    stream = ClsStream([cfg], (n, C, P, d), [int(seed)], device, dtype)
+    stream = ClsStream([cfg], (n, C, P, d), [int(seed)], device, dtype, native)
     return stream.batch(stream.draw(step, batch, protos=True))
 
 

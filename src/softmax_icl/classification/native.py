@@ -1,0 +1,267 @@
+"""Paper 2's compiled CPU engine (``engine.c``): the task sampler and the classifiers' loss and gradient.
+
+On the CPU a PyTorch step of a paper-scale sweep spends most of its time drawing and building tasks in many passes
+over large temporaries, and the model's forward and backward passes are a dozen more. ``engine.c`` draws each
+(seed, context) from the counter-based streams and builds every task of that seed while the context is in cache
+(:func:`cls_draw`, the scheme of :mod:`.tasks`), and computes each configuration's mean cross-entropy and its
+gradient in ``A = W_K^T W_Q`` and ``W_V`` a context at a time while it is in cache (:class:`FusedLoss`, the function of
+:func:`.models.sa_logits` and :func:`.metrics.masked_ce`). Work is split over ``torch.get_num_threads()`` threads
+by (seed, context) and by configuration, so the numbers do not depend on the thread count.
+
+The source is compiled once per machine with the system C compiler, the flags and the build directory of the paper-1
+kernel (:mod:`softmax_icl.kernels`), and loaded with :mod:`ctypes`. ``SOFTMAX_ICL_KERNEL=torch`` (or no compiler)
+selects the PyTorch code instead; :func:`backend` says which one runs. The tests hold the two against each other.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import kernels
+
+SOURCE = Path(__file__).with_name("engine.c")
+#: sha256 of ``engine.c`` (its first 16 hex digits). The result cache fingerprints Python modules only, so this
+#: line changes whenever the C source does (a test checks it), and cached results computed by an older engine are
+#: not reused.
+SOURCE_SHA = "724ab411dc4ab5cf"
+
+_lib: ctypes.CDLL | None = None
+_status: str | None = None
+
+_P = ctypes.c_void_p
+_I = ctypes.c_int64
+
+
+class DrawSpec(ctypes.Structure):
+    """``draw_spec`` of engine.c."""
+
+    _fields_ = [("S", _I), ("T", _I), ("G", _I), ("n_max", _I), ("C_max", _I), ("P_max", _I), ("d_max", _I),
+                ("first", _I), ("step", _I), ("key_seed", _P), ("key_coord", _P), ("key_proto", _P),
+                ("g_seed", _P), ("g_code", _P), ("g_P", _P), ("g_C", _P), ("g_d", _P), ("g_k", _P), ("g_n", _P),
+                ("g_tau", _P), ("need_class", ctypes.c_int32), ("xs", _P), ("xq", _P), ("lab", _P), ("lq", _P),
+                ("protos", _P), ("length_words", _P), ("threads", _I), ("work", _P)]
+
+
+class LossSpec(ctypes.Structure):
+    """``loss_spec`` of engine.c."""
+
+    _fields_ = [("K", _I), ("T", _I), ("n_max", _I), ("C_max", _I), ("d_max", _I), ("group", _P), ("code", _P),
+                ("C", _P), ("d", _P), ("n", _P), ("lengths", _P), ("A", _P), ("WV", _P), ("xs", _P), ("xq", _P),
+                ("lab", _P), ("lq", _P), ("loss", _P), ("gA", _P), ("gWV", _P), ("threads", _I), ("work", _P)]
+
+
+def _compile(cc: str) -> tuple[Path | None, str]:
+    """Compile ``engine.c`` (or reuse an earlier build of the same source, compiler, flags and CPU)."""
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
+    errors = []
+    for flags in kernels.FLAG_SETS:
+        key = hashlib.sha256("\n".join([SOURCE.read_text(), cc, version, " ".join(flags), platform.machine(),
+                                        kernels._cpu_id()]).encode()).hexdigest()[:16]
+        out = kernels._build_dir() / f"cls-engine-{key}.so"
+        if out.exists():
+            return out, f"{Path(cc).name} {' '.join(flags)}"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".cls-engine-", suffix=".so")
+        os.close(fd)
+        try:
+            res = subprocess.run([cc, *flags, "-fPIC", "-shared", str(SOURCE), "-o", tmp, "-lm", "-lpthread"],
+                                 capture_output=True, text=True, timeout=300)
+            if res.returncode == 0:
+                os.replace(tmp, out)          # atomic: a concurrent or interrupted build never leaves half a file
+                return out, f"{Path(cc).name} {' '.join(flags)}"
+            errors.append(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.returncode}")
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    return None, "; ".join(errors)
+
+
+def _load() -> ctypes.CDLL | None:
+    """Build and load the engine once per process; remember why not if it cannot be."""
+    global _lib, _status
+    if _status is not None:
+        return _lib
+    choice = os.environ.get(kernels.ENV, "auto")
+    if choice not in ("auto", "torch"):
+        raise ValueError(f"{kernels.ENV}={choice!r} is not allowed; allowed values: 'auto', 'torch'")
+    if choice == "torch":
+        _status = f"torch ({kernels.ENV}=torch)"
+        return None
+    cc = kernels._compiler()
+    if cc is None:
+        _status = "torch (no C compiler found; set CC to use the compiled engine)"
+        return None
+    try:
+        path, how = _compile(cc)
+        if path is None:
+            _status = f"torch (the classification engine did not compile: {how})"
+            return None
+        lib = ctypes.CDLL(str(path))
+    except (OSError, subprocess.SubprocessError) as exc:
+        _status = f"torch (the classification engine could not be built or loaded: {exc})"
+        return None
+    for name, spec in (("cls_draw", DrawSpec), ("cls_loss", LossSpec)):
+        for fn, res in ((getattr(lib, name), ctypes.c_int), (getattr(lib, f"{name}_workspace"), ctypes.c_int64)):
+            fn.restype = res
+            fn.argtypes = [ctypes.POINTER(spec)]
+    _lib, _status = lib, f"compiled engine ({how})"
+    return _lib
+
+
+def backend() -> str:
+    """Which implementation the classification sampler and loss use on the CPU, and why."""
+    _load()
+    return str(_status)
+
+
+def available() -> bool:
+    return _load() is not None
+
+
+def _u32(words: torch.Tensor) -> torch.Tensor:
+    """int64 words in [0, 2^32) as a contiguous int32 tensor of the same bits (what the C code reads as uint32)."""
+    return torch.from_numpy(np.ascontiguousarray(words.cpu().numpy().astype(np.uint64).astype(np.uint32).view(np.int32)))
+
+
+def _i32(v) -> torch.Tensor:
+    return torch.tensor(v, dtype=torch.int32)
+
+
+def _ptr(t: torch.Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()
+
+
+def _check(t: torch.Tensor, shape: tuple, dtype, name: str) -> None:
+    if t.shape != shape or t.dtype != dtype or not t.is_contiguous() or t.device.type != "cpu":
+        raise ValueError(f"the engine writes {name} into a contiguous CPU {dtype} tensor of shape {shape}; got "
+                         f"{tuple(t.shape)} {t.dtype} on {t.device} (contiguous: {t.is_contiguous()})")
+
+
+class _Workspace:
+    """A per-thread scratch buffer made before a training loop and kept from one call to the next (it grows only
+    if the thread count does)."""
+
+    def __init__(self, size_fn, spec):
+        self.size_fn, self.buf = size_fn, torch.zeros(0, dtype=torch.uint8, device="cpu")
+        self.of(spec, torch.get_num_threads())
+
+    def of(self, spec, threads: int) -> int:
+        need = int(self.size_fn(ctypes.byref(spec))) * threads
+        if self.buf.numel() < need:
+            self.buf = torch.zeros(need, dtype=torch.uint8, device="cpu")
+        return self.buf.data_ptr()
+
+
+class Drawer:
+    """Draws a :class:`.tasks.TaskPlan`'s tasks with ``cls_draw``: the plan's arrays and keys converted once."""
+
+    def __init__(self, keys, plan):
+        lib = _load()
+        if lib is None:
+            raise RuntimeError(f"the classification engine is not available: {_status}")
+        self.lib, self.plan = lib, plan
+        h = plan.host
+        self._keep = [_u32(keys.seed), _u32(keys.coord), _u32(keys.proto)] + [
+            _i32(h[name]) for name in ("seed", "code", "P", "C", "d", "k", "n")] + [
+            torch.tensor(h["tau"], dtype=torch.float32)]
+        n_max, C_max, P_max, d_max = plan.dims
+        spec = DrawSpec(S=keys.seed.shape[0], G=plan.G, n_max=n_max, C_max=C_max, P_max=P_max, d_max=d_max,
+                        need_class=int(plan.has("clustered") or plan.has("balanced")))
+        for name, t in zip(("key_seed", "key_coord", "key_proto", "g_seed", "g_code", "g_P", "g_C", "g_d", "g_k",
+                            "g_n", "g_tau"), self._keep):
+            setattr(spec, name, t.data_ptr())
+        self.spec = spec
+        self.work = _Workspace(lib.cls_draw_workspace, spec)
+
+    def draw(self, step: int, first: int, out) -> None:
+        """Contexts ``first .. first + T - 1`` of ``step`` into ``out`` (:class:`.tasks.Tasks`, contiguous CPU)."""
+        s, plan = self.spec, self.plan
+        n_max, C_max, P_max, d_max = plan.dims
+        G, T = plan.G, out.xq.shape[1]
+        _check(out.xs, (G, T, d_max, n_max), torch.float32, "xs")
+        _check(out.xq, (G, T, d_max), torch.float32, "xq")
+        _check(out.lab, (G, T, n_max), torch.int32, "lab")
+        _check(out.lq, (G, T), torch.int32, "lq")
+        if out.protos is not None:
+            _check(out.protos, (G, T, C_max, P_max, d_max), torch.float32, "protos")
+        if plan.mixture:
+            _check(out.length_words, (s.S, T), torch.int64, "length_words")
+        s.T, s.first, s.step = T, int(first), int(step)
+        s.xs, s.xq, s.lab, s.lq = out.xs.data_ptr(), out.xq.data_ptr(), out.lab.data_ptr(), out.lq.data_ptr()
+        s.protos = _ptr(out.protos)
+        s.length_words = _ptr(out.length_words) if plan.mixture else None
+        s.threads = torch.get_num_threads()
+        s.work = self.work.of(s, s.threads)
+        self.lib.cls_draw(ctypes.byref(s))
+
+
+class FusedLoss:
+    """Per-configuration mean cross-entropy of attention classifiers on a :class:`.tasks.Tasks` batch,
+    differentiable in ``A = W_K^T W_Q`` and ``W_V`` (K, D, D): ``loss(A, WV, tasks, lengths)``.
+
+    ``group``, ``code`` (model codes of :data:`.models.MODEL_CODES`), ``C``, ``d``, ``n``: (K,) per configuration,
+    fixed for the life of the object (a training program); ``lengths`` (K, T) per call for a mixture of lengths.
+    """
+
+    def __init__(self, group, code, C, d, n, dims):
+        lib = _load()
+        if lib is None:
+            raise RuntimeError(f"the classification engine is not available: {_status}")
+        self.lib = lib
+        self._keep = [_i32(torch.as_tensor(v).tolist()) for v in (group, code, C, d, n)]
+        n_max, C_max, _, d_max = dims
+        spec = LossSpec(K=len(self._keep[0]), n_max=n_max, C_max=C_max, d_max=d_max)
+        for name, t in zip(("group", "code", "C", "d", "n"), self._keep):
+            setattr(spec, name, t.data_ptr())
+        self.spec = spec
+        D = d_max + C_max
+        K = spec.K
+        self.loss = torch.empty(K, dtype=torch.float32, device="cpu")
+        self.gA = torch.empty(K, D, D, dtype=torch.float32, device="cpu")
+        self.gWV = torch.empty(K, D, D, dtype=torch.float32, device="cpu")
+        self.work = _Workspace(lib.cls_loss_workspace, spec)
+
+    def __call__(self, A: torch.Tensor, WV: torch.Tensor, tasks, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        return _Fused.apply(A, WV, self, tasks, lengths)
+
+    def compute(self, A: torch.Tensor, WV: torch.Tensor, tasks, lengths) -> None:
+        s = self.spec
+        A, WV = A.detach().contiguous(), WV.detach().contiguous()
+        for t, name in ((A, "A"), (WV, "WV")):
+            _check(t, tuple(self.gA.shape), torch.float32, name)
+        T = tasks.xq.shape[1]
+        for name in ("xs", "xq", "lab", "lq"):
+            if not getattr(tasks, name).is_contiguous():
+                raise ValueError(f"the engine reads contiguous tasks; {name} is not")
+        if lengths is not None:
+            lengths = lengths.to(torch.int64).contiguous()
+            _check(lengths, (s.K, T), torch.int64, "lengths")
+        s.T = T
+        s.lengths = _ptr(lengths)
+        s.A, s.WV = A.data_ptr(), WV.data_ptr()
+        s.xs, s.xq, s.lab, s.lq = (getattr(tasks, name).data_ptr() for name in ("xs", "xq", "lab", "lq"))
+        s.loss, s.gA, s.gWV = self.loss.data_ptr(), self.gA.data_ptr(), self.gWV.data_ptr()
+        s.threads = torch.get_num_threads()
+        s.work = self.work.of(s, s.threads)
+        self.lib.cls_loss(ctypes.byref(s))
+
+
+class _Fused(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, A, WV, fused: FusedLoss, tasks, lengths):
+        fused.compute(A, WV, tasks, lengths)
+        ctx.fused = fused
+        return fused.loss.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        f = ctx.fused
+        return f.gA * g.view(-1, 1, 1), f.gWV * g.view(-1, 1, 1), None, None, None
