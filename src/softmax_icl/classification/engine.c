@@ -18,6 +18,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -32,11 +35,26 @@ typedef struct { uint32_t k0, k1; } key2;
 
 static inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
+/* out[i] = v[idx[i]] for i < n (idx in 0..C-1): a copy, the same bits by either path (AVX2: a register lookup for
+ * C <= 8). */
+static void lookup(float *out, const int32_t *idx, const float *v, int64_t C, int64_t n) {
+    int64_t i = 0;
+#if defined(__AVX2__)
+    if (C <= 8) {
+        float t[8] = {0};
+        memcpy(t, v, (size_t)C * sizeof(float));
+        const __m256 tab = _mm256_loadu_ps(t);
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(out + i, _mm256_permutevar8x32_ps(tab, _mm256_loadu_si256((const __m256i *)(idx + i))));
+    }
+#endif
+    for (; i < n; i++) out[i] = v[idx[i]];
+}
+
 /* The words of blocks b0 .. b0 + nb - 1 (nb <= LANES) of (key, tag, step, task): w[4 l + i] = word i of block
  * b0 + l. With AVX2, four blocks per vector of 64-bit lanes (the low 32 bits of a lane are the word; the products
  * are _mm256_mul_epu32 of the low halves, and the high halves are never read before the final mask). */
 #if defined(__AVX2__)
-#include <immintrin.h>
 static void philox_blocks(key2 key, uint32_t b0, uint32_t task, uint32_t step, uint32_t tag, int nb, uint32_t *w) {
     enum { V = LANES / 4 };
     __m256i c0[V], c1[V], c2[V], c3[V];
@@ -162,6 +180,7 @@ typedef struct {
     float *cz;       /* (d_max, CHUNK): pool candidates */
     float *cnorm;    /* (CHUNK) */
     float *first;    /* (C_max, d_max): the first candidate of each class */
+    float *tab;      /* (C_max) */
     uint32_t *m24;   /* (n1p) */
     int32_t *kc;     /* (n1p): drawn class */
     int32_t *lbl;    /* (n1p): label */
@@ -176,7 +195,7 @@ typedef struct {
 static int64_t draw_floats(const draw_spec *s) {
     int64_t n1p = round_up(s->n_max + 1, CHUNK), Cp = round_up(s->C_max, 4);
     return 2 * s->d_max * n1p + s->d_max * s->P_max * Cp + s->C_max * s->P_max * s->d_max + 3 * n1p
-           + s->d_max * CHUNK + CHUNK + s->C_max * s->d_max;
+           + s->d_max * CHUNK + CHUNK + s->C_max * s->d_max + s->C_max;
 }
 
 static int64_t draw_ints(const draw_spec *s) {
@@ -201,6 +220,7 @@ static scratch carve(const draw_spec *s, uint8_t *base) {
     w.cz = f; f += dm * CHUNK;
     w.cnorm = f; f += CHUNK;
     w.first = f; f += Cm * dm;
+    w.tab = f; f += Cm;
     int32_t *i = (int32_t *)f;
     w.m24 = (uint32_t *)i; i += n1p;
     w.kc = i; i += n1p;
@@ -375,10 +395,15 @@ static void draw_item(const draw_spec *s, scratch *w, int64_t sd, int64_t t) {
             label_points(w->pr, Pm, dm, C, P, w->xh, n1p, d, n1, w->best, w->score, w->lbl);
         } else if (code == READ_CLUSTERED) {
             float tau = s->g_tau[g], sq = sqrtf((float)d);
+            float *tab = w->tab;                                     /* the class vectors' coordinate c */
             for (int64_t p = 0; p < n1v; p++) w->kc[p] = (int32_t)(((uint64_t)w->m24[p] * (uint64_t)C) >> 24);
-            for (int64_t c = 0; c < d; c++)
-                for (int64_t p = 0; p < n1v; p++)
-                    w->xh[c * n1p + p] = w->zx[c * n1p + p] * tau / sq + w->pr[(int64_t)w->kc[p] * Pm * dm + c];
+            for (int64_t c = 0; c < d; c++) {
+                float *x = w->xh + c * n1p;
+                const float *z = w->zx + c * n1p;
+                for (int64_t k = 0; k < C; k++) tab[k] = w->pr[k * Pm * dm + c];
+                lookup(x, w->kc, tab, C, n1v);
+                for (int64_t p = 0; p < n1v; p++) x[p] += z[p] * tau / sq;          /* c_k + tau z / sqrt(d) */
+            }
             normalise_points(w->xh, n1p, d, n1, w->norm);
             memcpy(w->lbl, w->kc, (size_t)n1 * sizeof(int32_t));
         } else {
@@ -449,15 +474,6 @@ int64_t cls_loss_workspace(const loss_spec *s) {
     return 4 * (3 * round_up(s->n_max, 16) + 8 * D + 4 * s->C_max) + 64;
 }
 
-/* out[i] = v[lab[i]] for i < n (labels in 0..C-1), as C vectorised passes of compare-and-select. */
-static void gather_labels(float *out, const int32_t *lab, const float *v, int64_t C, int64_t n) {
-    for (int64_t i = 0; i < n; i++) out[i] = v[0];
-    for (int32_t c = 1; c < (int32_t)C; c++) {
-        float vc = v[c];
-        for (int64_t i = 0; i < n; i++) out[i] = lab[i] == c ? vc : out[i];
-    }
-}
-
 /* out[c] = sum of w[i] over the i < n with lab[i] = c, for c < C (a vectorised masked sum per class). */
 static void sum_by_label(float *out, const float *w, const int32_t *lab, int64_t C, int64_t n) {
     for (int32_t c = 0; c < (int32_t)C; c++) {
@@ -490,7 +506,7 @@ static void loss_unit(const loss_spec *s, int64_t k, float *work) {
         for (int64_t e = 0; e < d; e++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[e * D + f] * q[f]; u[e] = v; }
         for (int64_t c = 0; c < C; c++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[(dm + c) * D + f] * q[f]; u[dm + c] = v; }
         /* scores s_i = x_i^T u_x + u_y[label_i] */
-        gather_labels(sc, lab, u + dm, C, n);
+        lookup(sc, lab, u + dm, C, n);
         for (int64_t e = 0; e < d; e++) { const float *xe = x + e * nm; float ue = u[e]; for (int64_t i = 0; i < n; i++) sc[i] += ue * xe[i]; }
         /* attention weights */
         if (code == 0) {
@@ -535,7 +551,7 @@ static void loss_unit(const loss_spec *s, int64_t k, float *work) {
             for (int64_t f = 0; f < C; f++) { gr[dm + f] += l * hy[f]; dhy[f] += l * wr[dm + f]; }
         }
         /* da_i = dhx^T x_i + dhy[label_i]; ds_i by the attention's Jacobian */
-        gather_labels(da, lab, dhy, C, n);
+        lookup(da, lab, dhy, C, n);
         for (int64_t e = 0; e < d; e++) { const float *xe = x + e * nm; float v = dhx[e]; for (int64_t i = 0; i < n; i++) da[i] += v * xe[i]; }
         if (code == 0) {
             float rho = 0.0f;

@@ -10,6 +10,7 @@ Training is one batched program over a stack of configurations (:func:`train_cls
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from dataclasses import asdict, dataclass, field
@@ -210,6 +211,17 @@ def init_weights(configs: list[dict], dims, init_seed: int, init_scale: float, d
     return [W[:, j].clone().requires_grad_(True) for j in range(3)]
 
 
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """PyTorch's intra-op thread count set to ``n`` for the block, then restored."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None = None, progress=None,
                     desc: str = "training") -> ClsResult:
     """Train every configuration of ``sweep`` (or the subset ``configs``) as one batched program.
@@ -218,8 +230,11 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     its own task streams (step ``t`` of training draws contexts ``0 .. batch_size - 1`` of step ``t``) and initial
     weights: a configuration trained alone (same sweep, subset ``configs``) follows exactly the trajectory it
     follows inside the sweep. On the CPU (float32, with a C compiler) the tasks and the loss and its gradient in
-    ``A = W_K^T W_Q`` and ``W_V`` come from the compiled engine (:mod:`.native`), into buffers reused every step;
-    elsewhere from PyTorch (:func:`sa_logits`, :func:`.metrics.masked_ce`).
+    ``A = W_K^T W_Q`` and ``W_V`` come from the compiled engine (:mod:`.native`), into buffers reused every step,
+    on ``torch.get_num_threads()`` threads of its own, while PyTorch's few small operations of the step (``A``, its
+    backward pass, Adam) run on one thread: PyTorch's OpenMP workers spin after each parallel region and would take
+    the cores from the engine's threads (the backward pass and Adam of a paper-scale step took 10-40 ms instead of
+    under 1). Elsewhere everything is PyTorch (:func:`sa_logits`, :func:`.metrics.masked_ce`).
     """
     dev = resolve_device(device) if isinstance(device, str) else device
     configs = sweep.configs() if configs is None else configs
@@ -231,7 +246,8 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     step = 0
     if stream.native:
         plan = stream.plan
-        fused = FusedLoss(plan.group, model_codes(configs), plan.unit_C, [c["d"] for c in configs], plan.unit_n, dims)
+        fused = FusedLoss(plan.group, model_codes(configs), plan.unit_C, [c["d"] for c in configs], plan.unit_n, dims,
+                          threads=stream.threads)
         stream.buffers(sweep.batch_size)
 
         def step_loss():
@@ -255,8 +271,10 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     def snapshot():            # stays on the device; optimise copies the history to the host once, at the end
         return {"A": WK.transpose(1, 2) @ WQ, "WV": WV}
 
-    hist, seconds = optimise([WK, WQ, WV], step_loss, sweep.steps, sweep.lr, sweep.log_every, snapshot,
-                             lr_factor=cosine if sweep.lr_schedule == "cosine" else None, progress=progress, desc=desc)
+    with torch_threads(1 if stream.native else torch.get_num_threads()):
+        hist, seconds = optimise([WK, WQ, WV], step_loss, sweep.steps, sweep.lr, sweep.log_every, snapshot,
+                                 lr_factor=cosine if sweep.lr_schedule == "cosine" else None, progress=progress,
+                                 desc=desc)
     K = len(configs)
     final = {k: v.detach().cpu().numpy() for k, v in zip(("WK", "WQ", "WV"), (WK, WQ, WV))}
     return ClsResult(sweep=sweep.to_dict(), configs=configs, dims=dims, log_steps=hist["steps"],

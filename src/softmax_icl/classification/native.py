@@ -5,8 +5,9 @@ over large temporaries, and the model's forward and backward passes are a dozen 
 (seed, context) from the counter-based streams and builds every task of that seed while the context is in cache
 (:func:`cls_draw`, the scheme of :mod:`.tasks`), and computes each configuration's mean cross-entropy and its
 gradient in ``A = W_K^T W_Q`` and ``W_V`` a context at a time while it is in cache (:class:`FusedLoss`, the function of
-:func:`.models.sa_logits` and :func:`.metrics.masked_ce`). Work is split over ``torch.get_num_threads()`` threads
-by (seed, context) and by configuration, so the numbers do not depend on the thread count.
+:func:`.models.sa_logits` and :func:`.metrics.masked_ce`). Work is split over ``threads`` threads of its own (by
+default ``torch.get_num_threads()`` when the object is made) by (seed, context) and by configuration, so the numbers
+do not depend on the thread count.
 
 The source is compiled once per machine with the system C compiler, the flags and the build directory of the paper-1
 kernel (:mod:`softmax_icl.kernels`), and loaded with :mod:`ctypes`. ``SOFTMAX_ICL_KERNEL=torch`` (or no compiler)
@@ -32,7 +33,7 @@ SOURCE = Path(__file__).with_name("engine.c")
 #: sha256 of ``engine.c`` (its first 16 hex digits). The result cache fingerprints Python modules only, so this
 #: line changes whenever the C source does (a test checks it), and cached results computed by an older engine are
 #: not reused.
-SOURCE_SHA = "724ab411dc4ab5cf"
+SOURCE_SHA = "27c7f087a703710c"
 
 _lib: ctypes.CDLL | None = None
 _status: str | None = None
@@ -149,9 +150,9 @@ class _Workspace:
     """A per-thread scratch buffer made before a training loop and kept from one call to the next (it grows only
     if the thread count does)."""
 
-    def __init__(self, size_fn, spec):
+    def __init__(self, size_fn, spec, threads: int):
         self.size_fn, self.buf = size_fn, torch.zeros(0, dtype=torch.uint8, device="cpu")
-        self.of(spec, torch.get_num_threads())
+        self.of(spec, threads)
 
     def of(self, spec, threads: int) -> int:
         need = int(self.size_fn(ctypes.byref(spec))) * threads
@@ -161,9 +162,10 @@ class _Workspace:
 
 
 class Drawer:
-    """Draws a :class:`.tasks.TaskPlan`'s tasks with ``cls_draw``: the plan's arrays and keys converted once."""
+    """Draws a :class:`.tasks.TaskPlan`'s tasks with ``cls_draw`` on ``threads`` threads: the plan's arrays and keys
+    converted once."""
 
-    def __init__(self, keys, plan):
+    def __init__(self, keys, plan, threads: int | None = None):
         lib = _load()
         if lib is None:
             raise RuntimeError(f"the classification engine is not available: {_status}")
@@ -179,7 +181,8 @@ class Drawer:
                             "g_n", "g_tau"), self._keep):
             setattr(spec, name, t.data_ptr())
         self.spec = spec
-        self.work = _Workspace(lib.cls_draw_workspace, spec)
+        self.threads = torch.get_num_threads() if threads is None else int(threads)
+        self.work = _Workspace(lib.cls_draw_workspace, spec, self.threads)
 
     def draw(self, step: int, first: int, out) -> None:
         """Contexts ``first .. first + T - 1`` of ``step`` into ``out`` (:class:`.tasks.Tasks`, contiguous CPU)."""
@@ -198,7 +201,7 @@ class Drawer:
         s.xs, s.xq, s.lab, s.lq = out.xs.data_ptr(), out.xq.data_ptr(), out.lab.data_ptr(), out.lq.data_ptr()
         s.protos = _ptr(out.protos)
         s.length_words = _ptr(out.length_words) if plan.mixture else None
-        s.threads = torch.get_num_threads()
+        s.threads = self.threads
         s.work = self.work.of(s, s.threads)
         self.lib.cls_draw(ctypes.byref(s))
 
@@ -208,10 +211,11 @@ class FusedLoss:
     differentiable in ``A = W_K^T W_Q`` and ``W_V`` (K, D, D): ``loss(A, WV, tasks, lengths)``.
 
     ``group``, ``code`` (model codes of :data:`.models.MODEL_CODES`), ``C``, ``d``, ``n``: (K,) per configuration,
-    fixed for the life of the object (a training program); ``lengths`` (K, T) per call for a mixture of lengths.
+    fixed for the life of the object (a training program); ``lengths`` (K, T) per call for a mixture of lengths;
+    ``threads`` as :class:`Drawer`.
     """
 
-    def __init__(self, group, code, C, d, n, dims):
+    def __init__(self, group, code, C, d, n, dims, threads: int | None = None):
         lib = _load()
         if lib is None:
             raise RuntimeError(f"the classification engine is not available: {_status}")
@@ -227,7 +231,8 @@ class FusedLoss:
         self.loss = torch.empty(K, dtype=torch.float32, device="cpu")
         self.gA = torch.empty(K, D, D, dtype=torch.float32, device="cpu")
         self.gWV = torch.empty(K, D, D, dtype=torch.float32, device="cpu")
-        self.work = _Workspace(lib.cls_loss_workspace, spec)
+        self.threads = torch.get_num_threads() if threads is None else int(threads)
+        self.work = _Workspace(lib.cls_loss_workspace, spec, self.threads)
 
     def __call__(self, A: torch.Tensor, WV: torch.Tensor, tasks, lengths: torch.Tensor | None = None) -> torch.Tensor:
         return _Fused.apply(A, WV, self, tasks, lengths)
@@ -249,7 +254,7 @@ class FusedLoss:
         s.A, s.WV = A.data_ptr(), WV.data_ptr()
         s.xs, s.xq, s.lab, s.lq = (getattr(tasks, name).data_ptr() for name in ("xs", "xq", "lab", "lq"))
         s.loss, s.gA, s.gWV = self.loss.data_ptr(), self.gA.data_ptr(), self.gWV.data_ptr()
-        s.threads = torch.get_num_threads()
+        s.threads = self.threads
         s.work = self.work.of(s, s.threads)
         self.lib.cls_loss(ctypes.byref(s))
 

@@ -408,7 +408,8 @@ class ClsStream:
         if native is None:
             native = self.device.type == "cpu" and dtype == torch.float32 and _native.available()
         self.native = bool(native)
-        self._drawer = _native.Drawer(self.keys, self.plan) if self.native else None
+        self.threads = torch.get_num_threads()              # the compiled engine's threads
+        self._drawer = _native.Drawer(self.keys, self.plan, self.threads) if self.native else None
         self._buffers: Tasks | None = None
         self._step = torch.zeros((), dtype=torch.int64, device=self.device)   # the step, as the streams take it
 
