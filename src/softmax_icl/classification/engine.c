@@ -13,6 +13,7 @@
  * in loops over the lanes (vectorised 32 x 32 -> 64-bit products), and the logarithms, roots and sines in separate
  * loops over a block's values (vectorised by the C library's vector maths where it has one).
  */
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -28,6 +29,12 @@
 #define PHILOX_W1 0xBB67AE85u
 #define LANES 16
 #define CHUNK (4 * LANES)              /* values per stream call: LANES blocks */
+/* Every loop over points runs over whole vectors of VEC points (the rows have room for them): a point is computed by
+ * the same instructions wherever it sits, so a context drawn alone or padded into a larger one has the same bits
+ * (vectorised division and square roots may be approximations refined by a Newton step, not the scalar results).
+ * The code is compiled with -ffast-math, which assumes no infinities: masked lanes use finite sentinels. */
+#define VEC 8
+#define LOW (-1e30f)                    /* a score below any real one: exp(LOW - max) is 0 */
 
 enum { READ_UNIFORM = 0, READ_BALANCED = 1, READ_CLUSTERED = 2, READ_SUBSPACE = 3 };
 
@@ -158,9 +165,9 @@ typedef struct {
     const int32_t *g_seed, *g_code, *g_P, *g_C, *g_d, *g_k, *g_n;   /* (G,): g_n = points - 1 */
     const float *g_tau;                /* (G,) */
     int32_t need_class;                /* some task draws the class of a point (balanced, clustered) */
-    float *xs;                         /* (G, T, d_max, n_max) */
+    float *xs;                         /* (G, T, d_max, np), np = n_max rounded up to VEC: zero beyond a context */
     float *xq;                         /* (G, T, d_max) */
-    int32_t *lab;                      /* (G, T, n_max) */
+    int32_t *lab;                      /* (G, T, np) */
     int32_t *lq;                       /* (G, T) */
     float *protos;                     /* (G, T, C_max, P_max, d_max) or NULL */
     int64_t *length_words;             /* (S, T) or NULL */
@@ -236,11 +243,6 @@ static scratch carve(const draw_spec *s, uint8_t *base) {
 
 static key2 key_at(const uint32_t *k, int64_t i) { key2 r = {k[2 * i], k[2 * i + 1]}; return r; }
 
-/* Every loop over points runs over whole vectors of VEC points (the rows have room for them): a point is computed by
- * the same instructions wherever it sits, so a context drawn alone or padded into a larger one has the same bits
- * (vectorised division and square roots may be approximations refined by a Newton step, not the scalar results). */
-#define VEC 8
-
 /* Normalise the points 0 .. m-1 of xh (d coordinates, row stride ld) in place: x / max(|x|, 1e-30). */
 static void normalise_points(float *xh, int64_t ld, int64_t d, int64_t m, float *norm) {
     m = round_up(m, VEC);
@@ -285,7 +287,7 @@ static void label_points(const float *pr, int64_t Pm, int64_t dm, int64_t C, int
 /* Write point p (0: the query) of task g, context t: its d_max coordinates from xh (zero from d on) and label. */
 static void put_points(const draw_spec *s, int64_t g, int64_t t, const float *xh, int64_t ld, int64_t d,
                        const int32_t *lbl, int64_t m) {
-    int64_t dm = s->d_max, nm = s->n_max, gt = g * s->T + t;
+    int64_t dm = s->d_max, nm = round_up(s->n_max, VEC), gt = g * s->T + t;
     float *xq = s->xq + gt * dm, *xs = s->xs + gt * dm * nm;
     int32_t *lab = s->lab + gt * nm;
     for (int64_t c = 0; c < dm; c++) {
@@ -413,42 +415,55 @@ static void draw_item(const draw_spec *s, scratch *w, int64_t sd, int64_t t) {
     }
 }
 
-typedef struct { const draw_spec *s; int64_t lo, hi; uint8_t *work; } draw_job;
+/* A parallel loop over items 0 .. count-1: threads take the next `grain` items from a shared counter until none are
+ * left, so a thread that the machine runs slower takes fewer. Each item writes only its own outputs, whichever thread
+ * runs it, so the numbers do not depend on the thread count or the schedule. */
+typedef struct {
+    void (*item)(const void *spec, uint8_t *work, int64_t i);
+    const void *spec;
+    uint8_t *work;             /* per thread: stride bytes each */
+    int64_t stride, count, grain;
+    int64_t next;              /* the shared counter */
+} pool;
 
-static void *draw_run(void *arg) {
-    draw_job *j = (draw_job *)arg;
-    scratch w = carve(j->s, j->work);
-    for (int64_t i = j->lo; i < j->hi; i++) draw_item(j->s, &w, i / j->s->T, i % j->s->T);
+typedef struct { pool *p; int64_t thread; } pool_arg;
+
+static void *pool_run(void *arg) {
+    pool_arg *a = (pool_arg *)arg;
+    pool *p = a->p;
+    uint8_t *work = p->work + a->thread * p->stride;
+    for (;;) {
+        int64_t lo = __atomic_fetch_add(&p->next, p->grain, __ATOMIC_RELAXED);
+        if (lo >= p->count) break;
+        int64_t hi = lo + p->grain < p->count ? lo + p->grain : p->count;
+        for (int64_t i = lo; i < hi; i++) p->item(p->spec, work, i);
+    }
     return NULL;
 }
 
-/* Splits the (seed, context) items into contiguous ranges, one per thread: each item is drawn on its own. */
-static int run_jobs(void *(*fn)(void *), void *jobs, size_t job_size, int64_t nthreads) {
+static void parallel_for(pool *p, int64_t threads) {
     pthread_t tid[64];
+    pool_arg args[64];
     int started[64] = {0};
-    for (int64_t i = 1; i < nthreads; i++)
-        started[i] = pthread_create(&tid[i], NULL, fn, (char *)jobs + i * job_size) == 0;
-    fn(jobs);
-    int ok = 1;
-    for (int64_t i = 1; i < nthreads; i++) {
+    int64_t nth = threads < 1 ? 1 : (threads > 64 ? 64 : threads);
+    p->next = 0;
+    for (int64_t i = 0; i < nth; i++) { args[i].p = p; args[i].thread = i; }
+    for (int64_t i = 1; i < nth; i++) started[i] = pthread_create(&tid[i], NULL, pool_run, &args[i]) == 0;
+    pool_run(&args[0]);
+    for (int64_t i = 1; i < nth; i++)
         if (started[i]) pthread_join(tid[i], NULL);
-        else { fn((char *)jobs + i * job_size); }
-    }
-    return ok;
+}
+
+static void draw_one(const void *spec, uint8_t *work, int64_t i) {
+    const draw_spec *s = (const draw_spec *)spec;
+    scratch w = carve(s, work);
+    draw_item(s, &w, i / s->T, i % s->T);
 }
 
 int cls_draw(const draw_spec *s) {
-    int64_t items = s->S * s->T, nth = s->threads < 1 ? 1 : (s->threads > 64 ? 64 : s->threads);
-    if (nth > items) nth = items < 1 ? 1 : items;
-    draw_job jobs[64];
-    int64_t per = cls_draw_workspace(s);
-    for (int64_t i = 0; i < nth; i++) {
-        jobs[i].s = s;
-        jobs[i].lo = items * i / nth;
-        jobs[i].hi = items * (i + 1) / nth;
-        jobs[i].work = s->work + i * per;
-    }
-    return run_jobs(draw_run, jobs, sizeof(draw_job), nth);
+    pool p = {draw_one, s, s->work, cls_draw_workspace(s), s->S * s->T, 4, 0};
+    parallel_for(&p, s->threads);
+    return 1;
 }
 
 /* ----------------------------------------------------------------------------------------------------------------
@@ -461,8 +476,8 @@ typedef struct {
     const int32_t *n;                        /* (K,) context lengths, or NULL with lengths */
     const int64_t *lengths;                  /* (K, T) context lengths (a mixture), or NULL */
     const float *A, *WV;                     /* (K, D, D), D = d_max + C_max */
-    const float *xs, *xq;                    /* tasks (G, T, d_max, n_max), (G, T, d_max) */
-    const int32_t *lab, *lq;                 /* (G, T, n_max), (G, T) */
+    const float *xs, *xq;                    /* tasks (G, T, d_max, np), (G, T, d_max); np = n_max rounded up to VEC */
+    const int32_t *lab, *lq;                 /* (G, T, np), (G, T) */
     float *loss;                             /* (K,) mean cross-entropy */
     float *gA, *gWV;                         /* (K, D, D) gradients of loss[k] */
     int64_t threads;
@@ -471,27 +486,63 @@ typedef struct {
 
 int64_t cls_loss_workspace(const loss_spec *s) {
     int64_t D = s->d_max + s->C_max;
-    return 4 * (3 * round_up(s->n_max, 16) + 8 * D + 4 * s->C_max) + 64;
+    return 4 * (3 * round_up(s->n_max, VEC) + 8 * D) + 64;
 }
 
-/* out[c] = sum of w[i] over the i < n with lab[i] = c, for c < C (a vectorised masked sum per class). */
+/* Blocks of VEC = 8 points as GCC/Clang vector types (AVX2 registers where there are some; the compiler lowers them
+ * otherwise). Loads and stores go through memcpy: no alignment is assumed. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+static inline v8f ld(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
+static inline v8i ldi(const int32_t *p) { v8i v; memcpy(&v, p, sizeof v); return v; }
+static inline v8f splat(float x) { v8f v = {x, x, x, x, x, x, x, x}; return v; }
+static inline v8i splati(int32_t x) { v8i v = {x, x, x, x, x, x, x, x}; return v; }
+static inline v8f masked(v8i m, v8f a) { return (v8f)((v8i)a & m); }
+static inline float hsum(v8f v) { float s = 0.0f; for (int l = 0; l < VEC; l++) s += v[l]; return s; }
+
+/* sum_i w[i] x[i] over i < n (n a multiple of VEC), with four independent accumulators (a single one would wait
+ * for every addition). */
+static float dot(const float *w, const float *x, int64_t n) {
+    v8f a0 = splat(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 4 * VEC <= n; i += 4 * VEC) {
+        a0 += ld(w + i) * ld(x + i);
+        a1 += ld(w + i + VEC) * ld(x + i + VEC);
+        a2 += ld(w + i + 2 * VEC) * ld(x + i + 2 * VEC);
+        a3 += ld(w + i + 3 * VEC) * ld(x + i + 3 * VEC);
+    }
+    for (; i < n; i += VEC) a0 += ld(w + i) * ld(x + i);
+    return hsum((a0 + a1) + (a2 + a3));
+}
+
+/* out[c] = sum of w[i] over the i < n with lab[i] = c, for c < C (n a multiple of VEC), four accumulators each. */
 static void sum_by_label(float *out, const float *w, const int32_t *lab, int64_t C, int64_t n) {
     for (int32_t c = 0; c < (int32_t)C; c++) {
-        float v = 0.0f;
-        for (int64_t i = 0; i < n; i++) v += lab[i] == c ? w[i] : 0.0f;
-        out[c] = v;
+        const v8i cv = splati(c);
+        v8f a0 = splat(0.0f), a1 = a0, a2 = a0, a3 = a0;
+        int64_t i = 0;
+        for (; i + 4 * VEC <= n; i += 4 * VEC) {
+            a0 += masked(ldi(lab + i) == cv, ld(w + i));
+            a1 += masked(ldi(lab + i + VEC) == cv, ld(w + i + VEC));
+            a2 += masked(ldi(lab + i + 2 * VEC) == cv, ld(w + i + 2 * VEC));
+            a3 += masked(ldi(lab + i + 3 * VEC) == cv, ld(w + i + 3 * VEC));
+        }
+        for (; i < n; i += VEC) a0 += masked(ldi(lab + i) == cv, ld(w + i));
+        out[c] = hsum((a0 + a1) + (a2 + a3));
     }
 }
 
-/* One configuration k: its loss and gradients, summed over its contexts in order. */
+/* One configuration k: its loss and gradients, summed over its contexts in order. A pass over a context's points
+ * runs over whole blocks of VEC points (the rows are padded to whole blocks); the weights of points beyond the
+ * context length are 0. */
 static void loss_unit(const loss_spec *s, int64_t k, float *work) {
-    int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, nm = s->n_max, T = s->T;
+    int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), T = s->T;
     int64_t g = s->group[k], code = s->code[k], C = s->C[k], d = s->d[k];
     const float *A = s->A + k * D * D, *WV = s->WV + k * D * D;
     float *gA = s->gA + k * D * D, *gWV = s->gWV + k * D * D;
     memset(gA, 0, (size_t)(D * D) * sizeof(float));
     memset(gWV, 0, (size_t)(D * D) * sizeof(float));
-    int64_t np = round_up(nm, 16);
     float *sc = work, *a = sc + np, *da = a + np;
     float *u = da + np, *hx = u + D, *dhx = hx + dm, *dux = dhx + dm;
     float *hy = dux + dm, *dhy = hy + Cm, *duy = dhy + Cm, *lg = duy + Cm;
@@ -499,49 +550,49 @@ static void loss_unit(const loss_spec *s, int64_t k, float *work) {
     const float inv_T = 1.0f / (float)T;
     for (int64_t t = 0; t < T; t++) {
         int64_t gt = g * T + t;
-        const float *x = s->xs + gt * dm * nm, *q = s->xq + gt * dm;
-        const int32_t *lab = s->lab + gt * nm;
-        int64_t n = s->lengths ? s->lengths[k * T + t] : s->n[k];
+        const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
+        const int32_t *lab = s->lab + gt * np;
+        int64_t n = s->lengths ? s->lengths[k * T + t] : s->n[k], nb = round_up(n, VEC);
         /* u = A[:, :d] x_q: rows 0..d-1 (x part) and d_max..d_max+C-1 (y part) */
         for (int64_t e = 0; e < d; e++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[e * D + f] * q[f]; u[e] = v; }
         for (int64_t c = 0; c < C; c++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[(dm + c) * D + f] * q[f]; u[dm + c] = v; }
-        /* scores s_i = x_i^T u_x + u_y[label_i] */
-        lookup(sc, lab, u + dm, C, n);
-        for (int64_t e = 0; e < d; e++) { const float *xe = x + e * nm; float ue = u[e]; for (int64_t i = 0; i < n; i++) sc[i] += ue * xe[i]; }
-        /* attention weights */
+        /* scores s_i = x_i^T u_x + u_y[label_i] (LOW beyond the context) */
+        lookup(sc, lab, u + dm, C, nb);
+        for (int64_t e = 0; e < d; e++) { const float *xe = x + e * np; float ue = u[e]; for (int64_t i = 0; i < nb; i++) sc[i] += ue * xe[i]; }
+        for (int64_t i = 0; i < nb; i++) sc[i] = i < n ? sc[i] : LOW;
+        /* attention weights: softmax exp(s_i - max) (normalised by Z below), linear s_i / n or s_i; 0 beyond n */
+        float iz = 1.0f, lin = code == 1 ? 1.0f / (float)n : 1.0f;
         if (code == 0) {
             float mx = sc[0];
-            for (int64_t i = 1; i < n; i++) mx = fmaxf(mx, sc[i]);
-            for (int64_t i = 0; i < n; i++) a[i] = sc[i] - mx;
-            for (int64_t i = 0; i < n; i++) a[i] = expf(a[i]);
+            for (int64_t i = 1; i < nb; i++) mx = fmaxf(mx, sc[i]);
+            for (int64_t i = 0; i < nb; i++) a[i] = expf(sc[i] - mx);
             float Z = 0.0f;
-            for (int64_t i = 0; i < n; i++) Z += a[i];
-            float iz = 1.0f / Z;
-            for (int64_t i = 0; i < n; i++) a[i] *= iz;
+            for (int64_t i = 0; i < nb; i += VEC) Z += hsum(ld(a + i));
+            iz = 1.0f / Z;
         } else {
-            float sc_n = code == 1 ? 1.0f / (float)n : 1.0f;
-            for (int64_t i = 0; i < n; i++) a[i] = sc[i] * sc_n;
+            for (int64_t i = 0; i < nb; i++) a[i] = i < n ? sc[i] * lin : 0.0f;
         }
         /* h = sum_i a_i [x_i; y_i] */
-        for (int64_t e = 0; e < d; e++) { const float *xe = x + e * nm; float v = 0.0f; for (int64_t i = 0; i < n; i++) v += a[i] * xe[i]; hx[e] = v; }
-        sum_by_label(hy, a, lab, C, n);
+        for (int64_t e = 0; e < d; e++) hx[e] = dot(a, x + e * np, nb) * iz;
+        sum_by_label(hy, a, lab, C, nb);
+        for (int64_t c = 0; c < C; c++) hy[c] *= iz;
         /* logits and the cross-entropy of the query's label */
-        float mx = -INFINITY;
+        float lm = -FLT_MAX;
         for (int64_t c = 0; c < C; c++) {
             const float *wr = WV + (dm + c) * D;
             float v = 0.0f;
             for (int64_t f = 0; f < d; f++) v += wr[f] * hx[f];
             for (int64_t f = 0; f < C; f++) v += wr[dm + f] * hy[f];
             lg[c] = v;
-            mx = fmaxf(mx, v);
+            lm = fmaxf(lm, v);
         }
         int64_t y = s->lq[gt];
-        float ly = lg[y], Z = 0.0f;
-        for (int64_t c = 0; c < C; c++) { lg[c] = expf(lg[c] - mx); Z += lg[c]; }
-        total += (double)(logf(Z) + mx - ly);          /* logsumexp(logits) - logits[y] */
-        /* backward: dl = (p - e_y) / T */
-        float iz = 1.0f / Z;
-        for (int64_t c = 0; c < C; c++) lg[c] = (lg[c] * iz - (c == y ? 1.0f : 0.0f)) * inv_T;
+        float ly = lg[y], Zl = 0.0f;
+        for (int64_t c = 0; c < C; c++) { lg[c] = expf(lg[c] - lm); Zl += lg[c]; }
+        total += (double)(logf(Zl) + lm - ly);          /* logsumexp(logits) - logits[y] */
+        /* backward: dL/dlogits = (p - e_y) / T, then dL/dW_V and dL/dh */
+        float izl = 1.0f / Zl;
+        for (int64_t c = 0; c < C; c++) lg[c] = (lg[c] * izl - (c == y ? 1.0f : 0.0f)) * inv_T;
         for (int64_t f = 0; f < d; f++) dhx[f] = 0.0f;
         for (int64_t f = 0; f < C; f++) dhy[f] = 0.0f;
         for (int64_t c = 0; c < C; c++) {
@@ -550,45 +601,31 @@ static void loss_unit(const loss_spec *s, int64_t k, float *work) {
             for (int64_t f = 0; f < d; f++) { gr[f] += l * hx[f]; dhx[f] += l * wr[f]; }
             for (int64_t f = 0; f < C; f++) { gr[dm + f] += l * hy[f]; dhy[f] += l * wr[dm + f]; }
         }
-        /* da_i = dhx^T x_i + dhy[label_i]; ds_i by the attention's Jacobian */
-        lookup(da, lab, dhy, C, n);
-        for (int64_t e = 0; e < d; e++) { const float *xe = x + e * nm; float v = dhx[e]; for (int64_t i = 0; i < n; i++) da[i] += v * xe[i]; }
+        /* dL/da_i = dhx^T x_i + dhy[label_i]; dL/ds_i: softmax a_i (da_i - rho) / Z with rho = dhx^T h_x + dhy^T h_y
+         * (= sum_j a_j da_j / Z), linear da_i / n or da_i; 0 beyond n */
+        lookup(da, lab, dhy, C, nb);
+        for (int64_t e = 0; e < d; e++) { const float *xe = x + e * np; float v = dhx[e]; for (int64_t i = 0; i < nb; i++) da[i] += v * xe[i]; }
         if (code == 0) {
             float rho = 0.0f;
             for (int64_t f = 0; f < d; f++) rho += dhx[f] * hx[f];
             for (int64_t f = 0; f < C; f++) rho += dhy[f] * hy[f];
-            for (int64_t i = 0; i < n; i++) da[i] = a[i] * (da[i] - rho);
-        } else if (code == 1) {
-            float sc_n = 1.0f / (float)n;
-            for (int64_t i = 0; i < n; i++) da[i] *= sc_n;
+            for (int64_t i = 0; i < nb; i++) da[i] = a[i] * iz * (da[i] - rho);
+        } else {
+            for (int64_t i = 0; i < nb; i++) da[i] = i < n ? da[i] * lin : 0.0f;
         }
         /* du = sum_i ds_i [x_i; y_i]; dA[:, :d] += du x_q^T */
-        for (int64_t e = 0; e < d; e++) { const float *xe = x + e * nm; float v = 0.0f; for (int64_t i = 0; i < n; i++) v += da[i] * xe[i]; dux[e] = v; }
-        sum_by_label(duy, da, lab, C, n);
+        for (int64_t e = 0; e < d; e++) dux[e] = dot(da, x + e * np, nb);
+        sum_by_label(duy, da, lab, C, nb);
         for (int64_t e = 0; e < d; e++) for (int64_t f = 0; f < d; f++) gA[e * D + f] += dux[e] * q[f];
         for (int64_t c = 0; c < C; c++) for (int64_t f = 0; f < d; f++) gA[(dm + c) * D + f] += duy[c] * q[f];
     }
     s->loss[k] = (float)(total / (double)T);
 }
 
-typedef struct { const loss_spec *s; int64_t lo, hi; uint8_t *work; } loss_job;
-
-static void *loss_run(void *arg) {
-    loss_job *j = (loss_job *)arg;
-    for (int64_t k = j->lo; k < j->hi; k++) loss_unit(j->s, k, (float *)j->work);
-    return NULL;
-}
+static void loss_one(const void *spec, uint8_t *work, int64_t k) { loss_unit((const loss_spec *)spec, k, (float *)work); }
 
 int cls_loss(const loss_spec *s) {
-    int64_t nth = s->threads < 1 ? 1 : (s->threads > 64 ? 64 : s->threads);
-    if (nth > s->K) nth = s->K < 1 ? 1 : s->K;
-    loss_job jobs[64];
-    int64_t per = cls_loss_workspace(s);
-    for (int64_t i = 0; i < nth; i++) {
-        jobs[i].s = s;
-        jobs[i].lo = s->K * i / nth;
-        jobs[i].hi = s->K * (i + 1) / nth;
-        jobs[i].work = s->work + i * per;
-    }
-    return run_jobs(loss_run, jobs, sizeof(loss_job), nth);
+    pool p = {loss_one, s, s->work, cls_loss_workspace(s), s->K, 1, 0};
+    parallel_for(&p, s->threads);
+    return 1;
 }

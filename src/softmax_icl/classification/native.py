@@ -33,7 +33,10 @@ SOURCE = Path(__file__).with_name("engine.c")
 #: sha256 of ``engine.c`` (its first 16 hex digits). The result cache fingerprints Python modules only, so this
 #: line changes whenever the C source does (a test checks it), and cached results computed by an older engine are
 #: not reused.
-SOURCE_SHA = "27c7f087a703710c"
+SOURCE_SHA = "ea03592b82504c81"
+
+#: The engine works on blocks of this many points (``VEC`` in engine.c): a task's rows are padded to whole blocks.
+ROW_BLOCK = 8
 
 _lib: ctypes.CDLL | None = None
 _status: str | None = None
@@ -127,6 +130,11 @@ def available() -> bool:
     return _load() is not None
 
 
+def row_length(n_max: int) -> int:
+    """The padded length of a task's rows (:class:`.tasks.Tasks`): ``n_max`` rounded up to a whole block."""
+    return -(-int(n_max) // ROW_BLOCK) * ROW_BLOCK
+
+
 def _u32(words: torch.Tensor) -> torch.Tensor:
     """int64 words in [0, 2^32) as a contiguous int32 tensor of the same bits (what the C code reads as uint32)."""
     return torch.from_numpy(np.ascontiguousarray(words.cpu().numpy().astype(np.uint64).astype(np.uint32).view(np.int32)))
@@ -188,10 +196,10 @@ class Drawer:
         """Contexts ``first .. first + T - 1`` of ``step`` into ``out`` (:class:`.tasks.Tasks`, contiguous CPU)."""
         s, plan = self.spec, self.plan
         n_max, C_max, P_max, d_max = plan.dims
-        G, T = plan.G, out.xq.shape[1]
-        _check(out.xs, (G, T, d_max, n_max), torch.float32, "xs")
+        G, T, N = plan.G, out.xq.shape[1], row_length(n_max)
+        _check(out.xs, (G, T, d_max, N), torch.float32, "xs")
         _check(out.xq, (G, T, d_max), torch.float32, "xq")
-        _check(out.lab, (G, T, n_max), torch.int32, "lab")
+        _check(out.lab, (G, T, N), torch.int32, "lab")
         _check(out.lq, (G, T), torch.int32, "lq")
         if out.protos is not None:
             _check(out.protos, (G, T, C_max, P_max, d_max), torch.float32, "protos")
@@ -242,7 +250,9 @@ class FusedLoss:
         A, WV = A.detach().contiguous(), WV.detach().contiguous()
         for t, name in ((A, "A"), (WV, "WV")):
             _check(t, tuple(self.gA.shape), torch.float32, name)
-        T = tasks.xq.shape[1]
+        T, N = tasks.xq.shape[1], row_length(s.n_max)
+        if tasks.xs.shape[1:] != (T, s.d_max, N) or tasks.lab.shape[1:] != (T, N):
+            raise ValueError(f"the engine reads tasks of {T} contexts with rows of {N} points (tasks.Tasks)")
         for name in ("xs", "xq", "lab", "lq"):
             if not getattr(tasks, name).is_contiguous():
                 raise ValueError(f"the engine reads contiguous tasks; {name} is not")

@@ -65,6 +65,8 @@ import torch
 
 from .. import streams
 from ..base import derive_seed
+from . import native as _native
+from .native import row_length
 
 #: Readings of the paper's task the sampler can draw (see the module docstring), as integer codes.
 READINGS = {"uniform": 0, "balanced": 1, "clustered": 2, "subspace": 3}
@@ -198,10 +200,10 @@ class TaskPlan:
 class Tasks:
     """The contexts of a plan's G tasks at one step: T contexts each, read by every configuration of the task.
 
-    ``xs`` (G, T, d_max, n_max) the examples' inputs, coordinate-major (example ``i``'s input is ``xs[..., :, i]``;
-    zero beyond a task's ``d`` and its balanced ``n``), ``xq`` (G, T, d_max) the queries, ``lab`` (G, T, n_max) int32
-    and ``lq`` (G, T) int32 their labels, ``protos`` (G, T, C_max, P_max, d_max) or None, ``length_words`` (S, T)
-    int64 24-bit words of the mixture lengths (None without a mixture).
+    ``xs`` (G, T, d_max, N) the examples' inputs, coordinate-major (example ``i``'s input is ``xs[..., :, i]``;
+    ``N = row_length(n_max)``; zero beyond a task's ``d``, its balanced ``n`` and ``n_max``), ``xq`` (G, T, d_max)
+    the queries, ``lab`` (G, T, N) int32 and ``lq`` (G, T) int32 their labels, ``protos`` (G, T, C_max, P_max, d_max)
+    or None, ``length_words`` (S, T) int64 24-bit words of the mixture lengths (None without a mixture).
     """
 
     xs: torch.Tensor
@@ -215,9 +217,10 @@ class Tasks:
     def empty(cls, plan: TaskPlan, S: int, T: int, device, dtype=torch.float32, protos: bool = False) -> "Tasks":
         n_max, C_max, P_max, d_max = plan.dims
         G, dev = plan.G, torch.device(device)
-        return cls(torch.zeros(G, T, d_max, n_max, dtype=dtype, device=dev),
+        N = row_length(n_max)
+        return cls(torch.zeros(G, T, d_max, N, dtype=dtype, device=dev),
                    torch.zeros(G, T, d_max, dtype=dtype, device=dev),
-                   torch.zeros(G, T, n_max, dtype=torch.int32, device=dev),
+                   torch.zeros(G, T, N, dtype=torch.int32, device=dev),
                    torch.zeros(G, T, dtype=torch.int32, device=dev),
                    torch.zeros(G, T, C_max, P_max, d_max, dtype=dtype, device=dev) if protos else None,
                    torch.zeros(S, T, dtype=torch.int64, device=dev) if plan.mixture else None)
@@ -399,8 +402,6 @@ class ClsStream:
 
     def __init__(self, configs: list[dict], dims, seeds: list[int], device, dtype=torch.float32,
                  native: bool | None = None):
-        from . import native as _native
-
         self.device, self.dtype = torch.device(device), dtype
         used = sorted({int(c["seed"]) for c in configs})            # only the seeds some configuration reads
         self.plan = TaskPlan.of([dict(c, seed=used.index(int(c["seed"]))) for c in configs], dims, self.device)
@@ -433,7 +434,10 @@ class ClsStream:
             self._drawer.draw(step, first, out)
         else:
             t = draw_torch(self.keys, self.plan, self._step.fill_(step), first, T, self.dtype)
-            for name in ("xs", "xq", "lab", "lq", "protos", "length_words"):
+            n_max = self.plan.dims[0]
+            out.xs[..., :n_max].copy_(t.xs)
+            out.lab[..., :n_max].copy_(t.lab)
+            for name in ("xq", "lq", "protos", "length_words"):
                 dst = getattr(out, name)
                 if dst is not None:
                     dst.copy_(getattr(t, name))
@@ -464,9 +468,9 @@ class ClsStream:
             g = g[rows]
             ctx = None if ctx is None else ctx[rows]
             cls = None if cls is None else cls[rows]
-        C_max = self.plan.dims[1]
-        lab = tasks.lab[g].long()
-        return ClsBatch(tasks.xs[g].transpose(-1, -2), _one_hot(lab, C_max, tasks.xs.dtype), tasks.xq[g],
+        n_max, C_max = self.plan.dims[:2]
+        lab = tasks.lab[g][..., :n_max].long()
+        return ClsBatch(tasks.xs[g][..., :n_max].transpose(-1, -2), _one_hot(lab, C_max, tasks.xs.dtype), tasks.xq[g],
                         tasks.lq[g].long(), lab, ctx, cls, None if tasks.protos is None else tasks.protos[g])
 
     def sample(self, batch_size: int, step: int = 1) -> ClsBatch:
