@@ -475,6 +475,25 @@ def test_mixture_of_lengths_draws_each_context_length_in_range():
     assert torch.all(b.ctx_mask[0] == (torch.arange(20).view(1, -1) < L.view(-1, 1)))
 
 
+def test_closed_form_probability_jacobian_equals_reverse_mode():
+    """models.prob_jacobian (closed form) is metrics.prob_jacobian (jacrev) for every model, with padded classes and
+    context slots."""
+    stream = ctasks.ClsStream([dict(seed=0, reading="uniform", P=1, tau=0.0, k=0, C=3, d=2, n=9)], (15, 5, 1, 4),
+                              [2], "cpu", dtype=D64)
+    b = stream.sample(6)
+    g = torch.Generator().manual_seed(0)
+    A, WV = (torch.randn(3, 9, 9, generator=g, dtype=D64) for _ in range(2))
+    x, y, xq = (t.expand(3, *t.shape[1:]) for t in (b.x_ctx, b.y_ctx, b.x_q))
+    codes, cls, ctx = torch.tensor([0, 1, 2]), b.class_mask.expand(3, 1, 5), b.ctx_mask.expand(3, 1, 15)
+
+    def probs(q):
+        lg = cmodels.model_logits_from(A, WV, codes, x, y, q, ctx)
+        return torch.softmax(lg.masked_fill(~cls, float("-inf")), -1)
+
+    torch.testing.assert_close(cmodels.prob_jacobian(codes, A, WV, x, y, xq, ctx, cls),
+                               cmetrics.prob_jacobian(probs, xq.clone()), rtol=1e-12, atol=1e-12)
+
+
 def test_unnormalised_linear_attention_is_n_times_the_normalised_one():
     b = _contexts()
     D = 3 + 4

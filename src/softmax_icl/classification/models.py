@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..base import derive_seed, optimise, resolve_device
-from .metrics import masked_ce, prob_jacobian
+from .metrics import masked_ce
 from .native import FusedLoss
 from .tasks import ClsBatch, ClsStream, context_lengths, take
 
@@ -290,26 +290,56 @@ def model_logits_from(A: torch.Tensor, WV: torch.Tensor, is_soft: torch.Tensor, 
     return sa_logits(is_soft, eye, A, WV, x_ctx, y_ctx, x_q, ctx_mask)
 
 
+def prob_jacobian(kind, A: torch.Tensor, WV: torch.Tensor, x_ctx, y_ctx, x_q, ctx_mask=None,
+                  class_mask=None) -> torch.Tensor:
+    """``d softmax(logits) / d x_q`` (K, B, C_max, d_max) of attention units given ``A = W_K^T W_Q`` and ``W_V``
+    (K, D, D), in closed form (what :func:`.metrics.prob_jacobian` computes by reverse passes).
+
+    With tokens ``e_i = [x_i; y_i]`` and ``M = A[:, :d_max]``, the scores are ``s_i = e_i^T M x_q``, so
+    ``ds_i/dx_q = M^T e_i``, and the update ``h = sum_i a_i e_i`` has ``dh/dx_q = (S - [softmax] h h^T) M`` with
+    ``S = sum_i w_i e_i e_i^T``: ``w = a`` for softmax (``da_i = a_i (ds_i - sum_j a_j ds_j)``), ``w = 1/n`` for
+    linear ``s/n`` and ``1`` for unnormalised linear (over the context slots in use). The logits ``z = W_V[y] h`` and
+    the probabilities ``p = softmax(z)`` over the classes in use give ``dp_c = p_c (dz_c - sum_c' p_c' dz_c')``.
+    ``kind``: as :func:`sa_logits`.
+    """
+    dm = x_ctx.shape[-1]
+    E = torch.cat([x_ctx, y_ctx], dim=-1)                                          # (K, B, n, D)
+    M = A[:, :, :dm]                                                               # (K, D, dm)
+    s = torch.matmul(E, torch.einsum("kef,kbf->kbe", M, x_q).unsqueeze(-1)).squeeze(-1)
+    a = _masked_weights(kind, s, ctx_mask)                                         # (K, B, n)
+    ones = torch.ones_like(s) if ctx_mask is None else ctx_mask.expand_as(s).to(s.dtype)
+    w = _masked_weights(kind, ones, ctx_mask)                                      # 1/n or 1 (linear kinds)
+    code = torch.full((s.shape[0],), MODEL_CODES[kind], device=s.device) if isinstance(kind, str) else (
+        torch.where(kind, 0, 1) if kind.dtype == torch.bool else kind)
+    soft = (code == 0).view(-1, 1, 1).to(s.dtype)
+    w = torch.where(soft.bool(), a, w)
+    h = torch.matmul(a.unsqueeze(-2), E).squeeze(-2)                               # (K, B, D)
+    S = torch.matmul((E * w.unsqueeze(-1)).transpose(-1, -2), E)                   # (K, B, D, D)
+    dh = S - soft.unsqueeze(-1) * h.unsqueeze(-1) * h.unsqueeze(-2)
+    dz = torch.einsum("kcd,kbde,kef->kbcf", WV[:, dm:, :], dh, M)                  # (K, B, C_max, dm)
+    z = torch.einsum("kcd,kbd->kbc", WV[:, dm:, :], h)
+    if class_mask is not None:
+        z = z.masked_fill(~class_mask, float("-inf"))
+    p = torch.softmax(z, -1).unsqueeze(-1)                                         # (K, B, C_max, 1)
+    return p * (dz - (p * dz).sum(-2, keepdim=True))
+
+
 def models_on(A, WV, is_soft, batch: ClsBatch, idx, chunk: int = 512, jacobian: bool = False, lengths=None):
-    """Logits (K, B, C_max) (and probability Jacobians (K, B, C_max, d_max)) of K models on their settings
-    ``idx`` (K,) of ``batch``, in chunks of contexts. ``is_soft``: (K,) model codes or softmax flags.
+    """Logits (K, B, C_max) (and probability Jacobians (K, B, C_max, d_max), :func:`prob_jacobian`) of K models on
+    their settings ``idx`` (K,) of ``batch``, in chunks of contexts. ``is_soft``: (K,) model codes or softmax flags.
     ``lengths`` (K,): read each model's contexts at this length (their first examples) instead."""
     B = batch.x_ctx.shape[1]
     outs, jacs = [], []
-    for b0 in range(0, B, chunk):
-        sub = take(batch, idx, slice(b0, b0 + chunk))
-        if lengths is not None:
-            L = torch.as_tensor(lengths, device=sub.x_ctx.device).view(-1, 1, 1)
-            sub = ClsBatch(sub.x_ctx, sub.y_ctx, sub.x_q, sub.label_q, sub.label_ctx,
-                           torch.arange(sub.x_ctx.shape[2], device=L.device).view(1, 1, -1) < L, sub.class_mask,
-                           sub.protos)
-        with torch.no_grad():
+    with torch.no_grad():
+        for b0 in range(0, B, chunk):
+            sub = take(batch, idx, slice(b0, b0 + chunk))
+            if lengths is not None:
+                L = torch.as_tensor(lengths, device=sub.x_ctx.device).view(-1, 1, 1)
+                sub = ClsBatch(sub.x_ctx, sub.y_ctx, sub.x_q, sub.label_q, sub.label_ctx,
+                               torch.arange(sub.x_ctx.shape[2], device=L.device).view(1, 1, -1) < L, sub.class_mask,
+                               sub.protos)
             outs.append(model_logits_from(A, WV, is_soft, sub.x_ctx, sub.y_ctx, sub.x_q, sub.ctx_mask))
-        if jacobian:
-            def probs(xq, sub=sub):
-                lg = model_logits_from(A, WV, is_soft, sub.x_ctx, sub.y_ctx, xq, sub.ctx_mask)
-                if sub.class_mask is not None:
-                    lg = lg.masked_fill(~sub.class_mask, float("-inf"))
-                return torch.softmax(lg, -1)
-            jacs.append(prob_jacobian(probs, sub.x_q.clone()).detach())
+            if jacobian:
+                jacs.append(prob_jacobian(is_soft, A, WV, sub.x_ctx, sub.y_ctx, sub.x_q, sub.ctx_mask,
+                                          sub.class_mask))
     return torch.cat(outs, 1), (torch.cat(jacs, 1) if jacobian else None)
