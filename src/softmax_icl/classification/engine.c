@@ -181,6 +181,7 @@ typedef struct {
     float *zp;       /* (d_max, P_max, C_maxp): prototype normals */
     float *pr;       /* (C_max, P_max, d_max): the task's prototypes */
     float *xh;       /* (d_max, n1p): the task's inputs */
+    float *cx;       /* (d_max, n1p): each point's class vector (clustered tasks) */
     float *best;     /* (n1p) */
     float *score;    /* (n1p) */
     float *norm;     /* (n1p) */
@@ -201,7 +202,7 @@ typedef struct {
 
 static int64_t draw_floats(const draw_spec *s) {
     int64_t n1p = round_up(s->n_max + 1, CHUNK), Cp = round_up(s->C_max, 4);
-    return 2 * s->d_max * n1p + s->d_max * s->P_max * Cp + s->C_max * s->P_max * s->d_max + 3 * n1p
+    return 3 * s->d_max * n1p + s->d_max * s->P_max * Cp + s->C_max * s->P_max * s->d_max + 3 * n1p
            + s->d_max * CHUNK + CHUNK + s->C_max * s->d_max + s->C_max;
 }
 
@@ -221,6 +222,7 @@ static scratch carve(const draw_spec *s, uint8_t *base) {
     w.zp = f; f += dm * Pm * Cp;
     w.pr = f; f += Cm * Pm * dm;
     w.xh = f; f += dm * n1p;
+    w.cx = f; f += dm * n1p;
     w.best = f; f += n1p;
     w.score = f; f += n1p;
     w.norm = f; f += n1p;
@@ -243,18 +245,25 @@ static scratch carve(const draw_spec *s, uint8_t *base) {
 
 static key2 key_at(const uint32_t *k, int64_t i) { key2 r = {k[2 * i], k[2 * i + 1]}; return r; }
 
-/* Normalise the points 0 .. m-1 of xh (d coordinates, row stride ld) in place: x / max(|x|, 1e-30). */
-static void normalise_points(float *xh, int64_t ld, int64_t d, int64_t m, float *norm) {
+/* The inverse norms 1 / max(|x_p|, 1e-30) of the points 0 .. m-1 of src (d coordinates, row stride ld). */
+static void inverse_norms(const float *src, int64_t ld, int64_t d, int64_t m, float *inv) {
     m = round_up(m, VEC);
-    for (int64_t p = 0; p < m; p++) norm[p] = 0.0f;
+    for (int64_t p = 0; p < m; p++) inv[p] = 0.0f;
     for (int64_t c = 0; c < d; c++) {
-        const float *x = xh + c * ld;
-        for (int64_t p = 0; p < m; p++) norm[p] += x[p] * x[p];
+        const float *x = src + c * ld;
+        for (int64_t p = 0; p < m; p++) inv[p] += x[p] * x[p];
     }
-    for (int64_t p = 0; p < m; p++) norm[p] = fmaxf(sqrtf(norm[p]), 1e-30f);
+    for (int64_t p = 0; p < m; p++) inv[p] = 1.0f / fmaxf(sqrtf(inv[p]), 1e-30f);
+}
+
+/* dst = the points 0 .. m-1 of src normalised, x / max(|x|, 1e-30) (dst may be src). */
+static void normalise_points(float *dst, const float *src, int64_t ld, int64_t d, int64_t m, float *inv) {
+    inverse_norms(src, ld, d, m, inv);
+    m = round_up(m, VEC);
     for (int64_t c = 0; c < d; c++) {
-        float *x = xh + c * ld;
-        for (int64_t p = 0; p < m; p++) x[p] = x[p] / norm[p];
+        const float *x = src + c * ld;
+        float *y = dst + c * ld;
+        for (int64_t p = 0; p < m; p++) y[p] = x[p] * inv[p];
     }
 }
 
@@ -284,15 +293,22 @@ static void label_points(const float *pr, int64_t Pm, int64_t dm, int64_t C, int
         }
 }
 
-/* Write point p (0: the query) of task g, context t: its d_max coordinates from xh (zero from d on) and label. */
+/* Write the points 0 .. m-1 (0: the query) of task g, context t: their d_max coordinates from xh (zero from d on;
+ * scaled by inv on the way when it is given, through the scratch row tmp) and their labels. */
 static void put_points(const draw_spec *s, int64_t g, int64_t t, const float *xh, int64_t ld, int64_t d,
-                       const int32_t *lbl, int64_t m) {
-    int64_t dm = s->d_max, nm = round_up(s->n_max, VEC), gt = g * s->T + t;
+                       const int32_t *lbl, int64_t m, const float *inv, float *tmp) {
+    int64_t dm = s->d_max, nm = round_up(s->n_max, VEC), gt = g * s->T + t, mv = round_up(m, VEC);
     float *xq = s->xq + gt * dm, *xs = s->xs + gt * dm * nm;
     int32_t *lab = s->lab + gt * nm;
     for (int64_t c = 0; c < dm; c++) {
         float *row = xs + c * nm;
-        if (c < d) {
+        if (c < d && inv) {                       /* the points normalised on the way (whole vectors) */
+            const float *x = xh + c * ld;
+            for (int64_t p = 0; p < mv; p++) tmp[p] = x[p] * inv[p];
+            xq[c] = tmp[0];
+            memcpy(row, tmp + 1, (size_t)(m - 1) * sizeof(float));
+            memset(row + (m - 1), 0, (size_t)(nm - (m - 1)) * sizeof(float));
+        } else if (c < d) {
             xq[c] = xh[c * ld];
             memcpy(row, xh + c * ld + 1, (size_t)(m - 1) * sizeof(float));
             memset(row + (m - 1), 0, (size_t)(nm - (m - 1)) * sizeof(float));
@@ -324,7 +340,7 @@ static void balanced(const draw_spec *s, scratch *w, int64_t sd, int64_t t, int6
         int64_t cnt = R - j0 < CHUNK ? R - j0 : CHUNK;
         for (int64_t c = 0; c < d; c++)
             stream_normals(key_at(s->key_coord, sd * dm + c), 0x205, step, task, j0, cnt, w->cz + c * CHUNK);
-        normalise_points(w->cz, CHUNK, d, cnt, w->cnorm);
+        normalise_points(w->cz, w->cz, CHUNK, d, cnt, w->cnorm);
         label_points(w->pr, Pm, dm, C, 1, w->cz, CHUNK, d, cnt, w->cnorm, w->score, w->cl);
         for (int64_t j = 0; j < cnt && left > 0; j++) {
             int32_t k = w->cl[j];
@@ -377,10 +393,14 @@ static void draw_item(const draw_spec *s, scratch *w, int64_t sd, int64_t t) {
         stream_words(key_at(s->key_seed, sd), 0x204, step, task, 0, 4, lw);
         s->length_words[sd * s->T + t] = (int64_t)(lw[0] >> 8);
     }
+    int64_t pr_C = -1, pr_dp = -1;          /* the (C, dp) the prototypes in w->pr were made for */
+    int cx_ready = 0;                       /* w->cx holds the class vectors of the points for these prototypes */
     for (int64_t g = 0; g < s->G; g++) {
         if (s->g_seed[g] != sd) continue;
         int64_t code = s->g_code[g], C = s->g_C[g], P = s->g_P[g], d = s->g_d[g];
         int64_t dp = code == READ_SUBSPACE && s->g_k[g] < d ? s->g_k[g] : d;     /* prototype coordinates in use */
+        if (C != pr_C || dp != pr_dp) { pr_C = C; pr_dp = dp; cx_ready = 0; }
+        else goto made;                     /* the same prototypes as the previous task of this seed */
         /* prototypes: normalise(z) over the first dp coordinates, for every class and prototype slot */
         for (int64_t k = 0; k < Cm; k++)
             for (int64_t q = 0; q < Pm; q++) {
@@ -389,29 +409,33 @@ static void draw_item(const draw_spec *s, scratch *w, int64_t sd, int64_t t) {
                 nn = fmaxf(sqrtf(nn), 1e-30f);
                 for (int64_t c = 0; c < dm; c++) v[c] = v[c] / nn;
             }
+    made:
         if (s->protos) memcpy(s->protos + (g * s->T + t) * Cm * Pm * dm, w->pr, (size_t)(Cm * Pm * dm) * sizeof(float));
         int64_t m = code == READ_BALANCED ? s->g_n[g] + 1 : n1;
         if (code == READ_UNIFORM || code == READ_SUBSPACE) {
-            memcpy(w->xh, w->zx, (size_t)(d * n1p) * sizeof(float));
-            normalise_points(w->xh, n1p, d, n1, w->norm);
+            normalise_points(w->xh, w->zx, n1p, d, n1, w->norm);
             label_points(w->pr, Pm, dm, C, P, w->xh, n1p, d, n1, w->best, w->score, w->lbl);
         } else if (code == READ_CLUSTERED) {
             float tau = s->g_tau[g], sq = sqrtf((float)d);
-            float *tab = w->tab;                                     /* the class vectors' coordinate c */
-            for (int64_t p = 0; p < n1v; p++) w->kc[p] = (int32_t)(((uint64_t)w->m24[p] * (uint64_t)C) >> 24);
+            if (!cx_ready) {               /* each point's class vector c_k, shared by the seed's clustered tasks */
+                for (int64_t p = 0; p < n1v; p++) w->kc[p] = (int32_t)(((uint64_t)w->m24[p] * (uint64_t)C) >> 24);
+                for (int64_t c = 0; c < d; c++) {
+                    for (int64_t k = 0; k < C; k++) w->tab[k] = w->pr[k * Pm * dm + c];
+                    lookup(w->cx + c * n1p, w->kc, w->tab, C, n1v);
+                }
+                cx_ready = 1;
+            }
             for (int64_t c = 0; c < d; c++) {
                 float *x = w->xh + c * n1p;
-                const float *z = w->zx + c * n1p;
-                for (int64_t k = 0; k < C; k++) tab[k] = w->pr[k * Pm * dm + c];
-                lookup(x, w->kc, tab, C, n1v);
-                for (int64_t p = 0; p < n1v; p++) x[p] += z[p] * tau / sq;          /* c_k + tau z / sqrt(d) */
+                const float *z = w->zx + c * n1p, *cx = w->cx + c * n1p;
+                for (int64_t p = 0; p < n1v; p++) x[p] = z[p] * tau / sq + cx[p];      /* c_k + tau z / sqrt(d) */
             }
-            normalise_points(w->xh, n1p, d, n1, w->norm);
+            inverse_norms(w->xh, n1p, d, n1, w->norm);
             memcpy(w->lbl, w->kc, (size_t)n1 * sizeof(int32_t));
         } else {
             balanced(s, w, sd, t, C, d, m);
         }
-        put_points(s, g, t, w->xh, n1p, d, w->lbl, m);
+        put_points(s, g, t, w->xh, n1p, d, w->lbl, m, code == READ_CLUSTERED ? w->norm : NULL, w->score);
     }
 }
 
