@@ -426,6 +426,26 @@ def test_neither_trainer_waits_for_the_device_or_allocates_in_its_loop(compiled,
     assert traffic.events == []
 
 
+def test_models_on_the_engines_contexts_equals_the_pytorch_forward_pass():
+    """An evaluation set drawn by the engine keeps its contexts as the engine reads them; models_on evaluates units
+    there (compiled forward pass) with the logits of sa_logits on the padded tensors, at their own or other lengths."""
+    if not native.available():
+        pytest.skip(native.backend())
+    settings = [dict(reading="uniform", P=1, tau=0.0, k=0, C=3, d=2, n=9),
+                dict(reading="clustered", P=1, tau=0.5, k=0, C=4, d=3, n=14)]
+    batch = ctasks.fixed_batch(settings, (14, 4, 1, 3), seed=3, n_contexts=40)
+    assert batch.source is not None
+    g = torch.Generator().manual_seed(1)
+    A, WV = (torch.randn(3, 7, 7, generator=g) for _ in range(2))
+    codes, idx = torch.tensor([0, 1, 2]), [0, 1, 1]
+    plain = ctasks.take(batch, [0, 1])                                                 # a subset: no source
+    assert plain.source is None
+    for lengths in (None, [5, 14, 20]):
+        got, _ = cmodels.models_on(A, WV, codes, batch, idx, lengths=lengths)
+        ref, _ = cmodels.models_on(A, WV, codes, plain, idx, lengths=lengths)
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
 def test_the_engine_source_hash_is_recorded():
     """``native.SOURCE_SHA`` follows ``engine.c`` (the result cache fingerprints Python modules only)."""
     assert hashlib.sha256(native.SOURCE.read_bytes()).hexdigest()[:16] == native.SOURCE_SHA

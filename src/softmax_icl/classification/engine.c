@@ -504,6 +504,7 @@ typedef struct {
     const int32_t *lab, *lq;                 /* (G, T, np), (G, T) */
     float *loss;                             /* (K,) mean cross-entropy */
     float *gA, *gWV;                         /* (K, D, D) gradients of loss[k] */
+    float *logits;                           /* cls_logits: (K, T, C_max) */
     int64_t threads;
     uint8_t *work;                           /* threads x cls_loss_workspace bytes */
 } loss_spec;
@@ -557,19 +558,66 @@ static void sum_by_label(float *out, const float *w, const int32_t *lab, int64_t
     }
 }
 
+/* The forward pass of configuration k on context gt (length n): the scores' y-part and x-part into u, the weights
+ * a (softmax: exp(s_i - max), not normalised; linear: s_i / n or s_i; 0 beyond n), h = sum_i a_i [x_i; y_i] / Z into
+ * hx, hy, and the logits of the classes c < nl into lg. Returns 1/Z (softmax) or 1 (linear). */
+typedef struct { float *sc, *a, *u, *hx, *hy, *lg; } fwd_buf;
+
+static float forward_context(const loss_spec *s, int64_t k, int64_t gt, int64_t n, const fwd_buf *b, int64_t nl) {
+    int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), nb = round_up(n, VEC);
+    int64_t code = s->code[k], C = s->C[k], d = s->d[k];
+    const float *A = s->A + k * D * D, *WV = s->WV + k * D * D;
+    const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
+    const int32_t *lab = s->lab + gt * np;
+    float *sc = b->sc, *a = b->a, *u = b->u, *hx = b->hx, *hy = b->hy;
+    /* u = A[:, :d] x_q: rows 0..d-1 (x part) and d_max..d_max+C-1 (y part) */
+    for (int64_t e = 0; e < d; e++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[e * D + f] * q[f]; u[e] = v; }
+    for (int64_t c = 0; c < C; c++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[(dm + c) * D + f] * q[f]; u[dm + c] = v; }
+    /* scores s_i = x_i^T u_x + u_y[label_i] (LOW beyond the context) */
+    lookup(sc, lab, u + dm, C, nb);
+    for (int64_t e = 0; e < d; e++) { const float *xe = x + e * np; float ue = u[e]; for (int64_t i = 0; i < nb; i++) sc[i] += ue * xe[i]; }
+    for (int64_t i = 0; i < nb; i++) sc[i] = i < n ? sc[i] : LOW;
+    /* attention weights */
+    float iz = 1.0f, lin = code == 1 ? 1.0f / (float)n : 1.0f;
+    if (code == 0) {
+        float mx = sc[0];
+        for (int64_t i = 1; i < nb; i++) mx = fmaxf(mx, sc[i]);
+        for (int64_t i = 0; i < nb; i++) a[i] = expf(sc[i] - mx);
+        float Z = 0.0f;
+        for (int64_t i = 0; i < nb; i += VEC) Z += hsum(ld(a + i));
+        iz = 1.0f / Z;
+    } else {
+        for (int64_t i = 0; i < nb; i++) a[i] = i < n ? sc[i] * lin : 0.0f;
+    }
+    /* h = sum_i a_i [x_i; y_i] / Z */
+    for (int64_t e = 0; e < d; e++) hx[e] = dot(a, x + e * np, nb) * iz;
+    sum_by_label(hy, a, lab, C, nb);
+    for (int64_t c = 0; c < C; c++) hy[c] *= iz;
+    /* logits z_c = W_V[y_c] . [h_x; h_y] */
+    for (int64_t c = 0; c < nl; c++) {
+        const float *wr = WV + (dm + c) * D;
+        float v = 0.0f;
+        for (int64_t f = 0; f < d; f++) v += wr[f] * hx[f];
+        for (int64_t f = 0; f < C; f++) v += wr[dm + f] * hy[f];
+        b->lg[c] = v;
+    }
+    return iz;
+}
+
 /* One configuration k: its loss and gradients, summed over its contexts in order. A pass over a context's points
  * runs over whole blocks of VEC points (the rows are padded to whole blocks); the weights of points beyond the
  * context length are 0. */
 static void loss_unit(const loss_spec *s, int64_t k, float *work) {
     int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), T = s->T;
     int64_t g = s->group[k], code = s->code[k], C = s->C[k], d = s->d[k];
-    const float *A = s->A + k * D * D, *WV = s->WV + k * D * D;
+    const float *WV = s->WV + k * D * D;
     float *gA = s->gA + k * D * D, *gWV = s->gWV + k * D * D;
     memset(gA, 0, (size_t)(D * D) * sizeof(float));
     memset(gWV, 0, (size_t)(D * D) * sizeof(float));
     float *sc = work, *a = sc + np, *da = a + np;
     float *u = da + np, *hx = u + D, *dhx = hx + dm, *dux = dhx + dm;
     float *hy = dux + dm, *dhy = hy + Cm, *duy = dhy + Cm, *lg = duy + Cm;
+    const fwd_buf fb = {sc, a, u, hx, hy, lg};
     double total = 0.0;
     const float inv_T = 1.0f / (float)T;
     for (int64_t t = 0; t < T; t++) {
@@ -577,39 +625,10 @@ static void loss_unit(const loss_spec *s, int64_t k, float *work) {
         const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
         const int32_t *lab = s->lab + gt * np;
         int64_t n = s->lengths ? s->lengths[k * T + t] : s->n[k], nb = round_up(n, VEC);
-        /* u = A[:, :d] x_q: rows 0..d-1 (x part) and d_max..d_max+C-1 (y part) */
-        for (int64_t e = 0; e < d; e++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[e * D + f] * q[f]; u[e] = v; }
-        for (int64_t c = 0; c < C; c++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[(dm + c) * D + f] * q[f]; u[dm + c] = v; }
-        /* scores s_i = x_i^T u_x + u_y[label_i] (LOW beyond the context) */
-        lookup(sc, lab, u + dm, C, nb);
-        for (int64_t e = 0; e < d; e++) { const float *xe = x + e * np; float ue = u[e]; for (int64_t i = 0; i < nb; i++) sc[i] += ue * xe[i]; }
-        for (int64_t i = 0; i < nb; i++) sc[i] = i < n ? sc[i] : LOW;
-        /* attention weights: softmax exp(s_i - max) (normalised by Z below), linear s_i / n or s_i; 0 beyond n */
-        float iz = 1.0f, lin = code == 1 ? 1.0f / (float)n : 1.0f;
-        if (code == 0) {
-            float mx = sc[0];
-            for (int64_t i = 1; i < nb; i++) mx = fmaxf(mx, sc[i]);
-            for (int64_t i = 0; i < nb; i++) a[i] = expf(sc[i] - mx);
-            float Z = 0.0f;
-            for (int64_t i = 0; i < nb; i += VEC) Z += hsum(ld(a + i));
-            iz = 1.0f / Z;
-        } else {
-            for (int64_t i = 0; i < nb; i++) a[i] = i < n ? sc[i] * lin : 0.0f;
-        }
-        /* h = sum_i a_i [x_i; y_i] */
-        for (int64_t e = 0; e < d; e++) hx[e] = dot(a, x + e * np, nb) * iz;
-        sum_by_label(hy, a, lab, C, nb);
-        for (int64_t c = 0; c < C; c++) hy[c] *= iz;
-        /* logits and the cross-entropy of the query's label */
-        float lm = -FLT_MAX;
-        for (int64_t c = 0; c < C; c++) {
-            const float *wr = WV + (dm + c) * D;
-            float v = 0.0f;
-            for (int64_t f = 0; f < d; f++) v += wr[f] * hx[f];
-            for (int64_t f = 0; f < C; f++) v += wr[dm + f] * hy[f];
-            lg[c] = v;
-            lm = fmaxf(lm, v);
-        }
+        const float iz = forward_context(s, k, gt, n, &fb, C), lin = code == 1 ? 1.0f / (float)n : 1.0f;
+        /* the cross-entropy of the query's label */
+        float lm = lg[0];
+        for (int64_t c = 1; c < C; c++) lm = fmaxf(lm, lg[c]);
         int64_t y = s->lq[gt];
         float ly = lg[y], Zl = 0.0f;
         for (int64_t c = 0; c < C; c++) { lg[c] = expf(lg[c] - lm); Zl += lg[c]; }
@@ -650,6 +669,24 @@ static void loss_one(const void *spec, uint8_t *work, int64_t k) { loss_unit((co
 
 int cls_loss(const loss_spec *s) {
     pool p = {loss_one, s, s->work, cls_loss_workspace(s), s->K, 1, 0};
+    parallel_for(&p, s->threads);
+    return 1;
+}
+
+static void logits_one(const void *spec, uint8_t *work, int64_t k) {
+    const loss_spec *s = (const loss_spec *)spec;
+    int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), T = s->T;
+    float *sc = (float *)work, *a = sc + np, *u = a + np, *hx = u + D, *hy = hx + dm, *lg = hy + Cm;
+    const fwd_buf fb = {sc, a, u, hx, hy, lg};
+    for (int64_t t = 0; t < T; t++) {
+        forward_context(s, k, s->group[k] * T + t, s->lengths ? s->lengths[k * T + t] : s->n[k], &fb, Cm);
+        memcpy(s->logits + (k * T + t) * Cm, lg, (size_t)Cm * sizeof(float));
+    }
+}
+
+/* The logits (K, T, C_max) of every configuration on the contexts of its task (no loss, no gradient). */
+int cls_logits(const loss_spec *s) {
+    pool p = {logits_one, s, s->work, cls_loss_workspace(s), s->K, 1, 0};
     parallel_for(&p, s->threads);
     return 1;
 }

@@ -20,6 +20,7 @@ import torch
 
 from ..base import derive_seed, optimise, resolve_device
 from .metrics import masked_ce
+from . import native
 from .native import FusedLoss
 from .tasks import ClsBatch, ClsStream, context_lengths, take
 
@@ -329,6 +330,17 @@ def models_on(A, WV, is_soft, batch: ClsBatch, idx, chunk: int = 512, jacobian: 
     their settings ``idx`` (K,) of ``batch``, in chunks of contexts. ``is_soft``: (K,) model codes or softmax flags.
     ``lengths`` (K,): read each model's contexts at this length (their first examples) instead."""
     B = batch.x_ctx.shape[1]
+    src = batch.source
+    if (src is not None and not jacobian and A.device.type == "cpu" and A.dtype == torch.float32
+            and native.available()):
+        # the compiled forward pass, on the contexts as the engine drew them (no per-model copies)
+        idx = torch.as_tensor(idx).reshape(-1).tolist()
+        codes = torch.as_tensor(is_soft).reshape(-1)
+        codes = (torch.where(codes, 0, 1) if codes.dtype == torch.bool else codes).expand(len(idx))
+        n = [src.n[i] for i in idx] if lengths is None else torch.as_tensor(lengths).reshape(-1).tolist()
+        lg = native.unit_logits(A, WV, codes, [src.group[i] for i in idx], [src.C[i] for i in idx],
+                                [src.d[i] for i in idx], [min(int(v), src.dims[0]) for v in n], src.tasks, src.dims)
+        return lg, None
     outs, jacs = [], []
     with torch.no_grad():
         for b0 in range(0, B, chunk):

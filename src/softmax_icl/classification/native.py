@@ -33,7 +33,7 @@ SOURCE = Path(__file__).with_name("engine.c")
 #: sha256 of ``engine.c`` (its first 16 hex digits). The result cache fingerprints Python modules only, so this
 #: line changes whenever the C source does (a test checks it), and cached results computed by an older engine are
 #: not reused.
-SOURCE_SHA = "6352492ec6db0cac"
+SOURCE_SHA = "5a127a3111bfa248"
 
 #: The engine works on blocks of this many points (``VEC`` in engine.c): a task's rows are padded to whole blocks.
 ROW_BLOCK = 8
@@ -60,7 +60,8 @@ class LossSpec(ctypes.Structure):
 
     _fields_ = [("K", _I), ("T", _I), ("n_max", _I), ("C_max", _I), ("d_max", _I), ("group", _P), ("code", _P),
                 ("C", _P), ("d", _P), ("n", _P), ("lengths", _P), ("A", _P), ("WV", _P), ("xs", _P), ("xq", _P),
-                ("lab", _P), ("lq", _P), ("loss", _P), ("gA", _P), ("gWV", _P), ("threads", _I), ("work", _P)]
+                ("lab", _P), ("lq", _P), ("loss", _P), ("gA", _P), ("gWV", _P), ("logits", _P), ("threads", _I),
+                ("work", _P)]
 
 
 def _compile(cc: str) -> tuple[Path | None, str]:
@@ -112,10 +113,12 @@ def _load() -> ctypes.CDLL | None:
     except (OSError, subprocess.SubprocessError) as exc:
         _status = f"torch (the classification engine could not be built or loaded: {exc})"
         return None
-    for name, spec in (("cls_draw", DrawSpec), ("cls_loss", LossSpec)):
-        for fn, res in ((getattr(lib, name), ctypes.c_int), (getattr(lib, f"{name}_workspace"), ctypes.c_int64)):
-            fn.restype = res
-            fn.argtypes = [ctypes.POINTER(spec)]
+    for name, spec, res in (("cls_draw", DrawSpec, ctypes.c_int), ("cls_draw_workspace", DrawSpec, ctypes.c_int64),
+                            ("cls_loss", LossSpec, ctypes.c_int), ("cls_loss_workspace", LossSpec, ctypes.c_int64),
+                            ("cls_logits", LossSpec, ctypes.c_int)):
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = [ctypes.POINTER(spec)]
     _lib, _status = lib, f"compiled engine ({how})"
     return _lib
 
@@ -280,3 +283,30 @@ class _Fused(torch.autograd.Function):
     def backward(ctx, g):
         f = ctx.fused
         return f.gA * g.view(-1, 1, 1), f.gWV * g.view(-1, 1, 1), None, None, None
+
+
+def unit_logits(A: torch.Tensor, WV: torch.Tensor, code, group, C, d, n, tasks, dims,
+                threads: int | None = None) -> torch.Tensor:
+    """Logits (K, T, C_max) of K attention units on the T contexts of their tasks (``tasks``: :class:`.tasks.Tasks`;
+    ``group``, ``code``, ``C``, ``d``, ``n``: (K,) each unit's task, model code, sizes and context length), computed
+    by the engine's forward pass (:func:`.models.sa_logits`, to rounding). No gradient."""
+    lib = _load()
+    if lib is None:
+        raise RuntimeError(f"the classification engine is not available: {_status}")
+    n_max, C_max, _, d_max = dims
+    keep = [_i32(torch.as_tensor(v).reshape(-1).tolist()) for v in (group, code, C, d, n)]
+    K, T = len(keep[0]), tasks.xq.shape[1]
+    A, WV = A.detach().float().contiguous(), WV.detach().float().contiguous()
+    D = d_max + C_max
+    for t, name in ((A, "A"), (WV, "WV")):
+        _check(t, (K, D, D), torch.float32, name)
+    out = torch.empty(K, T, C_max, dtype=torch.float32, device="cpu")
+    spec = LossSpec(K=K, T=T, n_max=n_max, C_max=C_max, d_max=d_max, A=A.data_ptr(), WV=WV.data_ptr(),
+                    xs=tasks.xs.data_ptr(), xq=tasks.xq.data_ptr(), lab=tasks.lab.data_ptr(), lq=tasks.lq.data_ptr(),
+                    logits=out.data_ptr(), threads=torch.get_num_threads() if threads is None else int(threads))
+    for name, t in zip(("group", "code", "C", "d", "n"), keep):
+        setattr(spec, name, t.data_ptr())
+    work = _Workspace(lib.cls_loss_workspace, spec, spec.threads)
+    spec.work = work.of(spec, spec.threads)
+    lib.cls_logits(ctypes.byref(spec))
+    return out

@@ -364,7 +364,10 @@ class ClsBatch:
 
     ``x_ctx`` (K, B, n, d_max), ``y_ctx`` (K, B, n, C_max) one-hot, ``x_q`` (K, B, d_max), ``label_q`` (K, B),
     ``label_ctx`` (K, B, n), ``ctx_mask`` (K, 1, n) or (K, B, n) or None (context slots in use), ``class_mask``
-    (K, 1, C_max) or None (classes in use), ``protos`` (K, B, C_max, P_max, d_max) or None.
+    (K, 1, C_max) or None (classes in use), ``protos`` (K, B, C_max, P_max, d_max) or None. ``source``: for a set
+    drawn by the compiled engine (:func:`fixed_batch` on the CPU), the same contexts as the engine reads them
+    (:class:`TaskSource`), so that :func:`.models.models_on` can evaluate units there; views and subsets of the
+    batch drop it.
     """
 
     x_ctx: torch.Tensor
@@ -375,6 +378,7 @@ class ClsBatch:
     ctx_mask: torch.Tensor | None
     class_mask: torch.Tensor | None
     protos: torch.Tensor | None
+    source: "TaskSource | None" = None
 
     def chunk(self, sl: slice) -> "ClsBatch":
         """The contexts ``sl`` of the batch axis."""
@@ -382,6 +386,20 @@ class ClsBatch:
         m = None if m is None else (m if m.shape[1] == 1 else m[:, sl])
         return ClsBatch(self.x_ctx[:, sl], self.y_ctx[:, sl], self.x_q[:, sl], self.label_q[:, sl],
                         self.label_ctx[:, sl], m, self.class_mask, None if self.protos is None else self.protos[:, sl])
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    """The contexts of a :class:`ClsBatch`'s K settings as the compiled engine reads them: ``tasks``
+    (:class:`Tasks` of the stream's G tasks), and per setting (K,) its task ``group``, ``C``, ``d`` and ``n``
+    (host lists); ``dims = (n_max, C_max, P_max, d_max)``."""
+
+    tasks: Tasks
+    group: list
+    C: list
+    d: list
+    n: list
+    dims: tuple
 
 
 def _one_hot(lab: torch.Tensor, m: int, dtype) -> torch.Tensor:
@@ -495,7 +513,12 @@ def fixed_batch(settings: list[dict], dims, seed: int, n_contexts: int, device="
     for t0 in range(0, T, chunk):
         stream.draw(0, min(chunk, T - t0), first=t0, out=full.rows(slice(t0, t0 + chunk)))
     b = stream.batch(full)
-    return ClsBatch(b.x_ctx.contiguous(), b.y_ctx, b.x_q, b.label_q, b.label_ctx, b.ctx_mask, b.class_mask, b.protos)
+    source = None
+    if stream.native:
+        source = TaskSource(full, plan.group.tolist(), plan.unit_C.tolist(), [int(s_["d"]) for s_ in settings],
+                            plan.unit_n.tolist(), plan.dims)
+    return ClsBatch(b.x_ctx.contiguous(), b.y_ctx, b.x_q, b.label_q, b.label_ctx, b.ctx_mask, b.class_mask, b.protos,
+                    source)
 
 
 def sample_contexts(batch: int, n: int, C: int, d: int, P: int = 1, seed: int = 0, device="cpu",
