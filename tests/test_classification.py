@@ -1,17 +1,26 @@
 """In-context classification: sampler, attention models, GD constructions, search, alignment metrics, trainer."""
 
+import dataclasses
+import hashlib
 import math
 
 import numpy as np
 import pytest
 import torch
 
+from softmax_icl import streams
 from softmax_icl.classification import algorithms as calg
 from softmax_icl.classification import metrics as cmetrics
 from softmax_icl.classification import models as cmodels
+from softmax_icl.classification import native
 from softmax_icl.classification import tasks as ctasks
+from test_device import traffic  # noqa: F401  (the fixture that records host traffic in a training loop)
+from test_streams import ref_normal, ref_philox, ref_words
 
 D64 = torch.float64
+#: The sampler's implementations: the compiled CPU engine where it builds, and the PyTorch builder (the GPU's).
+PATHS = [pytest.param(True, id="compiled", marks=pytest.mark.skipif(not native.available(), reason=native.backend())),
+         pytest.param(False, id="torch")]
 
 
 def _contexts(B=7, n=23, C=4, d=3, P=1, seed=0):
@@ -39,19 +48,150 @@ def test_labels_are_the_argmax_over_class_prototypes(P):
         assert torch.equal(b.label_q[0], torch.einsum("bd,bcd->bc", b.x_q[0], c).argmax(-1))
 
 
-def test_padded_draws_give_smaller_tasks_exactly():
-    g = torch.Generator().manual_seed(3)
-    raw = ctasks.draw_raw_cls(50, 20, 6, 2, 5, g, "cpu")
-    raw = {k: v.unsqueeze(0).double() for k, v in raw.items()}
-    b = ctasks.make_cls_batch(raw, C=3, P=1, d=2, n=12, dtype=D64)
-    assert torch.all(b.x_ctx[..., 2:] == 0) and torch.all(b.x_q[..., 2:] == 0)
-    torch.testing.assert_close(b.x_q.norm(dim=-1), torch.ones_like(b.x_q[..., 0]))
-    assert int(b.label_q.max()) <= 2 and int(b.label_ctx.max()) <= 2
-    assert b.ctx_mask is not None and int(b.ctx_mask.sum()) == 12
-    assert b.class_mask is not None and b.class_mask[0, 0].tolist() == [True] * 3 + [False] * 3
-    # the first d coordinates of a Gaussian, normalised: exactly the d-dimensional task
-    zx = raw["zx"][..., :2]
-    torch.testing.assert_close(b.x_q[..., :2], (zx / zx.norm(dim=-1, keepdim=True))[:, :, -1])
+def _stream(configs, dims, seeds, native_path, **kw):
+    return ctasks.ClsStream(configs, dims, seeds, "cpu", native=native_path, **kw)
+
+
+@pytest.mark.parametrize("native_path", PATHS)
+def test_padded_draws_give_smaller_tasks_exactly(native_path):
+    """Every coordinate, prototype and point has its own stream: a task padded to larger sizes is the small task
+    with zeros, the same numbers."""
+    cfg = dict(seed=0, reading="uniform", P=1, tau=0.0, k=0, C=3, d=2, n=12)
+    small = _stream([cfg], (12, 3, 1, 2), [3], native_path).sample(50)
+    pad = _stream([cfg, dict(cfg, C=6, d=5, P=2, n=20)], (20, 6, 2, 5), [3], native_path).sample(50)
+    assert torch.all(pad.x_ctx[0, ..., 2:] == 0) and torch.all(pad.x_q[0, ..., 2:] == 0)
+    assert torch.equal(pad.x_ctx[0, :, :12, :2], small.x_ctx[0]) and torch.equal(pad.x_q[0, :, :2], small.x_q[0])
+    assert torch.equal(pad.label_ctx[0, :, :12], small.label_ctx[0]) and torch.equal(pad.label_q[0], small.label_q[0])
+    assert int(pad.label_q[0].max()) <= 2 and int(pad.label_ctx[0].max()) <= 2
+    assert pad.ctx_mask is not None and int(pad.ctx_mask[0].sum()) == 12
+    assert pad.class_mask is not None and pad.class_mask[0, 0].tolist() == [True] * 3 + [False] * 3
+
+
+# -- the streams behind the tasks: a NumPy reference of the counter scheme ------------------------------------
+
+def ref_fold(seed: int, *data: int) -> int:
+    """``streams.fold_in`` from the reference Philox."""
+    for x in data:
+        w = ref_philox([x & 0xFFFFFFFF, x >> 32, 0, streams.TAGS["fold"]], [seed & 0xFFFFFFFF, seed >> 32])
+        seed = int(w[0]) | (int(w[1]) << 32)
+    return seed
+
+
+def ref_context(seed, step, task, reading, n, C, d, P=1, tau=0.0, k=0):
+    """One context of one task in NumPy float64, from the module docstring of ``classification.tasks``: inputs
+    (n + 1, d) with the query first, labels (n + 1,), prototypes (C, P, d); the class-balanced points by the
+    definition (every candidate of the pool labelled, then taken in point order)."""
+    tag = streams.TAGS
+    n1 = n + 1
+
+    def normals(key, t, count):
+        return ref_normal(ref_words(key, tag[t], step, task, count + count % 2))[:count]
+
+    def unit(z):
+        return z / np.maximum(np.linalg.norm(z, axis=-1, keepdims=True), 1e-30)
+
+    z = np.stack([normals(ref_fold(seed, c), "cls_x", n1) for c in range(d)], -1)                  # (n1, d)
+    zp = np.stack([np.stack([normals(ref_fold(seed, c, q), "cls_proto", C) for c in range(d)], -1)
+                   for q in range(P)], 1)                                                          # (C, P, d)
+    if reading == "subspace":
+        zp[..., k:] = 0
+    pr = unit(zp)
+    m24 = ref_words(seed, tag["cls_class"], step, task, n1) >> np.uint64(8)
+    kc = ((m24 * np.uint64(C)) >> np.uint64(24)).astype(np.int64)
+    if reading in ("uniform", "subspace"):
+        x = unit(z)
+        return x, np.einsum("pd,cqd->pcq", x, pr).max(-1).argmax(-1), pr
+    if reading == "clustered":
+        return unit(pr[kc, 0] + tau * z / math.sqrt(d)), kc, pr
+    R = 16 * n1
+    cand = unit(np.stack([normals(ref_fold(seed, c), "cls_pool", R) for c in range(d)], -1))
+    lp = (cand @ pr[:, 0].T).argmax(-1)
+    members = [np.flatnonzero(lp == c) for c in range(C)]
+    x, lab = np.zeros((n1, d)), np.zeros(n1, dtype=np.int64)
+    for p in range(n1):
+        r = int((kc[:p] == kc[p]).sum())                    # earlier points of the same class
+        cls = kc[p]
+        if members[cls].size == 0:                          # an empty class borrows the next one's first candidate
+            cls = next(c % C for c in range(kc[p] + 1, kc[p] + C) if members[c % C].size)
+            r = 0
+        x[p], lab[p] = cand[members[cls][r % members[cls].size]], cls
+    return x, lab, pr
+
+
+REF_TASKS = [("uniform", 20, 4, 3, 2, 0.0, 0), ("subspace", 20, 4, 3, 1, 0.0, 2), ("clustered", 20, 4, 3, 1, 0.7, 0),
+             ("balanced", 30, 5, 3, 1, 0.0, 0), ("balanced", 6, 8, 2, 1, 0.0, 0),
+             ("balanced", 5, 20, 2, 1, 0.0, 0)]
+
+
+@pytest.mark.parametrize("native_path", PATHS)
+def test_contexts_equal_a_numpy_reference_of_the_streams(native_path):
+    """Every reading, by the streams' definition in NumPy: labels bit for bit, inputs to float32 rounding. The
+    class-balanced tasks include pools with too few candidates of a class (reused) and with none (borrowed)."""
+    seed, step = 2**40 + 17, 3
+    borrowed = reused = 0
+    for reading, n, C, d, P, tau, k in REF_TASKS:
+        b = ctasks.sample_contexts(12, n, C, d, P, seed=seed, reading=reading, tau=tau, k=k, step=step,
+                                   native=native_path)
+        for t in range(12):
+            x, lab, pr = ref_context(seed, step, t, reading, n, C, d, P, tau, k)
+            got = torch.cat([b.x_q[0, t, None], b.x_ctx[0, t]]).double().numpy()
+            np.testing.assert_allclose(got, x, rtol=0, atol=2e-5)
+            np.testing.assert_array_equal(torch.cat([b.label_q[0, t, None], b.label_ctx[0, t]]).numpy(), lab)
+            np.testing.assert_allclose(b.protos[0, t].double().numpy(), pr, rtol=0, atol=2e-5)
+            if reading == "balanced":
+                drawn = ((ref_words(seed, streams.TAGS["cls_class"], step, t, n + 1) >> np.uint64(8))
+                         * np.uint64(C) >> np.uint64(24)).astype(np.int64)
+                borrowed += int((lab != drawn).sum())
+                reused += len({tuple(v) for v in x}) < n + 1
+    assert borrowed > 0 and reused > 0                       # both fallbacks of the balanced pool were exercised
+
+
+#: Configurations that take every branch of the builder: each reading, prototypes, padded C and d, two n.
+ALL_READINGS = [dict(seed=s, reading=r, P=P, tau=0.5, k=2, C=C, d=d, n=n)
+                for s in (0, 1) for r, P in (("uniform", 1), ("uniform", 2), ("balanced", 1), ("clustered", 1),
+                                            ("subspace", 1)) for C, d in ((4, 3), (3, 2)) for n in (12, 7)]
+
+
+def test_the_compiled_engine_draws_the_torch_builders_tasks():
+    """Same streams, two implementations (the engine stops scanning the balanced pool early): integers bit for
+    bit, floats to rounding, for every reading, padding, a mixture of lengths, and on any number of threads."""
+    if not native.available():
+        pytest.skip(native.backend())
+    cfgs = ALL_READINGS + [dict(ALL_READINGS[3], n=12, n_min=4, seed=1)]
+    stream = _stream(cfgs, (12, 4, 2, 3), [11, 12], True)
+    got = stream.draw(5, 40, first=7, protos=True)
+    ref = ctasks.draw_torch(stream.keys, stream.plan, 5, 7, 40)
+    assert torch.all(got.xs[..., 12:] == 0) and torch.all(got.lab[..., 12:] == 0)      # rows padded to whole blocks
+    for name in ("lab", "lq", "length_words"):
+        assert torch.equal(getattr(got, name)[..., :getattr(ref, name).shape[-1]], getattr(ref, name)), name
+    for name in ("xs", "xq", "protos"):
+        torch.testing.assert_close(getattr(got, name)[..., :getattr(ref, name).shape[-1]], getattr(ref, name),
+                                   rtol=0, atol=2e-6)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _stream(cfgs, (12, 4, 2, 3), [11, 12], True).draw(5, 40, first=7, protos=True)
+    finally:
+        torch.set_num_threads(threads)
+    for name in ("xs", "xq", "lab", "lq", "protos", "length_words"):
+        assert torch.equal(getattr(one, name), getattr(got, name)), name
+
+
+@pytest.mark.parametrize("native_path", PATHS)
+def test_a_configuration_draws_the_same_contexts_alone_and_in_any_sweep(native_path):
+    """Nothing a configuration draws depends on its company: other seeds, readings and sizes, larger padding, or
+    which contexts of the step are drawn together."""
+    whole = _stream(ALL_READINGS, (12, 4, 2, 3), [11, 12], native_path)
+    batch = whole.sample(10, step=4)
+    for i, cfg in enumerate(ALL_READINGS):
+        alone = _stream([dict(cfg, seed=0)], (cfg["n"], cfg["C"], cfg["P"], cfg["d"]), [[11, 12][cfg["seed"]]],
+                        native_path)
+        b = alone.batch(alone.draw(4, 6, first=4))
+        n, C, d = cfg["n"], cfg["C"], cfg["d"]
+        assert torch.equal(b.label_ctx[0], batch.label_ctx[i, 4:, :n])
+        assert torch.equal(b.label_q[0], batch.label_q[i, 4:])
+        assert torch.equal(b.x_ctx[0], batch.x_ctx[i, 4:, :n, :d]) and torch.equal(b.x_q[0], batch.x_q[i, 4:, :d])
+        assert torch.equal(b.y_ctx[0], batch.y_ctx[i, 4:, :n, :C])
 
 
 # -- models and the GD constructions ------------------------------------------------------------
@@ -120,9 +260,9 @@ def test_read_off_recovers_constructed_hyperparameters_and_ignores_class_constan
 def test_padding_and_masks_are_exact():
     """A (C=3, d=2, n=9) model embedded in padded (C=5, d=4, n=15) tensors gives the unpadded logits."""
     g = torch.Generator().manual_seed(2)
-    raw = ctasks.draw_raw_cls(6, 15, 5, 1, 4, g, "cpu")
-    raw = {k: v.unsqueeze(0).double() for k, v in raw.items()}
-    pad = ctasks.make_cls_batch(raw, C=3, P=1, d=2, n=9, dtype=D64)
+    cfg = dict(seed=0, reading="uniform", P=1, tau=0.0, k=0, C=3, d=2, n=9)
+    stream = ctasks.ClsStream([cfg], (15, 5, 1, 4), [2], "cpu", dtype=D64)
+    pad = stream.sample(6)
     small = ctasks.ClsBatch(pad.x_ctx[..., :9, :2], pad.y_ctx[..., :9, :3], pad.x_q[..., :2], pad.label_q,
                         pad.label_ctx[..., :9], None, None, pad.protos)
     Ws = [torch.randn(1, 5, 5, generator=g, dtype=D64) for _ in range(3)]              # D = 2 + 3
@@ -206,30 +346,6 @@ def test_prob_jacobian_matches_finite_differences():
 
 
 
-def test_stream_reads_each_seed_row_exactly_as_a_gathered_batch():
-    """ClsStream builds its tasks from per-seed draws read through ``source`` (no per-task copy of the draws): the
-    same bits as gathering each task's draws first, for every reading, padding and the class-balanced pool."""
-    dims, seeds = (12, 4, 2, 3), [11, 12]
-    configs = [dict(seed=s, reading=r, P=P, tau=0.5, k=2, C=C, d=d, n=12, n_min=0)
-               for s in (0, 1) for r, P in (("uniform", 1), ("uniform", 2), ("balanced", 1), ("clustered", 1),
-                                           ("subspace", 1)) for C, d in ((4, 3), (3, 2))]
-    for padded in (True, False):
-        cfgs = configs if padded else [c for c in configs if c["d"] == 3]
-        stream = ctasks.ClsStream(cfgs, dims, seeds, "cpu")
-        got = stream.sample(5)
-        # the reference: the same generators, each task's draws gathered per task before building it
-        gens = [torch.Generator().manual_seed(s) for s in seeds]
-        pool_gens = [torch.Generator().manual_seed(ctasks.derive_seed(s, 1)) for s in seeds]
-        raws = [ctasks.draw_raw_cls(5, 12, 4, 2, 3, g, "cpu", stream.pool, pg) for g, pg in zip(gens, pool_gens)]
-        raw = {k: torch.stack([r[k] for r in raws])[stream.g_seed] for k in raws[0]}
-        ref = ctasks.make_cls_batch(raw, stream.g_C, stream.g_P, stream.g_d, 12, reading=stream.g_code,
-                                    tau=stream.g_tau, k=stream.g_k)
-        i = stream.group_idx
-        for name in ("x_ctx", "y_ctx", "x_q", "label_q", "label_ctx", "protos"):
-            assert torch.equal(getattr(got, name), getattr(ref, name)[i]), (padded, name)
-        # every reading is present, so the check covers each branch of the builder
-        assert set(stream.g_code.tolist()) == set(ctasks.READINGS.values())
-
 # -- trainer ------------------------------------------------------------------------------------
 
 def test_a_configuration_trained_alone_matches_it_inside_the_sweep():
@@ -252,6 +368,89 @@ def test_a_configuration_trained_alone_matches_it_inside_the_sweep():
     assert np.abs(full.final["WV"] - full.WV_history[0]).max() > 1e-3
 
 
+@pytest.mark.parametrize("name", ["readings", "shapes", "mixture"])
+def test_the_compiled_loss_and_gradient_equal_pytorchs(name):
+    """The engine's per-configuration CE and its gradient in W_K, W_Q, W_V are sa_logits + masked_ce's, to rounding:
+    every model (softmax, linear 1/n, linear unnormalised), padded C and d, a mixture of lengths, n < n_max."""
+    if not native.available():
+        pytest.skip(native.backend())
+    sw = {"readings": cmodels.ClsSweep(tasks=(ctasks.task_spec("uniform"), ctasks.task_spec("balanced"),
+                                              ctasks.task_spec("clustered", tau=0.5)), n=(9, 14), seeds=2),
+          "shapes": cmodels.ClsSweep(shapes=((2, 3), (4, 2), (3, 3)), n=(10,), seeds=2),
+          "mixture": cmodels.ClsSweep(models=("softmax", "linear", "linear_sum"), n=(12,), n_min=3, seeds=2)}[name]
+    configs = sw.configs()
+    stream = ctasks.ClsStream(configs, sw.dims, [5, 6], "cpu")
+    plan, tasks = stream.plan, stream.draw(2, 16)
+    W = cmodels.init_weights(configs, sw.dims, 1, 0.8, "cpu")
+    fused = native.FusedLoss(plan.group, cmodels.model_codes(configs), plan.unit_C, [c["d"] for c in configs],
+                             plan.unit_n, sw.dims)
+    loss = fused(W[0].transpose(1, 2) @ W[1], W[2], tasks, ctasks.context_lengths(plan, tasks.length_words))
+    b = stream.batch(tasks)
+    ref = cmetrics.masked_ce(cmodels.sa_logits(cmodels.model_codes(configs), *W, b.x_ctx, b.y_ctx, b.x_q, b.ctx_mask),
+                             b.label_q, b.class_mask).mean(-1)
+    torch.testing.assert_close(loss, ref, rtol=2e-6, atol=2e-6)
+    for g, r in zip(torch.autograd.grad(loss.sum(), W), torch.autograd.grad(ref.sum(), W)):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6)
+
+
+def test_the_compiled_and_pytorch_trainers_follow_the_same_trajectory(monkeypatch):
+    """The same tasks, the same loss and gradient to rounding: the two trainers' weights after a few steps agree."""
+    if not native.available():
+        pytest.skip(native.backend())
+    sw = cmodels.ClsSweep(tasks=(ctasks.task_spec("balanced"), ctasks.task_spec("clustered", tau=0.5)), n=(8,),
+                          seeds=2, steps=6, batch_size=8, lr=0.05, log_every=3)
+    compiled = cmodels.train_cls_sweep(sw, "cpu", progress=False)
+    monkeypatch.setattr(native, "available", lambda: False)
+    plain = cmodels.train_cls_sweep(sw, "cpu", progress=False)
+    assert (compiled.timings["engine"], plain.timings["engine"]) == ("compiled", "torch")
+    for k in ("WK", "WQ", "WV"):
+        np.testing.assert_allclose(compiled.final[k], plain.final[k], rtol=1e-4, atol=1e-5)
+    assert np.abs(compiled.final["WV"] - compiled.WV_history[0]).max() > 1e-3
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "torch"])
+def test_neither_trainer_waits_for_the_device_or_allocates_in_its_loop(compiled, monkeypatch, traffic):
+    """The PyTorch trainer (a GPU's) reads no value on the host and passes the step as a device tensor; the compiled
+    one allocates its buffers before the loop. Every reading, padding and a mixture of lengths."""
+    if compiled and not native.available():
+        pytest.skip(native.backend())
+    if not compiled:
+        monkeypatch.setattr(native, "available", lambda: False)
+    for sw in (cmodels.ClsSweep(models=("softmax", "linear_sum"), shapes=((2, 3), (3, 2)), n=(5, 7), seeds=2,
+                                tasks=tuple(ctasks.task_spec(*t) for t in (("uniform",), ("balanced",),
+                                            ("clustered", 1, 0.5), ("subspace", 1, 0.0, 1), ("uniform", 2)))),
+               cmodels.ClsSweep(models=("linear",), tasks=(ctasks.task_spec("balanced"),), n=(9,), n_min=3)):
+        res = cmodels.train_cls_sweep(dataclasses.replace(sw, steps=4, batch_size=3, log_every=2), "cpu",
+                                      progress=False)
+        assert res.timings["engine"] == ("compiled" if compiled else "torch")
+    assert traffic.events == []
+
+
+def test_models_on_the_engines_contexts_equals_the_pytorch_forward_pass():
+    """An evaluation set drawn by the engine keeps its contexts as the engine reads them; models_on evaluates units
+    there (compiled forward pass) with the logits of sa_logits on the padded tensors, at their own or other lengths."""
+    if not native.available():
+        pytest.skip(native.backend())
+    settings = [dict(reading="uniform", P=1, tau=0.0, k=0, C=3, d=2, n=9),
+                dict(reading="clustered", P=1, tau=0.5, k=0, C=4, d=3, n=14)]
+    batch = ctasks.fixed_batch(settings, (14, 4, 1, 3), seed=3, n_contexts=40)
+    assert batch.source is not None
+    g = torch.Generator().manual_seed(1)
+    A, WV = (torch.randn(3, 7, 7, generator=g) for _ in range(2))
+    codes, idx = torch.tensor([0, 1, 2]), [0, 1, 1]
+    plain = ctasks.take(batch, [0, 1])                                                 # a subset: no source
+    assert plain.source is None
+    for lengths in (None, [5, 14, 20]):
+        got, _ = cmodels.models_on(A, WV, codes, batch, idx, lengths=lengths)
+        ref, _ = cmodels.models_on(A, WV, codes, plain, idx, lengths=lengths)
+        torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_the_engine_source_hash_is_recorded():
+    """``native.SOURCE_SHA`` follows ``engine.c`` (the result cache fingerprints Python modules only)."""
+    assert hashlib.sha256(native.SOURCE.read_bytes()).hexdigest()[:16] == native.SOURCE_SHA
+
+
 def test_training_improves_on_chance():
     sw = cmodels.ClsSweep(models=("linear",), n=(40,), shapes=((3, 2),), steps=150, batch_size=32, lr=0.05, log_every=50)
     res = cmodels.train_cls_sweep(sw, "cpu", progress=False)
@@ -260,41 +459,21 @@ def test_training_improves_on_chance():
 
 # -- readings of the task -----------------------------------------------------------------------
 
-def _raw(B=40, n=30, C=4, d=3, pool=0, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    raw = ctasks.draw_raw_cls(B, n, C, 1, d, g, "cpu", pool=pool)
-    return {k: v.unsqueeze(0).double() if v.is_floating_point() else v.unsqueeze(0) for k, v in raw.items()}
-
-
-def test_clustered_inputs_are_normalised_class_vectors_plus_noise():
-    C, d, tau = 4, 3, 0.7
-    raw = _raw(C=C, d=d)
-    b = ctasks.make_cls_batch(raw, C, 1, d, 30, D64, reading=ctasks.READINGS["clustered"], tau=tau)
-    k = torch.floor(raw["zu"] * C).long()                                              # the drawn class
-    c = raw["zp"][:, :, :, 0] / raw["zp"][:, :, :, 0].norm(dim=-1, keepdim=True)        # (1, B, C, d)
-    cx = c.gather(2, k.unsqueeze(-1).expand(*k.shape, d))
-    x = cx + tau * raw["zx"] / math.sqrt(d)
-    x = x / x.norm(dim=-1, keepdim=True)
-    torch.testing.assert_close(b.x_ctx, x[:, :, :-1])
-    torch.testing.assert_close(b.x_q, x[:, :, -1])
-    assert torch.equal(b.label_ctx, k[:, :, :-1]) and torch.equal(b.label_q, k[:, :, -1])
-
-
 def test_balanced_inputs_lie_in_their_class_cell_with_equal_class_frequencies():
     C, d, n = 4, 3, 30
-    raw = _raw(B=200, n=n, C=C, d=d, pool=ctasks.pool_size(n))
-    b = ctasks.make_cls_batch(raw, C, 1, d, n, D64, reading=ctasks.READINGS["balanced"])
+    b = ctasks.sample_contexts(200, n, C, d, seed=0, dtype=D64, reading="balanced")
     c = b.protos[0, :, :, 0]                                                            # (B, C, d)
-    x = torch.cat([b.x_ctx[0], b.x_q[0].unsqueeze(1)], 1)
-    lab = torch.cat([b.label_ctx[0], b.label_q[0].unsqueeze(1)], 1)
+    x = torch.cat([b.x_q[0].unsqueeze(1), b.x_ctx[0]], 1)                              # query first, as drawn
+    lab = torch.cat([b.label_q[0].unsqueeze(1), b.label_ctx[0]], 1)
     assert torch.equal(torch.einsum("bnd,bcd->bnc", x, c).argmax(-1), lab)            # the label is the argmax
     torch.testing.assert_close(x.norm(dim=-1), torch.ones_like(x[..., 0]))
-    drawn = torch.minimum(torch.floor(raw["zu"][0] * C).long(), torch.tensor(C - 1))
+    m24 = streams.words(streams.keys([0], "cpu"), streams.TAGS["cls_class"], 0, range(200), n + 1)[0] >> 8
+    drawn = ctasks.scaled_index(m24, C)
     assert (lab == drawn).float().mean() > 0.99                                          # the drawn class, bar empty cells
     freq = torch.nn.functional.one_hot(lab, C).double().mean((0, 1))
     assert torch.all((freq - 1 / C).abs() < 0.02)
     # uniform argmax from the same draws has unequal cells: its per-context class counts vary far more
-    u = ctasks.make_cls_batch(raw, C, 1, d, n, D64)
+    u = ctasks.sample_contexts(200, n, C, d, seed=0, dtype=D64)
     cu = torch.nn.functional.one_hot(u.label_ctx[0], C).double().sum(1).std()
     cb = torch.nn.functional.one_hot(b.label_ctx[0], C).double().sum(1).std()
     assert abs(float(cb) - math.sqrt(n * (1 / C) * (1 - 1 / C))) < 0.3                  # multinomial counts
@@ -314,6 +493,25 @@ def test_mixture_of_lengths_draws_each_context_length_in_range():
     L = b.ctx_mask.sum(-1)[0]
     assert b.ctx_mask.shape == (1, 500, 20) and int(L.min()) == 5 and int(L.max()) == 20
     assert torch.all(b.ctx_mask[0] == (torch.arange(20).view(1, -1) < L.view(-1, 1)))
+
+
+def test_closed_form_probability_jacobian_equals_reverse_mode():
+    """models.prob_jacobian (closed form) is metrics.prob_jacobian (jacrev) for every model, with padded classes and
+    context slots."""
+    stream = ctasks.ClsStream([dict(seed=0, reading="uniform", P=1, tau=0.0, k=0, C=3, d=2, n=9)], (15, 5, 1, 4),
+                              [2], "cpu", dtype=D64)
+    b = stream.sample(6)
+    g = torch.Generator().manual_seed(0)
+    A, WV = (torch.randn(3, 9, 9, generator=g, dtype=D64) for _ in range(2))
+    x, y, xq = (t.expand(3, *t.shape[1:]) for t in (b.x_ctx, b.y_ctx, b.x_q))
+    codes, cls, ctx = torch.tensor([0, 1, 2]), b.class_mask.expand(3, 1, 5), b.ctx_mask.expand(3, 1, 15)
+
+    def probs(q):
+        lg = cmodels.model_logits_from(A, WV, codes, x, y, q, ctx)
+        return torch.softmax(lg.masked_fill(~cls, float("-inf")), -1)
+
+    torch.testing.assert_close(cmodels.prob_jacobian(codes, A, WV, x, y, xq, ctx, cls),
+                               cmetrics.prob_jacobian(probs, xq.clone()), rtol=1e-12, atol=1e-12)
 
 
 def test_unnormalised_linear_attention_is_n_times_the_normalised_one():

@@ -66,6 +66,12 @@ TAGS = {
     "coef": 5,          # the task coefficients: 3 uniforms
     "phase": 6,         # the cosine phase: 1 uniform
     "noise": 7,         # label noise: 1 normal per point (f = point)
+    # paper 2 (classification tasks, softmax_icl.classification.tasks; keys per coordinate by fold_in)
+    "cls_x": 0x201,       # input normals of one coordinate: 1 per point (f = point; point 0 is the query)
+    "cls_proto": 0x202,   # prototype normals of one coordinate and prototype: 1 per class (f = class)
+    "cls_class": 0x203,   # the drawn class of a point: 1 word per point (f = point)
+    "cls_length": 0x204,  # the context length of a mixture: 1 word (f = 0)
+    "cls_pool": 0x205,    # class-balanced candidates, one coordinate: 1 normal per candidate (f = candidate)
     # derived keys (fold_in)
     "fold": 0xF01D,
 }

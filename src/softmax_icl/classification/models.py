@@ -10,6 +10,7 @@ Training is one batched program over a stack of configurations (:func:`train_cls
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 from dataclasses import asdict, dataclass, field
@@ -18,8 +19,10 @@ import numpy as np
 import torch
 
 from ..base import derive_seed, optimise, resolve_device
-from .metrics import masked_ce, prob_jacobian
-from .tasks import ClsBatch, ClsStream, take
+from .metrics import masked_ce
+from . import native
+from .native import FusedLoss
+from .tasks import ClsBatch, ClsStream, context_lengths, take
 
 
 MODELS = ("softmax", "linear")
@@ -209,28 +212,59 @@ def init_weights(configs: list[dict], dims, init_seed: int, init_scale: float, d
     return [W[:, j].clone().requires_grad_(True) for j in range(3)]
 
 
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """PyTorch's intra-op thread count set to ``n`` for the block, then restored."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
 def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None = None, progress=None,
                     desc: str = "training") -> ClsResult:
     """Train every configuration of ``sweep`` (or the subset ``configs``) as one batched program.
 
-    The loss is the *sum* over configurations of each one's mean CE, Adam is elementwise, and each seed
-    index has its own data stream and initial weights: a configuration trained alone (same sweep, subset
-    ``configs``) follows exactly the trajectory it follows inside the sweep.
+    The loss is the *sum* over configurations of each one's mean CE, Adam is elementwise, and each seed index has
+    its own task streams (step ``t`` of training draws contexts ``0 .. batch_size - 1`` of step ``t``) and initial
+    weights: a configuration trained alone (same sweep, subset ``configs``) follows exactly the trajectory it
+    follows inside the sweep. On the CPU (float32, with a C compiler) the tasks and the loss and its gradient in
+    ``A = W_K^T W_Q`` and ``W_V`` come from the compiled engine (:mod:`.native`), into buffers reused every step,
+    on ``torch.get_num_threads()`` threads of its own, while PyTorch's few small operations of the step (``A``, its
+    backward pass, Adam) run on one thread: PyTorch's OpenMP workers spin after each parallel region and would take
+    the cores from the engine's threads (the backward pass and Adam of a paper-scale step took 10-40 ms instead of
+    under 1). Elsewhere everything is PyTorch (:func:`sa_logits`, :func:`.metrics.masked_ce`).
     """
     dev = resolve_device(device) if isinstance(device, str) else device
     configs = sweep.configs() if configs is None else configs
     dims = sweep.dims
-    data_seeds = [derive_seed(sweep.data_seed, s) for s in range(sweep.seeds)]
-    stream = ClsStream(configs, dims, data_seeds, dev)
+    stream = ClsStream(configs, dims, [derive_seed(sweep.data_seed, s) for s in range(sweep.seeds)], dev)
     WK, WQ, WV = init_weights(configs, dims, sweep.init_seed, sweep.init_scale, dev)
-    is_soft = model_kind(configs, dev)
     if sweep.lr_schedule not in ("constant", "cosine"):
         raise ValueError(f"lr_schedule={sweep.lr_schedule!r} is not one of ('constant', 'cosine')")
+    step = 0
+    if stream.native:
+        plan = stream.plan
+        fused = FusedLoss(plan.group, model_codes(configs), plan.unit_C, [c["d"] for c in configs], plan.unit_n, dims,
+                          threads=stream.threads)
+        stream.buffers(sweep.batch_size)
 
-    def step_loss():
-        b = stream.sample(sweep.batch_size)
-        logits = sa_logits(is_soft, WK, WQ, WV, b.x_ctx, b.y_ctx, b.x_q, b.ctx_mask)
-        return masked_ce(logits, b.label_q, b.class_mask).mean(-1)
+        def step_loss():
+            nonlocal step
+            step += 1
+            tasks = stream.draw(step, sweep.batch_size)
+            return fused(WK.transpose(1, 2) @ WQ, WV, tasks, context_lengths(plan, tasks.length_words))
+    else:
+        is_soft = model_kind(configs, dev)
+
+        def step_loss():
+            nonlocal step
+            step += 1
+            b = stream.sample(sweep.batch_size, step)
+            logits = sa_logits(is_soft, WK, WQ, WV, b.x_ctx, b.y_ctx, b.x_q, b.ctx_mask)
+            return masked_ce(logits, b.label_q, b.class_mask).mean(-1)
 
     def cosine(step):
         return sweep.lr_final_frac + (1 - sweep.lr_final_frac) * 0.5 * (1 + math.cos(math.pi * (step - 1) / sweep.steps))
@@ -238,13 +272,16 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     def snapshot():            # stays on the device; optimise copies the history to the host once, at the end
         return {"A": WK.transpose(1, 2) @ WQ, "WV": WV}
 
-    hist, seconds = optimise([WK, WQ, WV], step_loss, sweep.steps, sweep.lr, sweep.log_every, snapshot,
-                             lr_factor=cosine if sweep.lr_schedule == "cosine" else None, progress=progress, desc=desc)
+    with torch_threads(1 if stream.native else torch.get_num_threads()):
+        hist, seconds = optimise([WK, WQ, WV], step_loss, sweep.steps, sweep.lr, sweep.log_every, snapshot,
+                                 lr_factor=cosine if sweep.lr_schedule == "cosine" else None, progress=progress,
+                                 desc=desc)
     K = len(configs)
     final = {k: v.detach().cpu().numpy() for k, v in zip(("WK", "WQ", "WV"), (WK, WQ, WV))}
     return ClsResult(sweep=sweep.to_dict(), configs=configs, dims=dims, log_steps=hist["steps"],
                      A_history=hist["A"], WV_history=hist["WV"], loss_history=hist["loss"],
-                     final=final, timings={"train_seconds": seconds, "configs": K, "device": str(dev)})
+                     final=final, timings={"train_seconds": seconds, "configs": K, "device": str(dev),
+                                           "engine": "compiled" if stream.native else "torch"})
 
 
 def model_logits_from(A: torch.Tensor, WV: torch.Tensor, is_soft: torch.Tensor, x_ctx, y_ctx, x_q, ctx_mask=None):
@@ -254,26 +291,67 @@ def model_logits_from(A: torch.Tensor, WV: torch.Tensor, is_soft: torch.Tensor, 
     return sa_logits(is_soft, eye, A, WV, x_ctx, y_ctx, x_q, ctx_mask)
 
 
+def prob_jacobian(kind, A: torch.Tensor, WV: torch.Tensor, x_ctx, y_ctx, x_q, ctx_mask=None,
+                  class_mask=None) -> torch.Tensor:
+    """``d softmax(logits) / d x_q`` (K, B, C_max, d_max) of attention units given ``A = W_K^T W_Q`` and ``W_V``
+    (K, D, D), in closed form (what :func:`.metrics.prob_jacobian` computes by reverse passes).
+
+    With tokens ``e_i = [x_i; y_i]`` and ``M = A[:, :d_max]``, the scores are ``s_i = e_i^T M x_q``, so
+    ``ds_i/dx_q = M^T e_i``, and the update ``h = sum_i a_i e_i`` has ``dh/dx_q = (S - [softmax] h h^T) M`` with
+    ``S = sum_i w_i e_i e_i^T``: ``w = a`` for softmax (``da_i = a_i (ds_i - sum_j a_j ds_j)``), ``w = 1/n`` for
+    linear ``s/n`` and ``1`` for unnormalised linear (over the context slots in use). The logits ``z = W_V[y] h`` and
+    the probabilities ``p = softmax(z)`` over the classes in use give ``dp_c = p_c (dz_c - sum_c' p_c' dz_c')``.
+    ``kind``: as :func:`sa_logits`.
+    """
+    dm = x_ctx.shape[-1]
+    E = torch.cat([x_ctx, y_ctx], dim=-1)                                          # (K, B, n, D)
+    M = A[:, :, :dm]                                                               # (K, D, dm)
+    s = torch.matmul(E, torch.einsum("kef,kbf->kbe", M, x_q).unsqueeze(-1)).squeeze(-1)
+    a = _masked_weights(kind, s, ctx_mask)                                         # (K, B, n)
+    ones = torch.ones_like(s) if ctx_mask is None else ctx_mask.expand_as(s).to(s.dtype)
+    w = _masked_weights(kind, ones, ctx_mask)                                      # 1/n or 1 (linear kinds)
+    code = torch.full((s.shape[0],), MODEL_CODES[kind], device=s.device) if isinstance(kind, str) else (
+        torch.where(kind, 0, 1) if kind.dtype == torch.bool else kind)
+    soft = (code == 0).view(-1, 1, 1).to(s.dtype)
+    w = torch.where(soft.bool(), a, w)
+    h = torch.matmul(a.unsqueeze(-2), E).squeeze(-2)                               # (K, B, D)
+    S = torch.matmul((E * w.unsqueeze(-1)).transpose(-1, -2), E)                   # (K, B, D, D)
+    dh = S - soft.unsqueeze(-1) * h.unsqueeze(-1) * h.unsqueeze(-2)
+    dz = torch.einsum("kcd,kbde,kef->kbcf", WV[:, dm:, :], dh, M)                  # (K, B, C_max, dm)
+    z = torch.einsum("kcd,kbd->kbc", WV[:, dm:, :], h)
+    if class_mask is not None:
+        z = z.masked_fill(~class_mask, float("-inf"))
+    p = torch.softmax(z, -1).unsqueeze(-1)                                         # (K, B, C_max, 1)
+    return p * (dz - (p * dz).sum(-2, keepdim=True))
+
+
 def models_on(A, WV, is_soft, batch: ClsBatch, idx, chunk: int = 512, jacobian: bool = False, lengths=None):
-    """Logits (K, B, C_max) (and probability Jacobians (K, B, C_max, d_max)) of K models on their settings
-    ``idx`` (K,) of ``batch``, in chunks of contexts. ``is_soft``: (K,) model codes or softmax flags.
+    """Logits (K, B, C_max) (and probability Jacobians (K, B, C_max, d_max), :func:`prob_jacobian`) of K models on
+    their settings ``idx`` (K,) of ``batch``, in chunks of contexts. ``is_soft``: (K,) model codes or softmax flags.
     ``lengths`` (K,): read each model's contexts at this length (their first examples) instead."""
     B = batch.x_ctx.shape[1]
+    src = batch.source
+    if (src is not None and not jacobian and A.device.type == "cpu" and A.dtype == torch.float32
+            and native.available()):
+        # the compiled forward pass, on the contexts as the engine drew them (no per-model copies)
+        idx = torch.as_tensor(idx).reshape(-1).tolist()
+        codes = torch.as_tensor(is_soft).reshape(-1)
+        codes = (torch.where(codes, 0, 1) if codes.dtype == torch.bool else codes).expand(len(idx))
+        n = [src.n[i] for i in idx] if lengths is None else torch.as_tensor(lengths).reshape(-1).tolist()
+        lg = native.unit_logits(A, WV, codes, [src.group[i] for i in idx], [src.C[i] for i in idx],
+                                [src.d[i] for i in idx], [min(int(v), src.dims[0]) for v in n], src.tasks, src.dims)
+        return lg, None
     outs, jacs = [], []
-    for b0 in range(0, B, chunk):
-        sub = take(batch, idx, slice(b0, b0 + chunk))
-        if lengths is not None:
-            L = torch.as_tensor(lengths, device=sub.x_ctx.device).view(-1, 1, 1)
-            sub = ClsBatch(sub.x_ctx, sub.y_ctx, sub.x_q, sub.label_q, sub.label_ctx,
-                           torch.arange(sub.x_ctx.shape[2], device=L.device).view(1, 1, -1) < L, sub.class_mask,
-                           sub.protos)
-        with torch.no_grad():
+    with torch.no_grad():
+        for b0 in range(0, B, chunk):
+            sub = take(batch, idx, slice(b0, b0 + chunk))
+            if lengths is not None:
+                L = torch.as_tensor(lengths, device=sub.x_ctx.device).view(-1, 1, 1)
+                sub = ClsBatch(sub.x_ctx, sub.y_ctx, sub.x_q, sub.label_q, sub.label_ctx,
+                               torch.arange(sub.x_ctx.shape[2], device=L.device).view(1, 1, -1) < L, sub.class_mask,
+                               sub.protos)
             outs.append(model_logits_from(A, WV, is_soft, sub.x_ctx, sub.y_ctx, sub.x_q, sub.ctx_mask))
-        if jacobian:
-            def probs(xq, sub=sub):
-                lg = model_logits_from(A, WV, is_soft, sub.x_ctx, sub.y_ctx, xq, sub.ctx_mask)
-                if sub.class_mask is not None:
-                    lg = lg.masked_fill(~sub.class_mask, float("-inf"))
-                return torch.softmax(lg, -1)
-            jacs.append(prob_jacobian(probs, sub.x_q.clone()).detach())
+            if jacobian:
+                jacs.append(prob_jacobian(is_soft, A, WV, sub.x_ctx, sub.y_ctx, sub.x_q, sub.ctx_mask,
+                                          sub.class_mask))
     return torch.cat(outs, 1), (torch.cat(jacs, 1) if jacobian else None)

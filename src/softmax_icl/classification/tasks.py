@@ -8,13 +8,53 @@ around its own prototypes: local, and not linearly separable (the book's own "lo
 
 The sources do not fix the data model (SPEC 2.4), so the sampler draws every reading a careful reproducer would
 (:data:`READINGS`): **uniform** (above); **balanced** (each class equally likely, ``x`` uniform within its class's
-cell); **clustered** (``k ~ U{1..C}``, ``x = normalise(c_k + tau g / sqrt(d))``, label ``k``: tight clusters for
-small ``tau``, nearly uniform inputs with noisy labels for large ``tau``); **subspace** (as uniform, with the class
-vectors in a ``k``-dimensional coordinate subspace: the class structure lives there). Contexts can also draw their
-length uniformly from a range (training over a mixture of lengths).
+cell: drawn without replacement from a pool of ``16 (n + 1)`` uniform candidates); **clustered** (``k ~ U{1..C}``,
+``x = normalise(c_k + tau g / sqrt(d))``, label ``k``: tight clusters for small ``tau``, nearly uniform inputs with
+noisy labels for large ``tau``); **subspace** (as uniform, with the class vectors in a ``k``-dimensional coordinate
+subspace: the class structure lives there). Contexts can also draw their length uniformly from a range (training
+over a mixture of lengths).
 
-Everything works on a leading stack of K configurations, like the regression code; configurations that share a
-seed share their raw draws (common random numbers).
+**Random numbers** come from the counter-based streams of :mod:`softmax_icl.streams`, so a context is a pure
+function of where it is used: (seed, step, context, point, coordinate). A context's ``n + 1`` points are numbered
+with the query first (point 0) and its examples after it (example ``i`` is point ``i + 1``). Per seed (its key
+``K = key(seed)``) and context ``t`` (the task word) of training step ``s`` (0 for evaluation sets):
+
+=================  ======================================  ===================================================
+draw               stream (key, tag)                        value ``f``
+=================  ======================================  ===================================================
+input normals      ``fold_in(K, c)``, ``cls_x``             ``f = point``; one stream per coordinate ``c``
+prototype normals  ``fold_in(K, c, p)``, ``cls_proto``      ``f = class``; per coordinate and prototype ``p``
+drawn class        ``K``, ``cls_class``                     ``f = point``: a word ``w``, class ``(m C) >> 24``
+context length     ``K``, ``cls_length``                    ``f = 0``: length ``lo + ((m (hi - lo + 1)) >> 24)``
+pool candidates    ``fold_in(K, c)``, ``cls_pool``          ``f = candidate``; per coordinate
+=================  ======================================  ===================================================
+
+with ``m = w >> 8`` (24 bits; ``(m C) >> 24 = floor(u C)`` for ``u = m 2^-24``, exactly, in integers). Each
+coordinate and prototype has its own stream, so a context of ``n`` points in ``d`` dimensions is the prefix of any
+larger one: nothing a configuration draws depends on the sizes (``n_max``, ``C_max``, ``P_max``, ``d_max``) a sweep
+pads it to, on the other configurations it is trained with, or on the device (the integers are the same bits
+everywhere; floats equal to rounding). Configurations that share a seed share every raw draw (common random
+numbers): the readings differ only in what they make of them.
+
+**Readings from the draws** (``z`` the input normals of a point, first ``d`` coordinates; ``pr`` the prototypes,
+``normalise(z_proto)`` over the first ``d`` coordinates, the first ``k`` for the subspace task):
+
+* uniform, subspace: ``x = normalise(z)``, label ``argmax_k max_p pr_{k,p}^T x``;
+* clustered: ``k`` the drawn class, ``x = normalise(c_k + tau z / sqrt(d))`` (``c_k = pr_{k,0}``), label ``k``;
+* balanced: ``k`` the drawn class; candidate ``j`` is ``normalise(z_pool_j)`` labelled by the argmax over the class
+  vectors, for ``j < R = 16 (n + 1)``. The points draw their candidates in point order, without replacement: a
+  point of class ``k`` that is the ``r``-th point of its class (counting from 0, query first) takes the ``r``-th
+  candidate of class ``k`` in pool order. A class with fewer candidates than points reuses them (``r mod count``);
+  a class with none gives its points the pool's first candidate of the next class that has one (cyclically), with
+  that class's label. The distribution is exactly "class uniform, ``x`` uniform in its cell" whenever the pool
+  holds enough candidates of every class (all but a vanishing fraction of contexts at the book's settings).
+
+**Implementations.** :class:`ClsStream` draws the distinct tasks of a sweep once per step into buffers it owns
+(:class:`Tasks`); every configuration reads its task's rows through an index (no per-configuration copies). On the
+CPU with float32 a compiled kernel (:mod:`.native`) draws and builds a context while it is in cache, on every
+thread, and stops scanning the class-balanced pool as soon as every class has the candidates its points take (the
+same candidates as the whole pool gives); elsewhere (CUDA, float64, no C compiler) the PyTorch code below builds
+the same tasks from the same streams, vectorised over tasks and contexts.
 """
 
 from __future__ import annotations
@@ -23,11 +63,16 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import streams
 from ..base import derive_seed
-
+from . import native as _native
+from .native import row_length
 
 #: Readings of the paper's task the sampler can draw (see the module docstring), as integer codes.
 READINGS = {"uniform": 0, "balanced": 1, "clustered": 2, "subspace": 3}
+#: Candidates per point of the class-balanced reading's pool.
+POOL_FACTOR = 16
+TAGS = streams.TAGS
 
 
 def task_spec(reading: str = "uniform", P: int = 1, tau: float = 0.0, k: int = 0) -> tuple:
@@ -48,42 +93,270 @@ def task_label(reading: str, P: int = 1, tau: float = 0.0, k: int = 0) -> str:
     return "class-balanced"
 
 
-def draw_raw_cls(batch: int, n: int, C_max: int, P_max: int, d_max: int, generator: torch.Generator,
-                 device, pool: int = 0, pool_generator: torch.Generator | None = None) -> dict:
-    """Raw draws of ``batch`` contexts: ``zx`` (B, n+1, d_max) Gaussian inputs (last row = query), ``zp``
-    (B, C_max, P_max, d_max) Gaussian prototypes, ``zu`` (B, n+1) uniforms (the class of a point, where the
-    reading draws the class first), ``zl`` (B,) uniforms (the context length, for mixtures of lengths), and with
-    ``pool > 0`` ``zpool`` (B, pool, d_max) Gaussian candidates of the class-balanced reading (from
-    ``pool_generator`` when given, so the other draws do not depend on whether a pool is drawn).
-    :func:`make_cls_batch` turns them into tasks of any ``C <= C_max``, ``P <= P_max``, ``d <= d_max``."""
-    raw = draw_raw_cls_rows(batch, n, C_max, P_max, d_max, [generator], device, pool,
-                            None if pool_generator is None else [pool_generator])
-    return {k: v[0] for k, v in raw.items()}
+def pool_size(n: int) -> int:
+    """Candidates per context of the class-balanced reading (16 per point, the query included)."""
+    return POOL_FACTOR * (n + 1)
 
 
-def draw_raw_cls_rows(batch: int, n: int, C_max: int, P_max: int, d_max: int, generators: list, device,
-                      pool: int = 0, pool_generators: list | None = None) -> dict:
-    """The draws of :func:`draw_raw_cls` for each generator, stacked: leading dims (S, batch), S = len(generators).
+# -- keys -------------------------------------------------------------------------------------------------------
 
-    Each generator makes the same draws in the same order as :func:`draw_raw_cls` with that generator alone, into
-    its row of preallocated tensors (no per-generator tensors to stack afterwards)."""
-    S = len(generators)
-    zx = torch.empty(S, batch, n + 1, d_max, device=device)
-    zp = torch.empty(S, batch, C_max, P_max, d_max, device=device)
-    zu, zl = torch.empty(S, batch, n + 1, device=device), torch.empty(S, batch, device=device)
-    for r, g in enumerate(generators):
-        torch.randn(batch, n + 1, d_max, generator=g, out=zx[r])
-        torch.randn(batch, C_max, P_max, d_max, generator=g, out=zp[r])
-        torch.rand(batch, n + 1, generator=g, out=zu[r])
-        torch.rand(batch, generator=g, out=zl[r])
-    out = {"zx": zx, "zp": zp, "zu": zu, "zl": zl}
-    if pool:
-        zpool = torch.empty(S, batch, pool, d_max, device=device)
-        for r, g in enumerate(pool_generators or generators):
-            torch.randn(batch, pool, d_max, generator=g, out=zpool[r])
-        out["zpool"] = zpool
+def fold_keys(key: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``streams.fold_in`` vectorised: the keys (..., 2) of ``fold_in(key, x)`` for int64 keys (..., 2) and
+    non-negative integers ``x`` (< 2^63) broadcastable against ``key[..., 0]``."""
+    w = streams.philox((key[..., 0], key[..., 1]),
+                       (x & streams.MASK32, (x >> 32) & streams.MASK32, 0, TAGS["fold"]))
+    return torch.stack(w[:2], dim=-1)
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Stream keys of S seeds (int64 words): ``seed`` (S, 2), ``coord`` (S, d_max, 2) = ``fold_in(seed, c)`` and
+    ``proto`` (S, d_max, P_max, 2) = ``fold_in(seed, c, p)``."""
+
+    seed: torch.Tensor
+    coord: torch.Tensor
+    proto: torch.Tensor
+
+    @classmethod
+    def of(cls, seeds, d_max: int, P_max: int, device) -> "Keys":
+        seed = streams.keys([int(s) for s in seeds], device)                                     # (S, 2)
+        S = seed.shape[0]
+        coord = fold_keys(seed.view(S, 1, 2), torch.arange(d_max, device=seed.device).view(1, d_max))
+        proto = fold_keys(coord.view(S, d_max, 1, 2), torch.arange(P_max, device=seed.device).view(1, 1, P_max))
+        return cls(seed, coord, proto)
+
+
+# -- the distinct tasks of a sweep ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """The distinct tasks a stack of configurations reads, decided once on the host (nothing here depends on the
+    draws, so building a batch never waits for the device).
+
+    A task is a distinct ``(seed, reading, P, tau, k, C, d, n_b)``, with ``n_b`` the context length for the
+    class-balanced reading (its pool and its points depend on it) and 0 otherwise (a context of another reading is
+    the prefix of a longer one). Per task (G,): ``seed`` (index into the stream's seeds), ``code``, ``P``, ``tau``,
+    ``k``, ``C``, ``d``, ``n`` (points drawn: ``n_b``, else ``n_max``); the lists ``host`` hold the same on the host.
+    Per configuration (K,): ``group`` (its task), ``n``, ``n_min`` (0 without a mixture), ``C``.
+    """
+
+    dims: tuple                     # (n_max, C_max, P_max, d_max)
+    host: dict                      # name -> list over tasks
+    seed: torch.Tensor
+    code: torch.Tensor
+    P: torch.Tensor
+    tau: torch.Tensor
+    k: torch.Tensor
+    C: torch.Tensor
+    d: torch.Tensor
+    n: torch.Tensor
+    group: torch.Tensor             # (K,) task of each configuration
+    unit_n: torch.Tensor            # (K,)
+    unit_n_min: torch.Tensor        # (K,)
+    unit_C: torch.Tensor            # (K,)
+    unit_seed: torch.Tensor         # (K,)
+    by_code: dict                   # reading code -> (G_r,) indices of its tasks (None when there are none)
+    mixture: bool
+    short: bool                     # some configuration uses n < n_max
+    mask_classes: bool              # some configuration uses C < C_max
+
+    @classmethod
+    def of(cls, configs: list[dict], dims, device) -> "TaskPlan":
+        """The plan of configurations (dicts with ``seed`` (an index), ``reading``, ``P``, ``tau``, ``k``, ``C``,
+        ``d``, ``n`` and optionally ``n_min``) padded to ``dims = (n_max, C_max, P_max, d_max)``."""
+        n_max, C_max, P_max, d_max = (int(v) for v in dims)
+        keys = []
+        for c in configs:
+            code = READINGS[c.get("reading", "uniform")]
+            if not (c["C"] <= C_max and c["P"] <= P_max and c["d"] <= d_max and c["n"] <= n_max):
+                raise ValueError(f"configuration {c} exceeds the padded sizes {dims}")
+            keys.append((int(c["seed"]), code, int(c["P"]), float(c.get("tau", 0.0)), int(c.get("k", 0)),
+                         int(c["C"]), int(c["d"]), int(c["n"]) if code == READINGS["balanced"] else 0))
+        uniq = sorted(set(keys))
+        host = {name: [u[i] for u in uniq] for i, name in enumerate(("seed", "code", "P", "tau", "k", "C", "d"))}
+        host["n"] = [u[7] if u[7] else n_max for u in uniq]
+        dev = torch.device(device)
+        col = lambda v, dt=torch.long: torch.tensor(v, dtype=dt, device=dev)  # noqa: E731
+        by_code = {code: (col(idx) if idx else None) for code in READINGS.values()
+                   for idx in [[g for g, c in enumerate(host["code"]) if c == code]]}
+        n_min = [int(c.get("n_min", 0)) for c in configs]
+        return cls(dims=(n_max, C_max, P_max, d_max), host=host, seed=col(host["seed"]), code=col(host["code"]),
+                   P=col(host["P"]), tau=col(host["tau"], torch.float64), k=col(host["k"]), C=col(host["C"]),
+                   d=col(host["d"]), n=col(host["n"]), group=col([uniq.index(k) for k in keys]),
+                   unit_n=col([int(c["n"]) for c in configs]), unit_n_min=col(n_min),
+                   unit_C=col([int(c["C"]) for c in configs]), unit_seed=col([int(c["seed"]) for c in configs]),
+                   by_code=by_code, mixture=any(v > 0 for v in n_min),
+                   short=any(int(c["n"]) < n_max for c in configs), mask_classes=any(c["C"] < C_max for c in configs))
+
+    @property
+    def G(self) -> int:
+        return len(self.host["code"])
+
+    def has(self, reading: str) -> bool:
+        return self.by_code[READINGS[reading]] is not None
+
+
+@dataclass
+class Tasks:
+    """The contexts of a plan's G tasks at one step: T contexts each, read by every configuration of the task.
+
+    ``xs`` (G, T, d_max, N) the examples' inputs, coordinate-major (example ``i``'s input is ``xs[..., :, i]``;
+    ``N = row_length(n_max)``; zero beyond a task's ``d``, its balanced ``n`` and ``n_max``), ``xq`` (G, T, d_max)
+    the queries, ``lab`` (G, T, N) int32 and ``lq`` (G, T) int32 their labels, ``protos`` (G, T, C_max, P_max, d_max)
+    or None, ``length_words`` (S, T) int64 24-bit words of the mixture lengths (None without a mixture).
+    """
+
+    xs: torch.Tensor
+    xq: torch.Tensor
+    lab: torch.Tensor
+    lq: torch.Tensor
+    protos: torch.Tensor | None = None
+    length_words: torch.Tensor | None = None
+
+    @classmethod
+    def empty(cls, plan: TaskPlan, S: int, T: int, device, dtype=torch.float32, protos: bool = False) -> "Tasks":
+        n_max, C_max, P_max, d_max = plan.dims
+        G, dev = plan.G, torch.device(device)
+        N = row_length(n_max)
+        return cls(torch.zeros(G, T, d_max, N, dtype=dtype, device=dev),
+                   torch.zeros(G, T, d_max, dtype=dtype, device=dev),
+                   torch.zeros(G, T, N, dtype=torch.int32, device=dev),
+                   torch.zeros(G, T, dtype=torch.int32, device=dev),
+                   torch.zeros(G, T, C_max, P_max, d_max, dtype=dtype, device=dev) if protos else None,
+                   torch.zeros(S, T, dtype=torch.int64, device=dev) if plan.mixture else None)
+
+    def rows(self, sl: slice) -> "Tasks":
+        """Contexts ``sl`` of every task (views)."""
+        return Tasks(self.xs[:, sl], self.xq[:, sl], self.lab[:, sl], self.lq[:, sl],
+                     None if self.protos is None else self.protos[:, sl],
+                     None if self.length_words is None else self.length_words[:, sl])
+
+
+def scaled_index(m24: torch.Tensor, size) -> torch.Tensor:
+    """``floor(u size)`` for ``u = m24 2^-24``, exactly: ``(m24 size) >> 24`` (int64; ``size`` < 2^39)."""
+    return torch.bitwise_right_shift(m24 * size, 24)
+
+
+def context_lengths(plan: TaskPlan, length_words: torch.Tensor | None) -> torch.Tensor | None:
+    """Per configuration and context (K, T) its length, uniform in ``n_min..n`` from the seed's length word (the
+    mixture); None without a mixture."""
+    if not plan.mixture:
+        return None
+    lo = torch.where(plan.unit_n_min > 0, plan.unit_n_min, plan.unit_n).view(-1, 1)
+    span = plan.unit_n.view(-1, 1) - lo + 1
+    return lo + scaled_index(length_words[plan.unit_seed], span)
+
+
+# -- the PyTorch builder ----------------------------------------------------------------------------------------
+
+def _normalise(z: torch.Tensor) -> torch.Tensor:
+    return z / z.norm(dim=-1, keepdim=True).clamp_min(1e-30)
+
+
+def _score_bias(C: torch.Tensor, P: torch.Tensor, C_max: int, P_max: int, dtype) -> torch.Tensor:
+    """(G', C_max * P_max): 0 for the columns (class, prototype) in use (class < C, prototype < P), -inf for the
+    others."""
+    col = torch.arange(C_max * P_max, device=C.device).view(1, -1)
+    use = (col // P_max < C.view(-1, 1)) & (col % P_max < P.view(-1, 1))
+    return torch.where(use, 0.0, float("-inf")).to(dtype)
+
+
+def draw_torch(keys: Keys, plan: TaskPlan, step, first: int, T: int, dtype=torch.float32) -> Tasks:
+    """The plan's tasks for contexts ``first .. first + T - 1`` of ``step`` (an int, or a 0-dim int64 tensor on the
+    keys' device: no host data in a training loop), in PyTorch (any device, any float dtype: the normals are float32
+    streams, converted before any arithmetic). New tensors (:class:`Tasks`)."""
+    n_max, C_max, P_max, d_max = plan.dims
+    S, G, n1, dev = keys.seed.shape[0], plan.G, n_max + 1, keys.seed.device
+    tasks = range(first, first + T)
+    zx = streams.normal(keys.coord.reshape(-1, 2), TAGS["cls_x"], step, tasks, n1).view(S, d_max, T, n1)
+    zp = streams.normal(keys.proto.reshape(-1, 2), TAGS["cls_proto"], step, tasks, C_max)
+    zp = zp.view(S, d_max, P_max, T, C_max)
+    coord = torch.arange(d_max, device=dev)
+    dmask = (coord.view(1, -1) < plan.d.view(-1, 1)).to(dtype)                                   # (G, d_max)
+    sub = plan.code == READINGS["subspace"]
+    pmask = dmask * torch.where(sub.view(-1, 1), coord.view(1, -1) < plan.k.view(-1, 1), True).to(dtype)
+    pr = _normalise(zp[plan.seed].permute(0, 3, 4, 2, 1).to(dtype) * pmask.view(G, 1, 1, 1, d_max))
+    gx = zx[plan.seed].permute(0, 2, 3, 1).to(dtype) * dmask.view(G, 1, 1, d_max)               # (G, T, n1, d)
+    x = torch.zeros(G, T, n1, d_max, dtype=dtype, device=dev)
+    lab = torch.zeros(G, T, n1, dtype=torch.long, device=dev)
+    argmax = [r for r in (plan.by_code[READINGS["uniform"]], plan.by_code[READINGS["subspace"]]) if r is not None]
+    if argmax:
+        rows = torch.cat(argmax)
+        xa = _normalise(gx[rows])
+        sc = torch.matmul(xa, pr[rows].flatten(2, 3).transpose(-1, -2))                      # (G', T, n1, C P)
+        sc = sc + _score_bias(plan.C[rows], plan.P[rows], C_max, P_max, dtype).view(len(rows), 1, 1, -1)
+        x[rows] = xa
+        lab[rows] = torch.div(sc.argmax(-1), P_max, rounding_mode="floor")
+    drawn = plan.has("clustered") or plan.has("balanced")
+    if drawn:
+        m24 = torch.bitwise_right_shift(streams.words(keys.seed, TAGS["cls_class"], step, tasks, n1), 8)
+    rows = plan.by_code[READINGS["clustered"]]
+    if rows is not None:
+        kc = scaled_index(m24[plan.seed[rows]], plan.C[rows].view(-1, 1, 1))                     # (G', T, n1)
+        cx = pr[rows][:, :, :, 0].gather(2, kc.unsqueeze(-1).expand(*kc.shape, d_max))
+        t = plan.tau[rows].to(dtype).view(-1, 1, 1, 1)
+        z = gx[rows].mul_(t).div_(plan.d[rows].to(dtype).sqrt().view(-1, 1, 1, 1)).add_(cx)     # c_k + tau z / sqrt(d)
+        x[rows] = _normalise(z)
+        lab[rows] = kc
+    rows = plan.by_code[READINGS["balanced"]]
+    if rows is not None:
+        xb, lb = _balanced_torch(keys, plan, rows, m24, pr, dmask, step, tasks, dtype)
+        x[rows] = xb
+        lab[rows] = lb
+    out = Tasks(x[:, :, 1:].transpose(-1, -2).contiguous(), x[:, :, 0].contiguous(),
+                lab[:, :, 1:].to(torch.int32), lab[:, :, 0].to(torch.int32), pr)
+    if plan.mixture:
+        out.length_words = torch.bitwise_right_shift(
+            streams.words(keys.seed, TAGS["cls_length"], step, tasks, 1)[..., 0], 8)
     return out
 
+
+def _balanced_torch(keys: Keys, plan: TaskPlan, rows: torch.Tensor, m24, pr, dmask, step, tasks, dtype):
+    """Inputs (G', T, n1, d_max) and labels (G', T, n1) of the class-balanced tasks ``rows`` (module docstring)."""
+    n_max, C_max, _, d_max = plan.dims
+    n1, Gb, T, dev = n_max + 1, len(rows), len(tasks), keys.seed.device
+    nb = plan.n[rows]                                                                      # (G',) points - 1
+    R = POOL_FACTOR * (nb + 1)
+    Rm = POOL_FACTOR * (max(n for n, c in zip(plan.host["n"], plan.host["code"]) if c == READINGS["balanced"]) + 1)
+    seeds = plan.seed[rows]
+    zc = streams.normal(keys.coord[seeds].reshape(-1, 2), TAGS["cls_pool"], step, tasks, Rm)
+    cand = _normalise(zc.view(Gb, d_max, T, Rm).permute(0, 2, 3, 1).to(dtype) * dmask[rows].view(Gb, 1, 1, d_max))
+    C = plan.C[rows]
+    cv = pr[rows][:, :, :, 0]                                                              # (G', T, C_max, d)
+    sc = torch.matmul(cand, cv.transpose(-1, -2)) + _score_bias(C, torch.ones_like(C), C_max, 1, dtype).view(Gb, 1, 1, C_max)
+    j = torch.arange(Rm, device=dev)
+    lp = torch.where(j.view(1, 1, -1) < R.view(-1, 1, 1), sc.argmax(-1), C_max)            # C_max: not in the pool
+    cls = torch.arange(C_max, device=dev)
+    cum = torch.cumsum((lp.unsqueeze(-1) == cls).to(torch.int32), dim=2)                     # (G', T, Rm, C_max)
+    cnt = cum[:, :, -1].long()                                                             # candidates per class
+    rank = cum.gather(-1, lp.clamp_max(C_max - 1).unsqueeze(-1)).squeeze(-1).long() - 1    # rank within its class
+    # table[g, t, k, r] = the r-th candidate of class k (r < n1); the rest of the candidates go to a dump slot
+    slot = (lp * n1 + rank).where((lp < C_max) & (rank < n1), C_max * n1)
+    table = torch.zeros(Gb, T, C_max * n1 + 1, dtype=torch.long, device=dev)
+    table.scatter_(-1, slot, j.view(1, 1, -1).expand_as(slot))
+    # the points: drawn class, its rank among the points (query first), reuse when the class has too few
+    point = torch.arange(n1, device=dev)
+    kc = scaled_index(m24[seeds], C.view(-1, 1, 1))                                         # (G', T, n1)
+    pcum = torch.cumsum((kc.unsqueeze(-1) == cls).to(torch.int32), dim=2)
+    prank = pcum.gather(-1, kc.unsqueeze(-1)).squeeze(-1).long() - 1
+    ck = cnt.gather(-1, kc)
+    # a class with no candidate: the next class (cyclically, among the C in use) that has one
+    off = torch.arange(C_max, device=dev)
+    nxt_cls = torch.remainder(cls.view(1, -1, 1) + off.view(1, 1, -1), C.view(-1, 1, 1))      # (G', k, offset)
+    has = cnt.gather(-1, nxt_cls.view(Gb, 1, -1).expand(Gb, T, -1)).view(Gb, T, C_max, C_max) > 0
+    has = has & (off.view(1, 1, 1, -1) < C.view(-1, 1, 1, 1))
+    nxt = nxt_cls.view(Gb, 1, C_max, C_max).expand(Gb, T, -1, -1).gather(
+        -1, has.to(torch.int8).argmax(-1, keepdim=True)).squeeze(-1)                        # (G', T, C_max)
+    empty = ck == 0
+    k_eff = torch.where(empty, nxt.gather(-1, kc), kc)
+    r_eff = torch.where(empty, 0, torch.remainder(prank, ck.clamp_min(1)))
+    pick = table.gather(-1, k_eff * n1 + r_eff)                                            # (G', T, n1)
+    x = cand.gather(2, pick.unsqueeze(-1).expand(Gb, T, n1, d_max))
+    used = (point.view(1, 1, -1) <= nb.view(-1, 1, 1))                                      # the task's n + 1 points
+    return x * used.unsqueeze(-1).to(dtype), k_eff * used
+
+
+# -- streams of a sweep -----------------------------------------------------------------------------------------
 
 @dataclass
 class ClsBatch:
@@ -91,7 +364,10 @@ class ClsBatch:
 
     ``x_ctx`` (K, B, n, d_max), ``y_ctx`` (K, B, n, C_max) one-hot, ``x_q`` (K, B, d_max), ``label_q`` (K, B),
     ``label_ctx`` (K, B, n), ``ctx_mask`` (K, 1, n) or (K, B, n) or None (context slots in use), ``class_mask``
-    (K, 1, C_max) or None (classes in use), ``protos`` (K, B, C_max, P_max, d_max).
+    (K, 1, C_max) or None (classes in use), ``protos`` (K, B, C_max, P_max, d_max) or None. ``source``: for a set
+    drawn by the compiled engine (:func:`fixed_batch` on the CPU), the same contexts as the engine reads them
+    (:class:`TaskSource`), so that :func:`.models.models_on` can evaluate units there; views and subsets of the
+    batch drop it.
     """
 
     x_ctx: torch.Tensor
@@ -101,297 +377,158 @@ class ClsBatch:
     label_ctx: torch.Tensor
     ctx_mask: torch.Tensor | None
     class_mask: torch.Tensor | None
-    protos: torch.Tensor
+    protos: torch.Tensor | None
+    source: "TaskSource | None" = None
 
     def chunk(self, sl: slice) -> "ClsBatch":
         """The contexts ``sl`` of the batch axis."""
         m = self.ctx_mask
         m = None if m is None else (m if m.shape[1] == 1 else m[:, sl])
         return ClsBatch(self.x_ctx[:, sl], self.y_ctx[:, sl], self.x_q[:, sl], self.label_q[:, sl],
-                        self.label_ctx[:, sl], m, self.class_mask, self.protos[:, sl])
-
-
-def _as_col(v, K, device, dtype=torch.long) -> torch.Tensor:
-    t = torch.as_tensor(v, device=device, dtype=dtype)
-    return t.expand(K).clone() if t.dim() == 0 else t
-
-
-def _normalise(z: torch.Tensor) -> torch.Tensor:
-    return z / z.norm(dim=-1, keepdim=True).clamp_min(1e-30)
-
-
-def _masked_scores(x, cv, keep, dtype):
-    """Scores ``x^T c`` (..., m, M) with the columns not in ``keep`` (K, M) pushed below any real score."""
-    sc = torch.matmul(x, cv.transpose(-1, -2))
-    if keep is not None:
-        K = keep.shape[0]
-        sc = sc + torch.where(keep, 0.0, -10.0).to(dtype).view(K, *([1] * (sc.dim() - 2)), -1)
-    return sc
-
-
-def _balanced_draw(zpool, cv, keep, kc, dtype):
-    """Class-balanced inputs: for each slot of class ``kc`` (K, B, m), a candidate of the pool (K, B, R, d)
-    whose argmax label is ``kc``, taken without replacement in pool order (a class with fewer candidates than
-    slots reuses them; one with none gives its slot the pool's first candidate of the next class, with its
-    own label). Returns inputs (K, B, m, d) and labels (K, B, m)."""
-    xp = _normalise(zpool)
-    R, Cm = xp.shape[-2], cv.shape[-2]
-    lp = _masked_scores(xp, cv, keep, dtype).argmax(-1)                                    # (K, B, R)
-    cnt = torch.zeros(*lp.shape[:-1], Cm, dtype=lp.dtype, device=lp.device).scatter_add_(
-        -1, lp, torch.ones_like(lp))                                                       # (K, B, Cm) counts
-    order = torch.sort(lp, dim=-1, stable=True).indices                                   # grouped by class
-    start = torch.cumsum(cnt, -1) - cnt
-    ohk = torch.nn.functional.one_hot(kc, Cm)
-    rank = (torch.cumsum(ohk, dim=-2) - 1).gather(-1, kc.unsqueeze(-1)).squeeze(-1)       # (K, B, m)
-    ck = cnt.gather(-1, kc)
-    pos = (start.gather(-1, kc) + torch.remainder(rank, ck.clamp_min(1))).clamp_max(R - 1)
-    sel = order.gather(-1, pos)
-    x = xp.gather(-2, sel.unsqueeze(-1).expand(*sel.shape, xp.shape[-1]))
-    return x, lp.gather(-1, sel)
+                        self.label_ctx[:, sl], m, self.class_mask, None if self.protos is None else self.protos[:, sl])
 
 
 @dataclass(frozen=True)
-class BatchPlan:
-    """Which branches :func:`make_cls_batch` takes for a stack of K configurations, decided once on the host.
+class TaskSource:
+    """The contexts of a :class:`ClsBatch`'s K settings as the compiled engine reads them: ``tasks``
+    (:class:`Tasks` of the stream's G tasks), and per setting (K,) its task ``group``, ``C``, ``d`` and ``n``
+    (host lists); ``dims = (n_max, C_max, P_max, d_max)``."""
 
-    A stream builds its plan when it is made (:meth:`BatchPlan.of`), so drawing a batch never reads a tensor's
-    value from Python: on a GPU every ``bool(tensor.any())`` or boolean-mask index would wait for the device at
-    every training step. The plan holds flags and index tensors (on the stream's device), nothing that depends
-    on the draws.
-    """
-
-    pad_d: bool                      # some configuration uses d < d_max
-    subspace: bool                   # some configuration reads the subspace task
-    mask_scores: bool                # some configuration uses P < P_max or C < C_max
-    mask_classes: bool               # some configuration uses C < C_max
-    drawn: torch.Tensor | None       # rows whose class is drawn first (balanced, clustered)
-    balanced: torch.Tensor | None    # positions, within ``drawn``, of the balanced rows
-    clustered: torch.Tensor | None   # positions, within ``drawn``, of the clustered rows
-    pool_rows: torch.Tensor | None   # the balanced rows themselves (the rows that read a candidate pool)
-    argmax_rows: torch.Tensor | None  # rows labelled by the argmax (uniform, subspace); None: every row
-    n: torch.Tensor                  # (K,) context lengths
-    n_min: torch.Tensor | None       # (K,) shortest lengths of a mixture; None without one
-    mixture: bool                    # some configuration draws its length from n_min..n
-    short: bool                      # some configuration uses n < n_ctx (fixed lengths)
-
-    @classmethod
-    def of(cls, code, C, P, d, n, n_min, dims: tuple[int, int, int], n_ctx: int, device) -> "BatchPlan":
-        """The plan for configurations with reading codes ``code`` and sizes ``C, P, d, n, n_min`` (ints or (K,)
-        sequences or tensors; ``n_min`` may be None), padded to ``dims = (C_max, P_max, d_max)`` and ``n_ctx``
-        context slots. Reads its inputs on the host: call it outside training loops."""
-        cols = [v if isinstance(v, (list, tuple)) else torch.as_tensor(v).reshape(-1).tolist()
-                for v in (code, C, P, d, n, 0 if n_min is None else n_min)]
-        K = max(len(c) for c in cols)
-        code, C, P, d, n, n_min = ([int(x) for x in c] * (K if len(c) == 1 else 1) for c in cols)
-        Cm, Pm, dm = dims
-        drawn = [i for i, c in enumerate(code) if c in (READINGS["balanced"], READINGS["clustered"])]
-        bal = [j for j, i in enumerate(drawn) if code[i] == READINGS["balanced"]]
-        clu = [j for j, i in enumerate(drawn) if code[i] == READINGS["clustered"]]
-        idx = lambda v: torch.tensor(v, dtype=torch.long, device=device) if v else None  # noqa: E731
-        return cls(pad_d=any(x < dm for x in d), subspace=READINGS["subspace"] in code,
-                   mask_scores=any(x < Pm for x in P) or any(x < Cm for x in C), mask_classes=any(x < Cm for x in C),
-                   drawn=idx(drawn), balanced=idx(bal), clustered=idx(clu), pool_rows=idx([drawn[j] for j in bal]),
-                   argmax_rows=idx([i for i in range(K) if i not in drawn]) if drawn else None,
-                   n=torch.tensor(n, device=device),
-                   n_min=torch.tensor(n_min, device=device) if any(x > 0 for x in n_min) else None,
-                   mixture=any(x > 0 for x in n_min), short=any(x < n_ctx for x in n))
-
-
-def make_cls_batch(raw: dict, C, P, d, n, dtype=torch.float32, reading=None, tau=None, k=None,
-                   n_min=None, plan: BatchPlan | None = None, source: torch.Tensor | None = None) -> ClsBatch:
-    """Tasks from raw draws gathered per configuration (leading dims (K, B)), or, with ``source`` (K,), from raw
-    draws per seed (leading dims (S, B)) of which configuration ``i`` reads row ``source[i]`` (the candidate pool
-    is then given for the balanced configurations alone, as below): the rows are read where they are used, not
-    copied per configuration first.
-
-    ``C``, ``P``, ``d``, ``n``: ints or (K,) tensors, each at most the raw draws' size; ``reading`` (codes of
-    :data:`READINGS`, default uniform), ``tau`` (clustered spread), ``k`` (subspace dimension) and ``n_min``
-    (with ``n_min > 0`` each context draws its length uniformly from ``n_min..n``): None or (K,) tensors.
-    ``plan``: the branches to take (:class:`BatchPlan`), made from these arguments when not given; a stream
-    passes the plan it made once, so building a batch never waits for the device. The class-balanced reading's
-    candidates ``raw["zpool"]`` are given for every configuration (K, B, R, d_max) or only for the balanced ones,
-    in order (``plan.pool_rows``): a stream draws them for those alone.
-
-    * uniform: ``x ~ U^d``, label ``argmax_k max_p p_{k,p}^T x`` over the classes and prototypes in use;
-    * balanced: the class ``k ~ U{1..C}`` first, then ``x`` uniform within its class's cell (from a pool);
-    * clustered: ``k ~ U{1..C}``, ``x = normalise(c_k + tau g / sqrt(d))`` with ``g`` standard normal;
-      the label is ``k``;
-    * subspace: as uniform, with the class vectors in the span of the first ``k`` coordinates.
-    """
-    zx, zp, zu, zl = raw["zx"].to(dtype), raw["zp"].to(dtype), raw["zu"], raw["zl"]
-    if source is not None:
-        zp, zu, zl = zp[source], zu[source], zl[source]
-        if plan is None or plan.pad_d:                         # padding scales every row's inputs: copy them here
-            zx, source = zx[source], None
-    K, B, n1, dm = zp.shape[0], zx.shape[1], zx.shape[2], zx.shape[3]
-    Cm, Pm = zp.shape[2], zp.shape[3]
-    dev = zx.device
-    n_ctx = n1 - 1
-    C, P, d = (_as_col(v, K, dev) for v in (C, P, d))
-    code = _as_col(0 if reading is None else reading, K, dev)
-    if plan is None:
-        plan = BatchPlan.of(code, C, P, d, _as_col(n, K, dev), n_min, (Cm, Pm, dm), n_ctx, dev)
-    ar = torch.arange(dm, device=dev).view(1, -1)
-
-    def zx_rows(rows):
-        """Inputs of configurations ``rows`` (from the seed rows they read when ``source`` is given)."""
-        return zx[rows] if source is None else zx[source[rows]]
-
-    zpool = raw.get("zpool")
-    if zpool is not None and plan.pool_rows is not None:
-        zpool = zpool.to(dtype)
-        if zpool.shape[0] == K:                      # given for every configuration: keep the balanced ones
-            zpool = zpool[plan.pool_rows]
-    if plan.pad_d:
-        dmask = (ar < d.view(-1, 1)).to(dtype)                                            # (K, dm)
-        zx = zx * dmask.view(K, 1, 1, dm)
-        zp = zp * dmask.view(K, 1, 1, 1, dm)
-        if zpool is not None and plan.pool_rows is not None:
-            zpool = zpool * dmask[plan.pool_rows].view(-1, 1, 1, dm)
-    if plan.subspace:
-        sub = code == READINGS["subspace"]
-        kk = _as_col(k, K, dev)
-        kmask = torch.where(sub.view(-1, 1), ar < kk.view(-1, 1), True).to(dtype)
-        zp = zp * kmask.view(K, 1, 1, 1, dm)
-    pr = _normalise(zp)
-    # unused prototypes and classes get a score below any real one (real scores lie in [-1, 1])
-    cmask = torch.arange(Cm, device=dev).view(1, -1) < C.view(-1, 1)                       # (K, Cm)
-    keep = None
-    if plan.mask_scores:
-        pmask = torch.arange(Pm, device=dev).view(1, -1) < P.view(-1, 1)                   # (K, Pm)
-        keep = (cmask.unsqueeze(-1) & pmask.unsqueeze(-2)).flatten(1)                       # (K, Cm*Pm)
-    # inputs on the sphere, labelled by the argmax over the prototypes: every row, or only the rows that do not
-    # draw their class first (those get their inputs and labels below)
-    arg = plan.argmax_rows
-    if arg is None:
-        x = _normalise(zx if source is None else zx[source])
-        lab = torch.div(_masked_scores(x, pr.flatten(2, 3), keep, dtype).argmax(-1), Pm, rounding_mode="floor")
-    else:
-        x = zx.new_empty(K, B, n1, dm)
-        lab = torch.empty(K, B, n1, dtype=torch.long, device=dev)
-        if arg.numel():
-            xa = _normalise(zx_rows(arg))
-            sc = _masked_scores(xa, pr[arg].flatten(2, 3), None if keep is None else keep[arg], dtype)
-            x[arg] = xa
-            lab[arg] = torch.div(sc.argmax(-1), Pm, rounding_mode="floor")                # owner class
-    if plan.drawn is not None:
-        rows = plan.drawn
-        kc = torch.floor(zu[rows].to(torch.float64) * C[rows].view(-1, 1, 1)).long()
-        kc = torch.minimum(kc, (C[rows] - 1).view(-1, 1, 1))                                 # (K', B, n+1)
-        cv = pr[rows][:, :, :, 0]                                                          # class vectors (K', B, Cm, dm)
-        lab[rows] = kc
-        clu = plan.clustered
-        if clu is not None:                       # clustered: around the class vector of the drawn class
-            r = rows[clu]
-            t = _as_col(0.0 if tau is None else tau, K, dev, dtype)[r].view(-1, 1, 1, 1)
-            kcc = kc[clu]
-            cx = cv[clu].gather(2, kcc.unsqueeze(-1).expand(*kcc.shape, dm))
-            z = zx_rows(r)                        # a copy: the arithmetic below runs in place, in the order of
-            z = z.mul_(t).div_(d[r].to(dtype).sqrt().view(-1, 1, 1, 1)).add_(cx)  # cx + t * z / sqrt(d)
-            x[r] = z.div_(z.norm(dim=-1, keepdim=True).clamp_min(1e-30))          # _normalise(z)
-        bal = plan.balanced
-        if bal is not None:                       # balanced: a candidate of the drawn class
-            if zpool is None:
-                raise ValueError("the class-balanced reading needs raw draws with a pool (draw_raw_cls(pool=...))")
-            kb = None if keep is None else cmask[rows][bal]
-            x_bal, l_bal = _balanced_draw(zpool, cv[bal], kb, kc[bal], dtype)
-            x[rows[bal]] = x_bal
-            lab[rows[bal]] = l_bal
-    y = _one_hot(lab[:, :, :n_ctx], Cm, dtype)
-    ctx_mask = _context_mask(plan, zl, n_ctx)
-    class_mask = cmask.view(K, 1, Cm) if plan.mask_classes else None
-    return ClsBatch(x[:, :, :n_ctx], y, x[:, :, n_ctx], lab[:, :, n_ctx], lab[:, :, :n_ctx], ctx_mask, class_mask,
-                    pr)
+    tasks: Tasks
+    group: list
+    C: list
+    d: list
+    n: list
+    dims: tuple
 
 
 def _one_hot(lab: torch.Tensor, m: int, dtype) -> torch.Tensor:
     """``one_hot(lab, m).to(dtype)`` for labels known to lie in ``0..m-1``, without its range check over every label
-    (a pass over the labels and a device sync; three times slower on the CPU)."""
+    (a pass over the labels and a device sync)."""
     return (lab.unsqueeze(-1) == torch.arange(m, device=lab.device)).to(dtype)
 
 
-def _context_mask(plan: BatchPlan, zl: torch.Tensor, n_ctx: int):
-    """Context slots in use: (K, 1, n_ctx) for fixed lengths ``plan.n`` (None when all are ``n_ctx``), or
-    (K, B, n_ctx) for a mixture: each context's length uniform in ``n_min..n`` from the uniforms ``zl`` (K, B)."""
-    n = plan.n
-    slots = torch.arange(n_ctx, device=n.device)
-    if plan.mixture:
-        lo = torch.where(plan.n_min > 0, plan.n_min, n).view(-1, 1)
-        span = (n.view(-1, 1) - lo + 1).to(torch.float64)
-        length = lo + torch.minimum(torch.floor(zl.to(torch.float64) * span).long(), (span - 1).long())
-        return slots.view(1, 1, -1) < length.unsqueeze(-1)
-    if plan.short:
-        return slots.view(1, 1, -1) < n.view(-1, 1, 1)
-    return None
+class ClsStream:
+    """The task streams of a stack of configurations: their distinct tasks drawn once per step (common random
+    numbers), into buffers the stream owns.
+
+    ``configs``: dicts with ``seed`` (an index into ``seeds``), ``reading``, ``P``, ``tau``, ``k``, ``C``, ``d``,
+    ``n`` (and optionally ``n_min``); ``dims = (n_max, C_max, P_max, d_max)``; ``seeds``: the 64-bit stream seed of
+    each seed index (only those the configurations read are drawn). ``native``: draw with the compiled CPU kernel (default: on the CPU with float32 where it
+    builds, :func:`.native.available`).
+    """
+
+    def __init__(self, configs: list[dict], dims, seeds: list[int], device, dtype=torch.float32,
+                 native: bool | None = None):
+        self.device, self.dtype = torch.device(device), dtype
+        used = sorted({int(c["seed"]) for c in configs})            # only the seeds some configuration reads
+        self.plan = TaskPlan.of([dict(c, seed=used.index(int(c["seed"]))) for c in configs], dims, self.device)
+        self.keys = Keys.of([seeds[i] for i in used], dims[3], dims[2], self.device)
+        if native is None:
+            native = self.device.type == "cpu" and dtype == torch.float32 and _native.available()
+        self.native = bool(native)
+        self.threads = torch.get_num_threads()              # the compiled engine's threads
+        self._drawer = _native.Drawer(self.keys, self.plan, self.threads) if self.native else None
+        self._buffers: Tasks | None = None
+        self._step = torch.zeros((), dtype=torch.int64, device=self.device)   # the step, as the streams take it
+
+    @property
+    def S(self) -> int:
+        return self.keys.seed.shape[0]
+
+    def buffers(self, T: int, protos: bool = False) -> Tasks:
+        """The stream's own buffers for ``T`` contexts per task, made on the first call and reused while ``T`` stays
+        the same (a trainer makes them before its loop)."""
+        b = self._buffers
+        if b is None or b.xq.shape[1] != T or (protos and b.protos is None):
+            b = self._buffers = Tasks.empty(self.plan, self.S, T, self.device, self.dtype, protos)
+        return b
+
+    def draw(self, step: int, T: int, first: int = 0, out: Tasks | None = None, protos: bool = False) -> Tasks:
+        """Contexts ``first .. first + T - 1`` of ``step`` of every task, into ``out`` (or :meth:`buffers`)."""
+        if out is None:
+            out = self.buffers(T, protos)
+        if self._drawer is not None:
+            self._drawer.draw(step, first, out)
+        else:
+            t = draw_torch(self.keys, self.plan, self._step.fill_(step), first, T, self.dtype)
+            n_max = self.plan.dims[0]
+            out.xs[..., :n_max].copy_(t.xs)
+            out.lab[..., :n_max].copy_(t.lab)
+            for name in ("xq", "lq", "protos", "length_words"):
+                dst = getattr(out, name)
+                if dst is not None:
+                    dst.copy_(getattr(t, name))
+        return out
+
+    def masks(self, tasks: Tasks) -> tuple:
+        """Per configuration ``ctx_mask`` ((K, 1, n_max), (K, T, n_max) for a mixture, or None) and ``class_mask``
+        ((K, 1, C_max) or None)."""
+        plan = self.plan
+        n_max, C_max = plan.dims[0], plan.dims[1]
+        slots = torch.arange(n_max, device=self.device)
+        lengths = context_lengths(plan, tasks.length_words)
+        if lengths is not None:
+            ctx = slots.view(1, 1, -1) < lengths.unsqueeze(-1)
+        else:
+            ctx = (slots.view(1, 1, -1) < plan.unit_n.view(-1, 1, 1)) if plan.short else None
+        cls = (torch.arange(C_max, device=self.device).view(1, 1, -1) < plan.unit_C.view(-1, 1, 1)
+               if plan.mask_classes else None)
+        return ctx, cls
+
+    def batch(self, tasks: Tasks, rows=None) -> ClsBatch:
+        """The contexts of every configuration (or of the configurations ``rows``) as a :class:`ClsBatch` (gathered
+        from their tasks' rows: a copy per configuration)."""
+        ctx, cls = self.masks(tasks)
+        g = self.plan.group
+        if rows is not None:
+            rows = torch.as_tensor(rows, device=self.device)
+            g = g[rows]
+            ctx = None if ctx is None else ctx[rows]
+            cls = None if cls is None else cls[rows]
+        n_max, C_max = self.plan.dims[:2]
+        lab = tasks.lab[g][..., :n_max].long()
+        return ClsBatch(tasks.xs[g][..., :n_max].transpose(-1, -2), _one_hot(lab, C_max, tasks.xs.dtype), tasks.xq[g],
+                        tasks.lq[g].long(), lab, ctx, cls, None if tasks.protos is None else tasks.protos[g])
+
+    def sample(self, batch_size: int, step: int = 1) -> ClsBatch:
+        """The contexts of ``step`` (``batch_size`` per configuration) as a :class:`ClsBatch`."""
+        return self.batch(self.draw(step, batch_size))
 
 
-def pool_size(n: int) -> int:
-    """Candidates per context of the class-balanced reading (16 per input)."""
-    return 16 * (n + 1)
+#: Most values a chunk of an evaluation set draws at once in PyTorch (the class-balanced pool is the large one).
+_CHUNK_VALUES = 1 << 24
+
+
+def fixed_batch(settings: list[dict], dims, seed: int, n_contexts: int, device="cpu", dtype=torch.float32) -> ClsBatch:
+    """A fixed set of contexts for each setting (dicts with reading, P, tau, k, C, d, n), all from one seed
+    (common random numbers across settings): the evaluation and search sets. Contexts ``0 .. n_contexts - 1`` of
+    step 0 of the stream of ``derive_seed(seed, 0)``, drawn in chunks (every context is its own stream)."""
+    stream = ClsStream([dict(s, seed=0) for s in settings], dims, [derive_seed(seed, 0)], device, dtype)
+    plan, T = stream.plan, int(n_contexts)
+    n_max, C_max, _, d_max = plan.dims
+    per_context = plan.G * d_max * (POOL_FACTOR * (n_max + 1) if plan.has("balanced") else n_max + 1)
+    chunk = T if stream.native else max(1, min(T, _CHUNK_VALUES // per_context))
+    full = Tasks.empty(plan, 1, T, device, dtype, protos=True)
+    for t0 in range(0, T, chunk):
+        stream.draw(0, min(chunk, T - t0), first=t0, out=full.rows(slice(t0, t0 + chunk)))
+    b = stream.batch(full)
+    source = None
+    if stream.native:
+        source = TaskSource(full, plan.group.tolist(), plan.unit_C.tolist(), [int(s_["d"]) for s_ in settings],
+                            plan.unit_n.tolist(), plan.dims)
+    return ClsBatch(b.x_ctx.contiguous(), b.y_ctx, b.x_q, b.label_q, b.label_ctx, b.ctx_mask, b.class_mask, b.protos,
+                    source)
 
 
 def sample_contexts(batch: int, n: int, C: int, d: int, P: int = 1, seed: int = 0, device="cpu",
-                    dtype=torch.float32, reading: str = "uniform", tau: float = 0.0, k: int = 0) -> ClsBatch:
-    """``batch`` contexts of one setting (K = 1), drawn from ``seed``."""
-    g = torch.Generator(device=device).manual_seed(int(seed))
-    raw = draw_raw_cls(batch, n, C, P, d, g, device, pool=pool_size(n) if reading == "balanced" else 0)
-    return make_cls_batch({key: v.unsqueeze(0) for key, v in raw.items()}, C, P, d, n, dtype,
-                          reading=READINGS[reading], tau=tau, k=k)
-
-
-class ClsStream:
-    """Per-seed online context streams for a stack of configurations (common random numbers).
-
-    ``configs``: dicts with ``seed, reading, P, tau, k, C, d, n`` (and optionally ``n_min``). Configurations that
-    share a seed see the same raw draws; those that also share the task and ``(C, d)`` see the same contexts, so
-    tasks are made once per distinct ``(seed, reading, P, tau, k, C, d)`` and gathered.
-    """
-
-    def __init__(self, configs: list[dict], dims, seeds: list[int], device, dtype=torch.float32):
-        self.n_max, self.C_max, self.P_max, self.d_max = dims
-        self.device, self.dtype = torch.device(device), dtype
-        self.gens = [torch.Generator(device=self.device).manual_seed(int(s)) for s in seeds]
-        # the class-balanced pool has its own streams: a configuration draws the same contexts alone or in a sweep
-        self.pool_gens = [torch.Generator(device=self.device).manual_seed(derive_seed(int(s), 1)) for s in seeds]
-        keys = [(c["seed"], READINGS[c.get("reading", "uniform")], c["P"], float(c.get("tau", 0.0)), c.get("k", 0),
-                 c["C"], c["d"]) for c in configs]
-        uniq = sorted(set(keys))
-        self.group_idx = torch.tensor([uniq.index(key) for key in keys], device=self.device)
-        col = lambda i, dt=torch.long: torch.tensor([u[i] for u in uniq], device=self.device, dtype=dt)  # noqa: E731
-        self.g_seed, self.g_code, self.g_P = col(0), col(1), col(2)
-        self.g_tau = col(3, torch.float64)
-        self.g_k, self.g_C, self.g_d = col(4), col(5), col(6)
-        self.pool = pool_size(self.n_max) if any(u[1] == READINGS["balanced"] for u in uniq) else 0
-        dims3 = (self.C_max, self.P_max, self.d_max)
-        # the branches of the task builder (per distinct task) and of the context mask (per configuration),
-        # decided here on the host: sample() never reads a tensor's value
-        self.g_plan = BatchPlan.of([u[1] for u in uniq], [u[5] for u in uniq], [u[2] for u in uniq],
-                                   [u[6] for u in uniq], [self.n_max], None, dims3, self.n_max, self.device)
-        self.pool_seed = None if self.g_plan.pool_rows is None else self.g_seed[self.g_plan.pool_rows]
-        self.pool_in_order = self.pool_seed is not None and self.pool_seed.tolist() == list(range(len(seeds)))
-        self.plan = BatchPlan.of([0], [self.C_max], [self.P_max], [self.d_max], [c["n"] for c in configs],
-                                 [c.get("n_min", 0) for c in configs], dims3, self.n_max, self.device)
-
-    def sample(self, batch_size: int) -> ClsBatch:
-        raw = draw_raw_cls_rows(batch_size, self.n_max, self.C_max, self.P_max, self.d_max, self.gens, self.device,
-                                self.pool, self.pool_gens)
-        # tasks per distinct (seed, task), each reading its seed's row of the draws; the large candidate pool only
-        # for the class-balanced tasks (copied only when they do not read every seed's pool in order)
-        if "zpool" in raw and not self.pool_in_order:
-            raw["zpool"] = raw["zpool"][self.pool_seed]
-        g = make_cls_batch(raw, self.g_C, self.g_P, self.g_d, self.g_plan.n, self.dtype, reading=self.g_code,
-                           tau=self.g_tau, k=self.g_k, plan=self.g_plan, source=self.g_seed)
-        i = self.group_idx
-        ctx_mask = _context_mask(self.plan, raw["zl"][self.g_seed[i]], self.n_max)
-        return ClsBatch(g.x_ctx[i], g.y_ctx[i], g.x_q[i], g.label_q[i], g.label_ctx[i], ctx_mask,
-                        None if g.class_mask is None else g.class_mask[i], g.protos[i])
-
-
-def fixed_batch(settings: list[dict], dims, seed: int, n_contexts: int, device="cpu") -> ClsBatch:
-    """A fixed set of contexts for each setting (dicts with reading, P, tau, k, C, d, n), all from one seed
-    (common random numbers across settings): the evaluation and search sets."""
-    stream = ClsStream([dict(s, seed=0) for s in settings], dims, [derive_seed(seed, 0)], device)
-    return stream.sample(n_contexts)
+                    dtype=torch.float32, reading: str = "uniform", tau: float = 0.0, k: int = 0,
+                    step: int = 0, native: bool | None = None) -> ClsBatch:
+    """``batch`` contexts of one setting (K = 1): contexts ``0 .. batch - 1`` of ``step`` of the stream ``seed``
+    (``native``: as :class:`ClsStream`)."""
+    cfg = dict(seed=0, reading=reading, P=P, tau=tau, k=k, C=C, d=d, n=n)
+    stream = ClsStream([cfg], (n, C, P, d), [int(seed)], device, dtype, native)
+    return stream.batch(stream.draw(step, batch, protos=True))
 
 
 def with_length(batch: ClsBatch, n: int) -> ClsBatch:
@@ -410,5 +547,5 @@ def take(batch: ClsBatch, idx, sl: slice = slice(None)) -> ClsBatch:
     m = batch.ctx_mask
     m = None if m is None else (m[idx] if m.shape[1] == 1 else m[idx, sl])
     return ClsBatch(batch.x_ctx[idx, sl], batch.y_ctx[idx, sl], batch.x_q[idx, sl], batch.label_q[idx, sl],
-                    batch.label_ctx[idx, sl], m,
-                    None if batch.class_mask is None else batch.class_mask[idx], batch.protos[idx, sl])
+                    batch.label_ctx[idx, sl], m, None if batch.class_mask is None else batch.class_mask[idx],
+                    None if batch.protos is None else batch.protos[idx, sl])

@@ -1,0 +1,692 @@
+/* Paper 2's CPU engine: the classification tasks drawn from the counter-based streams, and the loss and gradient of
+ * the one-layer attention classifiers, each a context at a time while it is in cache.
+ *
+ * cls_draw: the tasks of softmax_icl.classification.tasks (see its docstring for the streams, the readings and the
+ *   class-balanced pool), for every (seed, context) on its own: the same numbers whatever the thread count.
+ * cls_loss: per configuration the mean cross-entropy over the contexts of its task, and its gradient in
+ *   A = W_K^T W_Q and W_V (models.sa_logits; the softmax, 1/n-linear and unnormalised linear units), each
+ *   configuration summed over its contexts in order on one thread.
+ *
+ * Streams (softmax_icl.streams): value f of (key, tag, step, task) is word f % 4 of Philox4x32-10(key, (f / 4,
+ * task, step, tag)); uniform u = (w >> 8) 2^-24; normals by Box-Muller on the word pairs (0, 1) and (2, 3) of a
+ * block: r = sqrt(-2 ln(1 - u0)), theta = 2 pi u1, (r cos theta, r sin theta). Blocks are computed LANES at a time
+ * in loops over the lanes (vectorised 32 x 32 -> 64-bit products), and the logarithms, roots and sines in separate
+ * loops over a block's values (vectorised by the C library's vector maths where it has one).
+ */
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+#define LANES 16
+#define CHUNK (4 * LANES)              /* values per stream call: LANES blocks */
+/* Every loop over points runs over whole vectors of VEC points (the rows have room for them): a point is computed by
+ * the same instructions wherever it sits, so a context drawn alone or padded into a larger one has the same bits
+ * (vectorised division and square roots may be approximations refined by a Newton step, not the scalar results).
+ * The code is compiled with -ffast-math, which assumes no infinities: masked lanes use finite sentinels. */
+#define VEC 8
+#define LOW (-1e30f)                    /* a score below any real one: exp(LOW - max) is 0 */
+
+enum { READ_UNIFORM = 0, READ_BALANCED = 1, READ_CLUSTERED = 2, READ_SUBSPACE = 3 };
+
+typedef struct { uint32_t k0, k1; } key2;
+
+static inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+/* out[i] = v[idx[i]] for i < n (idx in 0..C-1): a copy, the same bits by either path (AVX2: a register lookup for
+ * C <= 8). */
+static void lookup(float *out, const int32_t *idx, const float *v, int64_t C, int64_t n) {
+    int64_t i = 0;
+#if defined(__AVX2__)
+    if (C <= 8) {
+        float t[8] = {0};
+        memcpy(t, v, (size_t)C * sizeof(float));
+        const __m256 tab = _mm256_loadu_ps(t);
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(out + i, _mm256_permutevar8x32_ps(tab, _mm256_loadu_si256((const __m256i *)(idx + i))));
+    }
+#endif
+    for (; i < n; i++) out[i] = v[idx[i]];
+}
+
+/* The words of blocks b0 .. b0 + nb - 1 (nb <= LANES) of (key, tag, step, task): w[4 l + i] = word i of block
+ * b0 + l. With AVX2, four blocks per vector of 64-bit lanes (the low 32 bits of a lane are the word; the products
+ * are _mm256_mul_epu32 of the low halves, and the high halves are never read before the final mask). */
+#if defined(__AVX2__)
+static void philox_blocks(key2 key, uint32_t b0, uint32_t task, uint32_t step, uint32_t tag, int nb, uint32_t *w) {
+    enum { V = LANES / 4 };
+    __m256i c0[V], c1[V], c2[V], c3[V];
+    const __m256i m0 = _mm256_set1_epi64x(PHILOX_M0), m1 = _mm256_set1_epi64x(PHILOX_M1);
+    const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
+    int nv = (nb + 3) / 4;
+    for (int v = 0; v < nv; v++) {
+        c0[v] = _mm256_add_epi64(_mm256_set1_epi64x((int64_t)b0 + 4 * v), lane);
+        c1[v] = _mm256_set1_epi64x(task);
+        c2[v] = _mm256_set1_epi64x(step);
+        c3[v] = _mm256_set1_epi64x(tag);
+    }
+    uint32_t k0 = key.k0, k1 = key.k1;
+    for (int r = 0; r < 10; r++) {
+        const __m256i K0 = _mm256_set1_epi64x(k0), K1 = _mm256_set1_epi64x(k1);
+        for (int v = 0; v < nv; v++) {
+            __m256i p0 = _mm256_mul_epu32(c0[v], m0), p1 = _mm256_mul_epu32(c2[v], m1);
+            __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), c1[v]), K0);
+            __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p0, 32), c3[v]), K1);
+            c1[v] = p1;
+            c3[v] = p0;
+            c0[v] = n0;
+            c2[v] = n2;
+        }
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
+    }
+    /* interleave: the low 32 bits of lane l of (c0, c1, c2, c3) are words 0..3 of block 4 v + l */
+    for (int v = 0; v < nv; v++) {
+        __m256i a = _mm256_or_si256(_mm256_and_si256(c0[v], _mm256_set1_epi64x(0xFFFFFFFF)), _mm256_slli_epi64(c1[v], 32));
+        __m256i b = _mm256_or_si256(_mm256_and_si256(c2[v], _mm256_set1_epi64x(0xFFFFFFFF)), _mm256_slli_epi64(c3[v], 32));
+        __m256i lo = _mm256_unpacklo_epi64(a, b), hi = _mm256_unpackhi_epi64(a, b);   /* blocks (0, 2), (1, 3) */
+        _mm256_storeu_si256((__m256i *)(w + 16 * v), _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_storeu_si256((__m256i *)(w + 16 * v + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+}
+#else
+static void philox_blocks(key2 key, uint32_t b0, uint32_t task, uint32_t step, uint32_t tag, int nb, uint32_t *w) {
+    for (int l = 0; l < nb; l++) {
+        uint32_t c0 = b0 + (uint32_t)l, c1 = task, c2 = step, c3 = tag, k0 = key.k0, k1 = key.k1;
+        for (int r = 0; r < 10; r++) {
+            uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+            c0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+            c2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+            c1 = (uint32_t)p1;
+            c3 = (uint32_t)p0;
+            k0 += PHILOX_W0;
+            k1 += PHILOX_W1;
+        }
+        w[4 * l] = c0; w[4 * l + 1] = c1; w[4 * l + 2] = c2; w[4 * l + 3] = c3;
+    }
+}
+#endif
+
+/* Values f0 .. f0 + count - 1 (f0 a multiple of 4) of the stream as 32-bit words. */
+static void stream_words(key2 key, uint32_t tag, uint32_t step, uint32_t task, int64_t f0, int64_t count,
+                         uint32_t *out) {
+    uint32_t w[CHUNK];
+    for (int64_t f = 0; f < count; f += CHUNK) {
+        int64_t m = count - f < CHUNK ? count - f : CHUNK;
+        philox_blocks(key, (uint32_t)((f0 + f) / 4), task, step, tag, (int)((m + 3) / 4), w);
+        memcpy(out + f, w, (size_t)m * sizeof(uint32_t));
+    }
+}
+
+/* Standard normals f0 .. f0 + count - 1 (f0 a multiple of 4) of the stream. */
+static void stream_normals(key2 key, uint32_t tag, uint32_t step, uint32_t task, int64_t f0, int64_t count,
+                           float *out) {
+    uint32_t w[CHUNK];
+    float ur[CHUNK / 2], ut[CHUNK / 2], rad[CHUNK / 2], cs[CHUNK / 2], sn[CHUNK / 2], z[CHUNK];
+    const float two_pi = 6.28318530717958647692f, u24 = 5.9604644775390625e-08f;
+    for (int64_t f = 0; f < count; f += CHUNK) {
+        int64_t m = count - f < CHUNK ? count - f : CHUNK;
+        /* whole vectors of 8 pairs, whatever the count: a value is computed by the same code wherever it is drawn */
+        int nb = (int)((m + 3) / 4), np = (int)round_up(2 * nb, 8);
+        philox_blocks(key, (uint32_t)((f0 + f) / 4), task, step, tag, np / 2, w);
+        for (int q = 0; q < np; q++) {
+            ur[q] = (float)(w[2 * q] >> 8) * u24;
+            ut[q] = (float)(w[2 * q + 1] >> 8) * u24 * two_pi;
+        }
+        for (int q = 0; q < np; q++) rad[q] = logf(1.0f - ur[q]);
+        for (int q = 0; q < np; q++) rad[q] = sqrtf(-2.0f * rad[q]);
+        for (int q = 0; q < np; q++) cs[q] = cosf(ut[q]);
+        for (int q = 0; q < np; q++) sn[q] = sinf(ut[q]);
+        for (int q = 0; q < np; q++) { z[2 * q] = rad[q] * cs[q]; z[2 * q + 1] = rad[q] * sn[q]; }
+        memcpy(out + f, z, (size_t)m * sizeof(float));
+    }
+}
+
+/* ----------------------------------------------------------------------------------------------------------------
+ * cls_draw
+ */
+
+typedef struct {
+    int64_t S, T, G, n_max, C_max, P_max, d_max;
+    int64_t first;                     /* task index of the first context */
+    int64_t step;
+    const uint32_t *key_seed;          /* (S, 2) */
+    const uint32_t *key_coord;         /* (S, d_max, 2) */
+    const uint32_t *key_proto;         /* (S, d_max, P_max, 2) */
+    const int32_t *g_seed, *g_code, *g_P, *g_C, *g_d, *g_k, *g_n;   /* (G,): g_n = points - 1 */
+    const float *g_tau;                /* (G,) */
+    int32_t need_class;                /* some task draws the class of a point (balanced, clustered) */
+    float *xs;                         /* (G, T, d_max, np), np = n_max rounded up to VEC: zero beyond a context */
+    float *xq;                         /* (G, T, d_max) */
+    int32_t *lab;                      /* (G, T, np) */
+    int32_t *lq;                       /* (G, T) */
+    float *protos;                     /* (G, T, C_max, P_max, d_max) or NULL */
+    int64_t *length_words;             /* (S, T) or NULL */
+    int64_t threads;
+    uint8_t *work;                     /* threads x cls_draw_workspace bytes */
+} draw_spec;
+
+/* Per-thread scratch (floats and ints, each a multiple of CHUNK so every stream call writes whole chunks). */
+typedef struct {
+    float *zx;       /* (d_max, n1p): input normals of the context, coordinate-major */
+    float *zp;       /* (d_max, P_max, C_maxp): prototype normals */
+    float *pr;       /* (C_max, P_max, d_max): the task's prototypes */
+    float *xh;       /* (d_max, n1p): the task's inputs */
+    float *cx;       /* (d_max, n1p): each point's class vector (clustered tasks) */
+    float *best;     /* (n1p) */
+    float *score;    /* (n1p) */
+    float *norm;     /* (n1p) */
+    float *cz;       /* (d_max, CHUNK): pool candidates */
+    float *cnorm;    /* (CHUNK) */
+    float *first;    /* (C_max, d_max): the first candidate of each class */
+    float *tab;      /* (C_max) */
+    uint32_t *m24;   /* (n1p) */
+    int32_t *kc;     /* (n1p): drawn class */
+    int32_t *lbl;    /* (n1p): label */
+    int32_t *cl;     /* (CHUNK): candidate labels */
+    int32_t *order;  /* (n1p): points grouped by class, in point order */
+    int32_t *start;  /* (C_max + 1) */
+    int32_t *need;   /* (C_max) */
+    int32_t *found;  /* (C_max) */
+    int32_t *has_first; /* (C_max) */
+} scratch;
+
+static int64_t draw_floats(const draw_spec *s) {
+    int64_t n1p = round_up(s->n_max + 1, CHUNK), Cp = round_up(s->C_max, 4);
+    return 3 * s->d_max * n1p + s->d_max * s->P_max * Cp + s->C_max * s->P_max * s->d_max + 3 * n1p
+           + s->d_max * CHUNK + CHUNK + s->C_max * s->d_max + s->C_max;
+}
+
+static int64_t draw_ints(const draw_spec *s) {
+    int64_t n1p = round_up(s->n_max + 1, CHUNK);
+    return 4 * n1p + CHUNK + (s->C_max + 1) + 3 * s->C_max;
+}
+
+int64_t cls_draw_workspace(const draw_spec *s) { return 4 * (draw_floats(s) + draw_ints(s)) + 64; }
+
+static scratch carve(const draw_spec *s, uint8_t *base) {
+    int64_t n1p = round_up(s->n_max + 1, CHUNK), Cp = round_up(s->C_max, 4);
+    int64_t dm = s->d_max, Pm = s->P_max, Cm = s->C_max;
+    float *f = (float *)base;
+    scratch w;
+    w.zx = f; f += dm * n1p;
+    w.zp = f; f += dm * Pm * Cp;
+    w.pr = f; f += Cm * Pm * dm;
+    w.xh = f; f += dm * n1p;
+    w.cx = f; f += dm * n1p;
+    w.best = f; f += n1p;
+    w.score = f; f += n1p;
+    w.norm = f; f += n1p;
+    w.cz = f; f += dm * CHUNK;
+    w.cnorm = f; f += CHUNK;
+    w.first = f; f += Cm * dm;
+    w.tab = f; f += Cm;
+    int32_t *i = (int32_t *)f;
+    w.m24 = (uint32_t *)i; i += n1p;
+    w.kc = i; i += n1p;
+    w.lbl = i; i += n1p;
+    w.order = i; i += n1p;
+    w.cl = i; i += CHUNK;
+    w.start = i; i += Cm + 1;
+    w.need = i; i += Cm;
+    w.found = i; i += Cm;
+    w.has_first = i;
+    return w;
+}
+
+static key2 key_at(const uint32_t *k, int64_t i) { key2 r = {k[2 * i], k[2 * i + 1]}; return r; }
+
+/* The inverse norms 1 / max(|x_p|, 1e-30) of the points 0 .. m-1 of src (d coordinates, row stride ld). */
+static void inverse_norms(const float *src, int64_t ld, int64_t d, int64_t m, float *inv) {
+    m = round_up(m, VEC);
+    for (int64_t p = 0; p < m; p++) inv[p] = 0.0f;
+    for (int64_t c = 0; c < d; c++) {
+        const float *x = src + c * ld;
+        for (int64_t p = 0; p < m; p++) inv[p] += x[p] * x[p];
+    }
+    for (int64_t p = 0; p < m; p++) inv[p] = 1.0f / fmaxf(sqrtf(inv[p]), 1e-30f);
+}
+
+/* dst = the points 0 .. m-1 of src normalised, x / max(|x|, 1e-30) (dst may be src). */
+static void normalise_points(float *dst, const float *src, int64_t ld, int64_t d, int64_t m, float *inv) {
+    inverse_norms(src, ld, d, m, inv);
+    m = round_up(m, VEC);
+    for (int64_t c = 0; c < d; c++) {
+        const float *x = src + c * ld;
+        float *y = dst + c * ld;
+        for (int64_t p = 0; p < m; p++) y[p] = x[p] * inv[p];
+    }
+}
+
+/* lbl[p] = argmax over (class k < C, prototype q < P) of pr_{k,q}^T x_p, as its class (the first maximum), for the
+ * points p < m of xh (d coordinates, row stride ld); vectorised over the points. */
+static void label_points(const float *pr, int64_t Pm, int64_t dm, int64_t C, int64_t P, const float *xh, int64_t ld,
+                         int64_t d, int64_t m, float *best, float *score, int32_t *lbl) {
+    m = round_up(m, VEC);
+    for (int64_t k = 0; k < C; k++)
+        for (int64_t q = 0; q < P; q++) {
+            const float *v = pr + (k * Pm + q) * dm;
+            for (int64_t p = 0; p < m; p++) score[p] = 0.0f;
+            for (int64_t c = 0; c < d; c++) {
+                const float vc = v[c], *x = xh + c * ld;
+                for (int64_t p = 0; p < m; p++) score[p] += vc * x[p];
+            }
+            if (k == 0 && q == 0) {
+                for (int64_t p = 0; p < m; p++) { best[p] = score[p]; lbl[p] = 0; }
+            } else {
+                const int32_t kk = (int32_t)k;
+                for (int64_t p = 0; p < m; p++) {
+                    int up = score[p] > best[p];
+                    best[p] = up ? score[p] : best[p];
+                    lbl[p] = up ? kk : lbl[p];
+                }
+            }
+        }
+}
+
+/* Write the points 0 .. m-1 (0: the query) of task g, context t: their d_max coordinates from xh (zero from d on;
+ * scaled by inv on the way when it is given, through the scratch row tmp) and their labels. */
+static void put_points(const draw_spec *s, int64_t g, int64_t t, const float *xh, int64_t ld, int64_t d,
+                       const int32_t *lbl, int64_t m, const float *inv, float *tmp) {
+    int64_t dm = s->d_max, nm = round_up(s->n_max, VEC), gt = g * s->T + t, mv = round_up(m, VEC);
+    float *xq = s->xq + gt * dm, *xs = s->xs + gt * dm * nm;
+    int32_t *lab = s->lab + gt * nm;
+    for (int64_t c = 0; c < dm; c++) {
+        float *row = xs + c * nm;
+        if (c < d && inv) {                       /* the points normalised on the way (whole vectors) */
+            const float *x = xh + c * ld;
+            for (int64_t p = 0; p < mv; p++) tmp[p] = x[p] * inv[p];
+            xq[c] = tmp[0];
+            memcpy(row, tmp + 1, (size_t)(m - 1) * sizeof(float));
+            memset(row + (m - 1), 0, (size_t)(nm - (m - 1)) * sizeof(float));
+        } else if (c < d) {
+            xq[c] = xh[c * ld];
+            memcpy(row, xh + c * ld + 1, (size_t)(m - 1) * sizeof(float));
+            memset(row + (m - 1), 0, (size_t)(nm - (m - 1)) * sizeof(float));
+        } else {
+            xq[c] = 0.0f;
+            memset(row, 0, (size_t)nm * sizeof(float));
+        }
+    }
+    s->lq[gt] = lbl[0];
+    memcpy(lab, lbl + 1, (size_t)(m - 1) * sizeof(int32_t));
+    memset(lab + (m - 1), 0, (size_t)(nm - (m - 1)) * sizeof(int32_t));
+}
+
+/* The class-balanced points 0 .. m-1 of task g (see tasks.py): candidates scanned in pool order until every class
+ * has the candidates its points take, or the pool (R = 16 m) ends. */
+static void balanced(const draw_spec *s, scratch *w, int64_t sd, int64_t t, int64_t C, int64_t d,
+                     int64_t m) {
+    int64_t dm = s->d_max, Pm = s->P_max, n1p = round_up(s->n_max + 1, CHUNK), R = 16 * m;
+    uint32_t step = (uint32_t)s->step, task = (uint32_t)(s->first + t);
+    for (int64_t p = 0; p < m; p++) w->kc[p] = (int32_t)(((uint64_t)w->m24[p] * (uint64_t)C) >> 24);
+    for (int64_t k = 0; k <= C; k++) w->start[k] = 0;
+    for (int64_t p = 0; p < m; p++) w->start[w->kc[p] + 1]++;
+    for (int64_t k = 0; k < C; k++) { w->need[k] = w->start[k + 1]; w->start[k + 1] += w->start[k];
+                                      w->found[k] = 0; w->has_first[k] = 0; }
+    for (int64_t p = 0; p < m; p++) { int32_t k = w->kc[p]; w->order[w->start[k] + w->found[k]++] = (int32_t)p; }
+    for (int64_t k = 0; k < C; k++) w->found[k] = 0;
+    int64_t left = m;
+    for (int64_t j0 = 0; j0 < R && left > 0; j0 += CHUNK) {
+        int64_t cnt = R - j0 < CHUNK ? R - j0 : CHUNK;
+        for (int64_t c = 0; c < d; c++)
+            stream_normals(key_at(s->key_coord, sd * dm + c), 0x205, step, task, j0, cnt, w->cz + c * CHUNK);
+        normalise_points(w->cz, w->cz, CHUNK, d, cnt, w->cnorm);
+        label_points(w->pr, Pm, dm, C, 1, w->cz, CHUNK, d, cnt, w->cnorm, w->score, w->cl);
+        for (int64_t j = 0; j < cnt && left > 0; j++) {
+            int32_t k = w->cl[j];
+            if (!w->has_first[k]) {
+                w->has_first[k] = 1;
+                for (int64_t c = 0; c < d; c++) w->first[k * dm + c] = w->cz[c * CHUNK + j];
+            }
+            if (w->found[k] < w->need[k]) {
+                int64_t p = w->order[w->start[k] + w->found[k]++];
+                for (int64_t c = 0; c < d; c++) w->xh[c * n1p + p] = w->cz[c * CHUNK + j];
+                w->lbl[p] = k;
+                left--;
+            }
+        }
+    }
+    if (left > 0) {   /* the pool ended: classes with too few candidates reuse them, empty ones borrow */
+        for (int64_t k = 0; k < C; k++) {
+            int64_t have = w->found[k];
+            if (have >= w->need[k]) continue;
+            int64_t kk = k;
+            if (have == 0)
+                for (int64_t o = 1; o < C; o++)
+                    if (w->has_first[(k + o) % C]) { kk = (k + o) % C; break; }
+            for (int64_t r = have; r < w->need[k]; r++) {
+                int64_t p = w->order[w->start[k] + r];
+                for (int64_t c = 0; c < d; c++)
+                    w->xh[c * n1p + p] = have ? w->xh[c * n1p + w->order[w->start[k] + r % have]] : w->first[kk * dm + c];
+                w->lbl[p] = (int32_t)kk;
+            }
+        }
+    }
+}
+
+static void draw_item(const draw_spec *s, scratch *w, int64_t sd, int64_t t) {
+    int64_t dm = s->d_max, Pm = s->P_max, Cm = s->C_max, n1 = s->n_max + 1;
+    int64_t n1p = round_up(n1, CHUNK), Cp = round_up(Cm, 4), n1v = round_up(n1, VEC);
+    uint32_t step = (uint32_t)s->step, task = (uint32_t)(s->first + t);
+    for (int64_t c = 0; c < dm; c++) {
+        stream_normals(key_at(s->key_coord, sd * dm + c), 0x201, step, task, 0, n1v, w->zx + c * n1p);
+        for (int64_t q = 0; q < Pm; q++)
+            stream_normals(key_at(s->key_proto, (sd * dm + c) * Pm + q), 0x202, step, task, 0, Cm,
+                           w->zp + (c * Pm + q) * Cp);
+    }
+    if (s->need_class) {
+        stream_words(key_at(s->key_seed, sd), 0x203, step, task, 0, n1v, w->m24);
+        for (int64_t p = 0; p < n1v; p++) w->m24[p] >>= 8;
+    }
+    if (s->length_words) {
+        uint32_t lw[CHUNK];
+        stream_words(key_at(s->key_seed, sd), 0x204, step, task, 0, 4, lw);
+        s->length_words[sd * s->T + t] = (int64_t)(lw[0] >> 8);
+    }
+    int64_t pr_C = -1, pr_dp = -1;          /* the (C, dp) the prototypes in w->pr were made for */
+    int cx_ready = 0;                       /* w->cx holds the class vectors of the points for these prototypes */
+    for (int64_t g = 0; g < s->G; g++) {
+        if (s->g_seed[g] != sd) continue;
+        int64_t code = s->g_code[g], C = s->g_C[g], P = s->g_P[g], d = s->g_d[g];
+        int64_t dp = code == READ_SUBSPACE && s->g_k[g] < d ? s->g_k[g] : d;     /* prototype coordinates in use */
+        if (C != pr_C || dp != pr_dp) { pr_C = C; pr_dp = dp; cx_ready = 0; }
+        else goto made;                     /* the same prototypes as the previous task of this seed */
+        /* prototypes: normalise(z) over the first dp coordinates, for every class and prototype slot */
+        for (int64_t k = 0; k < Cm; k++)
+            for (int64_t q = 0; q < Pm; q++) {
+                float *v = w->pr + (k * Pm + q) * dm, nn = 0.0f;
+                for (int64_t c = 0; c < dm; c++) { v[c] = c < dp ? w->zp[(c * Pm + q) * Cp + k] : 0.0f; nn += v[c] * v[c]; }
+                nn = fmaxf(sqrtf(nn), 1e-30f);
+                for (int64_t c = 0; c < dm; c++) v[c] = v[c] / nn;
+            }
+    made:
+        if (s->protos) memcpy(s->protos + (g * s->T + t) * Cm * Pm * dm, w->pr, (size_t)(Cm * Pm * dm) * sizeof(float));
+        int64_t m = code == READ_BALANCED ? s->g_n[g] + 1 : n1;
+        if (code == READ_UNIFORM || code == READ_SUBSPACE) {
+            normalise_points(w->xh, w->zx, n1p, d, n1, w->norm);
+            label_points(w->pr, Pm, dm, C, P, w->xh, n1p, d, n1, w->best, w->score, w->lbl);
+        } else if (code == READ_CLUSTERED) {
+            float tau = s->g_tau[g], sq = sqrtf((float)d);
+            if (!cx_ready) {               /* each point's class vector c_k, shared by the seed's clustered tasks */
+                for (int64_t p = 0; p < n1v; p++) w->kc[p] = (int32_t)(((uint64_t)w->m24[p] * (uint64_t)C) >> 24);
+                for (int64_t c = 0; c < d; c++) {
+                    for (int64_t k = 0; k < C; k++) w->tab[k] = w->pr[k * Pm * dm + c];
+                    lookup(w->cx + c * n1p, w->kc, w->tab, C, n1v);
+                }
+                cx_ready = 1;
+            }
+            for (int64_t c = 0; c < d; c++) {
+                float *x = w->xh + c * n1p;
+                const float *z = w->zx + c * n1p, *cx = w->cx + c * n1p;
+                for (int64_t p = 0; p < n1v; p++) x[p] = z[p] * tau / sq + cx[p];      /* c_k + tau z / sqrt(d) */
+            }
+            inverse_norms(w->xh, n1p, d, n1, w->norm);
+            memcpy(w->lbl, w->kc, (size_t)n1 * sizeof(int32_t));
+        } else {
+            balanced(s, w, sd, t, C, d, m);
+        }
+        put_points(s, g, t, w->xh, n1p, d, w->lbl, m, code == READ_CLUSTERED ? w->norm : NULL, w->score);
+    }
+}
+
+/* A parallel loop over items 0 .. count-1: threads take the next `grain` items from a shared counter until none are
+ * left, so a thread that the machine runs slower takes fewer. Each item writes only its own outputs, whichever thread
+ * runs it, so the numbers do not depend on the thread count or the schedule. */
+typedef struct {
+    void (*item)(const void *spec, uint8_t *work, int64_t i);
+    const void *spec;
+    uint8_t *work;             /* per thread: stride bytes each */
+    int64_t stride, count, grain;
+    int64_t next;              /* the shared counter */
+} pool;
+
+typedef struct { pool *p; int64_t thread; } pool_arg;
+
+static void *pool_run(void *arg) {
+    pool_arg *a = (pool_arg *)arg;
+    pool *p = a->p;
+    uint8_t *work = p->work + a->thread * p->stride;
+    for (;;) {
+        int64_t lo = __atomic_fetch_add(&p->next, p->grain, __ATOMIC_RELAXED);
+        if (lo >= p->count) break;
+        int64_t hi = lo + p->grain < p->count ? lo + p->grain : p->count;
+        for (int64_t i = lo; i < hi; i++) p->item(p->spec, work, i);
+    }
+    return NULL;
+}
+
+static void parallel_for(pool *p, int64_t threads) {
+    pthread_t tid[64];
+    pool_arg args[64];
+    int started[64] = {0};
+    int64_t nth = threads < 1 ? 1 : (threads > 64 ? 64 : threads);
+    p->next = 0;
+    for (int64_t i = 0; i < nth; i++) { args[i].p = p; args[i].thread = i; }
+    for (int64_t i = 1; i < nth; i++) started[i] = pthread_create(&tid[i], NULL, pool_run, &args[i]) == 0;
+    pool_run(&args[0]);
+    for (int64_t i = 1; i < nth; i++)
+        if (started[i]) pthread_join(tid[i], NULL);
+}
+
+static void draw_one(const void *spec, uint8_t *work, int64_t i) {
+    const draw_spec *s = (const draw_spec *)spec;
+    scratch w = carve(s, work);
+    draw_item(s, &w, i / s->T, i % s->T);
+}
+
+int cls_draw(const draw_spec *s) {
+    pool p = {draw_one, s, s->work, cls_draw_workspace(s), s->S * s->T, 4, 0};
+    parallel_for(&p, s->threads);
+    return 1;
+}
+
+/* ----------------------------------------------------------------------------------------------------------------
+ * cls_loss
+ */
+
+typedef struct {
+    int64_t K, T, n_max, C_max, d_max;
+    const int32_t *group, *code, *C, *d;     /* (K,): task, model (0 softmax, 1 linear s/n, 2 linear s), sizes */
+    const int32_t *n;                        /* (K,) context lengths, or NULL with lengths */
+    const int64_t *lengths;                  /* (K, T) context lengths (a mixture), or NULL */
+    const float *A, *WV;                     /* (K, D, D), D = d_max + C_max */
+    const float *xs, *xq;                    /* tasks (G, T, d_max, np), (G, T, d_max); np = n_max rounded up to VEC */
+    const int32_t *lab, *lq;                 /* (G, T, np), (G, T) */
+    float *loss;                             /* (K,) mean cross-entropy */
+    float *gA, *gWV;                         /* (K, D, D) gradients of loss[k] */
+    float *logits;                           /* cls_logits: (K, T, C_max) */
+    int64_t threads;
+    uint8_t *work;                           /* threads x cls_loss_workspace bytes */
+} loss_spec;
+
+int64_t cls_loss_workspace(const loss_spec *s) {
+    int64_t D = s->d_max + s->C_max;
+    return 4 * (3 * round_up(s->n_max, VEC) + 8 * D) + 64;
+}
+
+/* Blocks of VEC = 8 points as GCC/Clang vector types (AVX2 registers where there are some; the compiler lowers them
+ * otherwise). Loads and stores go through memcpy: no alignment is assumed. */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+static inline v8f ld(const float *p) { v8f v; memcpy(&v, p, sizeof v); return v; }
+static inline v8i ldi(const int32_t *p) { v8i v; memcpy(&v, p, sizeof v); return v; }
+static inline v8f splat(float x) { v8f v = {x, x, x, x, x, x, x, x}; return v; }
+static inline v8i splati(int32_t x) { v8i v = {x, x, x, x, x, x, x, x}; return v; }
+static inline v8f masked(v8i m, v8f a) { return (v8f)((v8i)a & m); }
+static inline float hsum(v8f v) { float s = 0.0f; for (int l = 0; l < VEC; l++) s += v[l]; return s; }
+
+/* sum_i w[i] x[i] over i < n (n a multiple of VEC), with four independent accumulators (a single one would wait
+ * for every addition). */
+static float dot(const float *w, const float *x, int64_t n) {
+    v8f a0 = splat(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 4 * VEC <= n; i += 4 * VEC) {
+        a0 += ld(w + i) * ld(x + i);
+        a1 += ld(w + i + VEC) * ld(x + i + VEC);
+        a2 += ld(w + i + 2 * VEC) * ld(x + i + 2 * VEC);
+        a3 += ld(w + i + 3 * VEC) * ld(x + i + 3 * VEC);
+    }
+    for (; i < n; i += VEC) a0 += ld(w + i) * ld(x + i);
+    return hsum((a0 + a1) + (a2 + a3));
+}
+
+/* out[c] = sum of w[i] over the i < n with lab[i] = c, for c < C (n a multiple of VEC), four accumulators each. */
+static void sum_by_label(float *out, const float *w, const int32_t *lab, int64_t C, int64_t n) {
+    for (int32_t c = 0; c < (int32_t)C; c++) {
+        const v8i cv = splati(c);
+        v8f a0 = splat(0.0f), a1 = a0, a2 = a0, a3 = a0;
+        int64_t i = 0;
+        for (; i + 4 * VEC <= n; i += 4 * VEC) {
+            a0 += masked(ldi(lab + i) == cv, ld(w + i));
+            a1 += masked(ldi(lab + i + VEC) == cv, ld(w + i + VEC));
+            a2 += masked(ldi(lab + i + 2 * VEC) == cv, ld(w + i + 2 * VEC));
+            a3 += masked(ldi(lab + i + 3 * VEC) == cv, ld(w + i + 3 * VEC));
+        }
+        for (; i < n; i += VEC) a0 += masked(ldi(lab + i) == cv, ld(w + i));
+        out[c] = hsum((a0 + a1) + (a2 + a3));
+    }
+}
+
+/* The forward pass of configuration k on context gt (length n): the scores' y-part and x-part into u, the weights
+ * a (softmax: exp(s_i - max), not normalised; linear: s_i / n or s_i; 0 beyond n), h = sum_i a_i [x_i; y_i] / Z into
+ * hx, hy, and the logits of the classes c < nl into lg. Returns 1/Z (softmax) or 1 (linear). */
+typedef struct { float *sc, *a, *u, *hx, *hy, *lg; } fwd_buf;
+
+static float forward_context(const loss_spec *s, int64_t k, int64_t gt, int64_t n, const fwd_buf *b, int64_t nl) {
+    int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), nb = round_up(n, VEC);
+    int64_t code = s->code[k], C = s->C[k], d = s->d[k];
+    const float *A = s->A + k * D * D, *WV = s->WV + k * D * D;
+    const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
+    const int32_t *lab = s->lab + gt * np;
+    float *sc = b->sc, *a = b->a, *u = b->u, *hx = b->hx, *hy = b->hy;
+    /* u = A[:, :d] x_q: rows 0..d-1 (x part) and d_max..d_max+C-1 (y part) */
+    for (int64_t e = 0; e < d; e++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[e * D + f] * q[f]; u[e] = v; }
+    for (int64_t c = 0; c < C; c++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[(dm + c) * D + f] * q[f]; u[dm + c] = v; }
+    /* scores s_i = x_i^T u_x + u_y[label_i] (LOW beyond the context) */
+    lookup(sc, lab, u + dm, C, nb);
+    for (int64_t e = 0; e < d; e++) { const float *xe = x + e * np; float ue = u[e]; for (int64_t i = 0; i < nb; i++) sc[i] += ue * xe[i]; }
+    for (int64_t i = 0; i < nb; i++) sc[i] = i < n ? sc[i] : LOW;
+    /* attention weights */
+    float iz = 1.0f, lin = code == 1 ? 1.0f / (float)n : 1.0f;
+    if (code == 0) {
+        float mx = sc[0];
+        for (int64_t i = 1; i < nb; i++) mx = fmaxf(mx, sc[i]);
+        for (int64_t i = 0; i < nb; i++) a[i] = expf(sc[i] - mx);
+        float Z = 0.0f;
+        for (int64_t i = 0; i < nb; i += VEC) Z += hsum(ld(a + i));
+        iz = 1.0f / Z;
+    } else {
+        for (int64_t i = 0; i < nb; i++) a[i] = i < n ? sc[i] * lin : 0.0f;
+    }
+    /* h = sum_i a_i [x_i; y_i] / Z */
+    for (int64_t e = 0; e < d; e++) hx[e] = dot(a, x + e * np, nb) * iz;
+    sum_by_label(hy, a, lab, C, nb);
+    for (int64_t c = 0; c < C; c++) hy[c] *= iz;
+    /* logits z_c = W_V[y_c] . [h_x; h_y] */
+    for (int64_t c = 0; c < nl; c++) {
+        const float *wr = WV + (dm + c) * D;
+        float v = 0.0f;
+        for (int64_t f = 0; f < d; f++) v += wr[f] * hx[f];
+        for (int64_t f = 0; f < C; f++) v += wr[dm + f] * hy[f];
+        b->lg[c] = v;
+    }
+    return iz;
+}
+
+/* One configuration k: its loss and gradients, summed over its contexts in order. A pass over a context's points
+ * runs over whole blocks of VEC points (the rows are padded to whole blocks); the weights of points beyond the
+ * context length are 0. */
+static void loss_unit(const loss_spec *s, int64_t k, float *work) {
+    int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), T = s->T;
+    int64_t g = s->group[k], code = s->code[k], C = s->C[k], d = s->d[k];
+    const float *WV = s->WV + k * D * D;
+    float *gA = s->gA + k * D * D, *gWV = s->gWV + k * D * D;
+    memset(gA, 0, (size_t)(D * D) * sizeof(float));
+    memset(gWV, 0, (size_t)(D * D) * sizeof(float));
+    float *sc = work, *a = sc + np, *da = a + np;
+    float *u = da + np, *hx = u + D, *dhx = hx + dm, *dux = dhx + dm;
+    float *hy = dux + dm, *dhy = hy + Cm, *duy = dhy + Cm, *lg = duy + Cm;
+    const fwd_buf fb = {sc, a, u, hx, hy, lg};
+    double total = 0.0;
+    const float inv_T = 1.0f / (float)T;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t gt = g * T + t;
+        const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
+        const int32_t *lab = s->lab + gt * np;
+        int64_t n = s->lengths ? s->lengths[k * T + t] : s->n[k], nb = round_up(n, VEC);
+        const float iz = forward_context(s, k, gt, n, &fb, C), lin = code == 1 ? 1.0f / (float)n : 1.0f;
+        /* the cross-entropy of the query's label */
+        float lm = lg[0];
+        for (int64_t c = 1; c < C; c++) lm = fmaxf(lm, lg[c]);
+        int64_t y = s->lq[gt];
+        float ly = lg[y], Zl = 0.0f;
+        for (int64_t c = 0; c < C; c++) { lg[c] = expf(lg[c] - lm); Zl += lg[c]; }
+        total += (double)(logf(Zl) + lm - ly);          /* logsumexp(logits) - logits[y] */
+        /* backward: dL/dlogits = (p - e_y) / T, then dL/dW_V and dL/dh */
+        float izl = 1.0f / Zl;
+        for (int64_t c = 0; c < C; c++) lg[c] = (lg[c] * izl - (c == y ? 1.0f : 0.0f)) * inv_T;
+        for (int64_t f = 0; f < d; f++) dhx[f] = 0.0f;
+        for (int64_t f = 0; f < C; f++) dhy[f] = 0.0f;
+        for (int64_t c = 0; c < C; c++) {
+            const float *wr = WV + (dm + c) * D;
+            float *gr = gWV + (dm + c) * D, l = lg[c];
+            for (int64_t f = 0; f < d; f++) { gr[f] += l * hx[f]; dhx[f] += l * wr[f]; }
+            for (int64_t f = 0; f < C; f++) { gr[dm + f] += l * hy[f]; dhy[f] += l * wr[dm + f]; }
+        }
+        /* dL/da_i = dhx^T x_i + dhy[label_i]; dL/ds_i: softmax a_i (da_i - rho) / Z with rho = dhx^T h_x + dhy^T h_y
+         * (= sum_j a_j da_j / Z), linear da_i / n or da_i; 0 beyond n */
+        lookup(da, lab, dhy, C, nb);
+        for (int64_t e = 0; e < d; e++) { const float *xe = x + e * np; float v = dhx[e]; for (int64_t i = 0; i < nb; i++) da[i] += v * xe[i]; }
+        if (code == 0) {
+            float rho = 0.0f;
+            for (int64_t f = 0; f < d; f++) rho += dhx[f] * hx[f];
+            for (int64_t f = 0; f < C; f++) rho += dhy[f] * hy[f];
+            for (int64_t i = 0; i < nb; i++) da[i] = a[i] * iz * (da[i] - rho);
+        } else {
+            for (int64_t i = 0; i < nb; i++) da[i] = i < n ? da[i] * lin : 0.0f;
+        }
+        /* du = sum_i ds_i [x_i; y_i]; dA[:, :d] += du x_q^T */
+        for (int64_t e = 0; e < d; e++) dux[e] = dot(da, x + e * np, nb);
+        sum_by_label(duy, da, lab, C, nb);
+        for (int64_t e = 0; e < d; e++) for (int64_t f = 0; f < d; f++) gA[e * D + f] += dux[e] * q[f];
+        for (int64_t c = 0; c < C; c++) for (int64_t f = 0; f < d; f++) gA[(dm + c) * D + f] += duy[c] * q[f];
+    }
+    s->loss[k] = (float)(total / (double)T);
+}
+
+static void loss_one(const void *spec, uint8_t *work, int64_t k) { loss_unit((const loss_spec *)spec, k, (float *)work); }
+
+int cls_loss(const loss_spec *s) {
+    pool p = {loss_one, s, s->work, cls_loss_workspace(s), s->K, 1, 0};
+    parallel_for(&p, s->threads);
+    return 1;
+}
+
+static void logits_one(const void *spec, uint8_t *work, int64_t k) {
+    const loss_spec *s = (const loss_spec *)spec;
+    int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), T = s->T;
+    float *sc = (float *)work, *a = sc + np, *u = a + np, *hx = u + D, *hy = hx + dm, *lg = hy + Cm;
+    const fwd_buf fb = {sc, a, u, hx, hy, lg};
+    for (int64_t t = 0; t < T; t++) {
+        forward_context(s, k, s->group[k] * T + t, s->lengths ? s->lengths[k * T + t] : s->n[k], &fb, Cm);
+        memcpy(s->logits + (k * T + t) * Cm, lg, (size_t)Cm * sizeof(float));
+    }
+}
+
+/* The logits (K, T, C_max) of every configuration on the contexts of its task (no loss, no gradient). */
+int cls_logits(const loss_spec *s) {
+    pool p = {logits_one, s, s->work, cls_loss_workspace(s), s->K, 1, 0};
+    parallel_for(&p, s->threads);
+    return 1;
+}
