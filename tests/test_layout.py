@@ -81,18 +81,30 @@ def test_cycle_detector_sees_a_cycle(tmp_path, monkeypatch):
         raise AssertionError("a cycle went unnoticed")
 
 
-def test_paper_2_never_reaches_the_fused_kernel():
-    """`make test` re-executes under SOFTMAX_ICL_KERNEL=torch only the notebooks the backend can change; that skips the
-    classification notebook, which is only sound while nothing paper 2 computes with imports the kernel."""
+def test_every_notebook_the_backend_can_change_is_re_executed_under_torch():
+    """`make test` re-executes under SOFTMAX_ICL_KERNEL=torch the notebooks the backend can change: every figure whose
+    computation (its package modules and what they import) reaches the kernel switch (softmax_icl.kernels, which the
+    classification engine's build also reads) must be in the Makefile's NOTEBOOKS_torch and not in SKIP_torch."""
+    import re
+
     graph = _graph()
-    reach, todo = set(), [m for m in graph if m.startswith(("softmax_icl.classification",
-                                                            "softmax_icl.figures.classification_kernel_gd"))]
-    while todo:
-        m = todo.pop()
-        if m not in reach:
-            reach.add(m)
-            todo += [n for n in graph.get(m, ()) if n != "softmax_icl.records"]   # records only loads it for provenance
-    assert not any(m.startswith("softmax_icl.kernels") for m in reach), sorted(m for m in reach if "kernels" in m)
+    makefile = (PKG.parents[1] / "Makefile").read_text()
+
+    def var(name):
+        m = re.search(rf"^{name} \?=((?:.*\\\n)*.*)$", makefile, re.M)
+        return m.group(1).replace("\\\n", " ").split() if m else []
+
+    torch_nbs, skipped = var("NOTEBOOKS_torch"), var("SKIP_torch")
+    roots = {"classification_kernel_gd": ("softmax_icl.classification", "softmax_icl.figures.classification_kernel_gd")}
+    for fig in ("window_adaptation", "norm_scaling", "generalization", "low_rank", "classification_kernel_gd"):
+        reach, todo = set(), [m for m in graph if m.startswith(roots.get(fig, (f"softmax_icl.figures.{fig}",)))]
+        while todo:
+            m = todo.pop()
+            if m not in reach:
+                reach.add(m)
+                todo += [n for n in graph.get(m, ()) if n != "softmax_icl.records"]  # records: provenance only
+        if any(m.startswith("softmax_icl.kernels") for m in reach):
+            assert f"notebooks/{fig}.ipynb" in torch_nbs and fig not in skipped, fig
 
 
 def test_every_notebook_has_the_answer_first_layout():

@@ -96,3 +96,22 @@ def test_unit_parameterisations_give_their_matrix():
     with pytest.raises(ValueError, match="param"):
         AttentionUnit("softmax", "QK", 3, seed_idx, [5, 6], 0.5, "cpu")
     assert math.isfinite(float(unit.matrix().sum().detach()))
+
+
+def test_inner_dimension_gives_a_d_by_d_M_with_the_same_initial_scale():
+    """M_K, M_Q in R^(r x d): M = M_K^T M_Q stays d x d, r = d is the default bit for bit, and the initial M's entries
+    have the same scale for every r (entries of M_K, M_Q drawn with scale init_scale / (r d)^(1/4))."""
+    d, seeds = 3, list(range(200))
+    seed_idx = torch.arange(len(seeds))
+    base = AttentionUnit("softmax", "KQ", d, seed_idx, seeds, 0.5, "cpu")
+    same = AttentionUnit("softmax", "KQ", d, seed_idx, seeds, 0.5, "cpu", inner_dim=d)
+    assert torch.equal(base.matrix(), same.matrix())
+    wide = AttentionUnit("softmax", "KQ", d, seed_idx, seeds, 0.5, "cpu", inner_dim=4 * d)
+    assert wide.MK.shape == (len(seeds), 4 * d, d) and wide.matrix().shape == (len(seeds), d, d)
+    torch.testing.assert_close(wide.matrix(), wide.MK.transpose(1, 2) @ wide.MQ)
+    ratio = float(wide.matrix().detach().std() / base.matrix().detach().std())
+    assert 0.85 < ratio < 1.15, ratio
+    with pytest.raises(ValueError, match="inner_dim"):
+        AttentionUnit("softmax", "KQ", d, seed_idx, seeds, 0.5, "cpu", inner_dim=d - 1)
+    with pytest.raises(ValueError, match="inner_dim"):
+        AttentionUnit("softmax", "M", d, seed_idx, seeds, 0.5, "cpu", inner_dim=4 * d)

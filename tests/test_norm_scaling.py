@@ -40,7 +40,7 @@ def test_profiles_resolve_and_bad_values_are_named():
 def test_sweeps_cover_the_grids_once():
     cfg = resolve("norm_scaling", "default")
     sw = sw_mod.sweeps(cfg)
-    assert set(sw) == {"iso", "n", "noniso", "whitened", "full", "dyn_iso", "dyn_noniso"} | {
+    assert set(sw) == {"iso", "n", "noniso", "whitened", "full", "inner", "dyn_iso", "dyn_noniso"} | {
         f"t34_d{d}" for d in cfg["t34_d"]}
     assert sw["dyn_iso"].lr == cfg["dyn_lr"] and sw["dyn_iso"].init_scale == cfg["dyn_init"]
     assert sw["dyn_noniso"].input_dist == "nonisotropic" and sw["dyn_iso"].steps == cfg["dyn_steps"]

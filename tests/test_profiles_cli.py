@@ -160,7 +160,7 @@ def test_settings_page_names_sources_in_words_and_how_to_change_each_setting():
     for fig in FIGURES.values():
         assert f"softmax-icl run {fig.name} -p NAME VALUE" in text
         for name in fig.params:
-            assert f"`-p {name} VALUE`" in text
+            assert f"* - `{name}`" in text
 
 
 def test_a_paper_run_on_the_cpu_says_it_takes_hours_and_how_to_resume(capsys, monkeypatch):

@@ -85,7 +85,8 @@ def settings_markdown() -> str:
     for fig in FIGURES.values():
         out += ["", f"(settings-{fig.name.replace('_', '-')})=", f"## {fig.title}", "",
                 f"Notebook `notebooks/{fig.notebook}` ({fig.paper}). Values per profile: "
-                + " / ".join(f"*{p}*" for p in PROFILES) + " (one value where all agree).", ""]
+                + " / ".join(f"*{p}*" for p in PROFILES) + " (one value where all agree). Change any of them with "
+                f"`softmax-icl run {fig.name} -p NAME VALUE`, NAME a parameter below.", ""]
         rows = []
         for name, p in fig.params.items():
             vals = [_md(fmt(p.value(pr))) for pr in PROFILES]

@@ -140,10 +140,13 @@ class AttentionUnit(torch.nn.Module):
     ``init_identity`` = w0 > 0 adds w0 I to the initial M (for "KQ": sqrt(w0) I to M_K and M_Q; for "full": to the
     x-blocks of W_K and W_Q), i.e. starts from a positive-definite window M ~ w0 I instead of M ~ 0; 0 (the default)
     leaves the random initialisation unchanged.
+    ``inner_dim`` = r > 0 ("KQ" only) makes M_K, M_Q r x d instead of d x d (M = M_K^T M_Q is still d x d); their
+    entries are drawn with scale ``init_scale / (r d)^(1/4)``, so the initial M has the same entry scale as with
+    r = d. 0 (the default) means r = d.
     """
 
     def __init__(self, kind: str, param: str, d: int, seed_idx: torch.Tensor, init_seeds: list[int],
-                 init_scale: float, device, init_identity: float = 0.0):
+                 init_scale: float, device, init_identity: float = 0.0, inner_dim: int = 0):
         super().__init__()
         if kind not in MODEL_KINDS:
             raise ValueError(f"model={kind!r} is not one of {MODEL_KINDS}")
@@ -152,17 +155,21 @@ class AttentionUnit(torch.nn.Module):
         self.kind, self.param, self.d = kind, param, d
         names = {"M": ["M"], "KQ": ["MK", "MQ"], "full": ["WK", "WQ", "WV"]}[param]
         size = d + 1 if param == "full" else d
+        if inner_dim and (param != "KQ" or int(inner_dim) < d):
+            raise ValueError(f"inner_dim={inner_dim!r} needs param='KQ' and an integer >= d = {d} (or 0 for d)")
+        rows = int(inner_dim) if inner_dim else size
+        scale = init_scale / math.sqrt(size) if rows == size else init_scale / (rows * size) ** 0.25
         per_seed = []
         for s in init_seeds:
             g = torch.Generator().manual_seed(int(s))
-            per_seed.append(torch.randn(len(names), size, size, generator=g) * init_scale / math.sqrt(size))
-        init = torch.stack(per_seed).to(device)[seed_idx]                            # (C, P, size, size)
+            per_seed.append(torch.randn(len(names), rows, size, generator=g) * scale)
+        init = torch.stack(per_seed).to(device)[seed_idx]                            # (C, P, rows, size)
         if init_identity:
             if init_identity < 0:
                 raise ValueError(f"init_identity={init_identity!r} must be >= 0")
-            eye = torch.zeros(size, size, device=device)
+            eye = torch.zeros(rows, size, device=device)
             eye[range(d), range(d)] = 1.0
-            shift = torch.zeros(len(names), size, size, device=device)
+            shift = torch.zeros(len(names), rows, size, device=device)
             if param == "M":
                 shift[0] = init_identity * eye
             else:                                                                # M_K, M_Q (or W_K, W_Q)

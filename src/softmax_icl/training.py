@@ -63,9 +63,10 @@ class Sweep:
     pairs: tuple = ()                            # (L, sigma) pairs replacing the product L x sigma
     init_identity: float = 0.0                   # > 0: start from M ~ init_identity * I (see AttentionUnit)
     lr_schedule: str = "constant"                # constant | cosine (decays to 0 at the last step)
+    inner_dim: int = 0                           # "KQ": rows r of M_K, M_Q in R^(r x d); 0 means r = d
 
     #: fields left out of ``to_dict`` (and so of cache keys) while at their default, so adding them changed no key
-    OPTIONAL = {"init_identity": 0.0, "lr_schedule": "constant"}
+    OPTIONAL = {"init_identity": 0.0, "lr_schedule": "constant", "inner_dim": 0}
 
     def configs(self) -> list[dict]:
         """Flattened grid, seed varying fastest."""
@@ -230,7 +231,7 @@ class SweepProgram:
         self.back_device = self.back.to(device)
         seed_idx = torch.tensor([self.configs[i]["seed"] for i in slots.tolist()])
         self.unit = AttentionUnit(sweep.model, sweep.param, sweep.d, seed_idx, init_seeds, sweep.init_scale, device,
-                                  init_identity=sweep.init_identity)
+                                  init_identity=sweep.init_identity, inner_dim=sweep.inner_dim)
         self.step = 0
         # the fused CPU step where the engine takes every stream's units (decided here, on the host, once)
         fused = [None if sweep.param == "full" else st.fused(sweep.model, sweep.batch_size) for st in self.streams]

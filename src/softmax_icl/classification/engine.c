@@ -9,7 +9,7 @@
  *
  * Streams (softmax_icl.streams): value f of (key, tag, step, task) is word f % 4 of Philox4x32-10(key, (f / 4,
  * task, step, tag)); uniform u = (w >> 8) 2^-24; normals by Box-Muller on the word pairs (0, 1) and (2, 3) of a
- * block: r = sqrt(-2 ln(1 - u0)), theta = 2 pi u1, (r cos theta, r sin theta). Blocks are computed LANES at a time
+ * block: r = sqrt(-2 ln v0), theta = 2 pi u1, (r cos theta, r sin theta), v = (2 (w0 >> 9) + 1) 2^-24 in (0, 1). Blocks are computed LANES at a time
  * in loops over the lanes (vectorised 32 x 32 -> 64-bit products), and the logarithms, roots and sines in separate
  * loops over a block's values (vectorised by the C library's vector maths where it has one).
  */
@@ -139,10 +139,10 @@ static void stream_normals(key2 key, uint32_t tag, uint32_t step, uint32_t task,
         int nb = (int)((m + 3) / 4), np = (int)round_up(2 * nb, 8);
         philox_blocks(key, (uint32_t)((f0 + f) / 4), task, step, tag, np / 2, w);
         for (int q = 0; q < np; q++) {
-            ur[q] = (float)(w[2 * q] >> 8) * u24;
+            ur[q] = (float)(((w[2 * q] >> 9) << 1) | 1u) * u24;                /* odd / 2^24, in (0, 1) */
             ut[q] = (float)(w[2 * q + 1] >> 8) * u24 * two_pi;
         }
-        for (int q = 0; q < np; q++) rad[q] = logf(1.0f - ur[q]);
+        for (int q = 0; q < np; q++) rad[q] = logf(ur[q]);
         for (int q = 0; q < np; q++) rad[q] = sqrtf(-2.0f * rad[q]);
         for (int q = 0; q < np; q++) cs[q] = cosf(ut[q]);
         for (int q = 0; q < np; q++) sn[q] = sinf(ut[q]);

@@ -106,6 +106,18 @@ class FitEntry:
 
 
 @dataclass(frozen=True)
+class InnerDim:
+    """Units with M_K, M_Q in R^(r x d) against the d x d units of the same (class, L) at sigma, n (seed means of the
+    final M), at the (class, L) whose population-optimal w is at least ``regime_w``."""
+
+    r: int
+    keys: list                # (class, L) compared
+    dist: np.ndarray          # ||M_r - M_d||_F / ||M_d||_F
+    dist_next: np.ndarray     # the same against the d x d units of the next L of the grid (the last: the previous)
+    w: np.ndarray             # the r x d units' best multiple of I (seed means)
+
+
+@dataclass(frozen=True)
 class Analysis:
     cfg: dict
     w_grid: np.ndarray
@@ -119,6 +131,7 @@ class Analysis:
     fits: dict = field(default_factory=dict)    # variable -> FitEntry
     M_init: dict = field(default_factory=dict)  # sweep -> initial M (C, d, d): the untrained baselines
     block_init: th.BlockForm | None = None      # the full-weight units at initialisation
+    inner: InnerDim | None = None               # the inner-dimension units (when the "inner" sweep ran)
 
 
 @dataclass(frozen=True)
@@ -321,7 +334,34 @@ def analyse(run: Run, res: dict[str, SweepResult]) -> Analysis:
                                   th.saturation_w(wg, sc.bias[i]))
     return Analysis(cfg, wg, scans, Ms, cov, units, block, fs["WV"], trained_curves,
                     slope_fits(cfg, units["iso"], units["n"]), M_init={k: res[k].M_history[0] for k in MAIN_SWEEPS},
-                    block_init=th.block_form(f0["WK"], f0["WQ"], f0["WV"]))
+                    block_init=th.block_form(f0["WK"], f0["WQ"], f0["WV"]),
+                    inner=inner_dimension(cfg, res, Ms["iso"], units["iso"]) if "inner" in res else None)
+
+
+def inner_dimension(cfg: dict, res: dict[str, SweepResult], M_iso: np.ndarray, u_iso: Units) -> InnerDim:
+    """The rebuttal's inner dimension: seed-mean final M of the r x d units against the d x d units of the iso
+    sweep at the same (class, L, sigma, n), and (the baseline) at the next L of the grid."""
+    r_inner = res["inner"]
+    M_r = final_M(r_inner, cfg["average_last"])
+    sigma, n, Ls = cfg["sigma"], cfg["n"], list(cfg["L_values"])
+
+    def mean_M(M, configs, cls, L):
+        idx = [i for i, c in enumerate(configs) if c["function_class"] == cls and math.isclose(c["L"], L)
+               and math.isclose(c["sigma"], sigma) and c["n"] == n]
+        return M[idx].mean(0)
+
+    keys, dist, dist_next, w = [], [], [], []
+    for cls in cfg["classes"]:
+        for j, L in enumerate(Ls):
+            if seed_mean(u_iso.w_pop, u_iso.configs, [(cls, L, sigma, n)])[0] < cfg["regime_w"]:
+                continue
+            Mr, Md = mean_M(M_r, r_inner.configs, cls, L), mean_M(M_iso, u_iso.configs, cls, L)
+            Mn = mean_M(M_iso, u_iso.configs, cls, Ls[j + 1] if j + 1 < len(Ls) else Ls[j - 1])
+            keys.append((cls, L))
+            dist.append(np.linalg.norm(Mr - Md) / np.linalg.norm(Md))
+            dist_next.append(np.linalg.norm(Mr - Mn) / np.linalg.norm(Mn))
+            w.append(float(np.trace(Mr)) / cfg["d"])
+    return InnerDim(int(r_inner.sweep["inner_dim"]), keys, np.array(dist), np.array(dist_next), np.array(w))
 
 
 def sweep_index(u: Units, cls: str, sweep: str, cfg: dict) -> np.ndarray:

@@ -53,6 +53,7 @@ TITLES = {
     'full-weights-block-form': 'full $W_K^\\top W_Q$ takes the block form',
     'full-weights-value-ignores-x': 'the value row ignores the covariates',
     'inner-dimension-same-M': 'a larger inner dimension learns the same $M$',
+    'inner-dimension-same-M-next-L': 'the $d \\times d$ units of the next $L$',
 }
 
 
@@ -312,6 +313,29 @@ def check_window_limit(run: Run, t: Theorem34) -> None:
               source=BEYOND + ": the extreme case at a fixed n")
 
 
+INNER_TOL = 0.10            # ||M_r - M_d||_F / ||M_d||_F (the ledger's scope)
+
+
+def check_inner_dimension(run: Run, a: Analysis) -> None:
+    """The rebuttal's inner dimension: units with M_K, M_Q in R^(r x d) learn the d x d units' M; the same
+    statistic against the d x d units of the next L must fail."""
+    inner, cfg = a.inner, run.cfg
+    if inner is None or not len(inner.keys):
+        raise ValueError("the inner-dimension check needs the 'inner' sweep and at least one L of L_values whose "
+                         f"population-optimal w is >= regime_w = {cfg['regime_w']}")
+    where = ", ".join(f"{c} L = {L:g}" for c, L in inner.keys)
+    worst, worst_next = float(inner.dist.max()), float(inner.dist_next.max())
+    run.check("inner-dimension-same-M", f"M_K, M_Q in R^({inner.r} x {cfg['d']}) against R^({cfg['d']} x "
+              f"{cfg['d']}), the L grid at sigma = {cfg['sigma']:g}, n = {cfg['n']} ({where}; optimal w >= "
+              f"{cfg['regime_w']:g}): largest ||M_r - M_d||_F / ||M_d||_F of the seed-mean final M", worst,
+              worst <= INNER_TOL, f"<= {INNER_TOL}", kind="claim", ledger="inner-dimension",
+              source="Collins et al. rebuttal (global response, point 3): a larger inner dimension 'will not change "
+                     "the optimal value of M'")
+    run.check("inner-dimension-same-M-next-L", "control: the same r x d units against the d x d units of the next L "
+              "of the grid; largest relative distance", worst_next, worst_next <= INNER_TOL,
+              f"<= {INNER_TOL} (must fail)", kind="control", source=BASE, control_of="inner-dimension-same-M")
+
+
 def check_claims(run: Run, a: Analysis, t: Theorem34, big: TrainedLargeN, early: Ordering, late: Ordering) -> None:
     run.titles.update(TITLES)
     check_trends(run, a)
@@ -321,4 +345,5 @@ def check_claims(run: Run, a: Analysis, t: Theorem34, big: TrainedLargeN, early:
     check_optimum(run, a)
     check_covariance(run, a)
     check_block_form(run, a)
+    check_inner_dimension(run, a)
     run.record(**key_numbers(a))

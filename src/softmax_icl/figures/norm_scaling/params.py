@@ -143,6 +143,10 @@ FIGURE = Figure(
         "dyn_early": Param("float", {"default": 0.2},
                            "growth rate: slope of log ||M||_2 over this first fraction of the dynamics training",
                            check=lambda x: 0 < x < 0.75, check_text="a number in (0, 0.75)"),
+        "inner_factor": Param("int", {"default": 4},
+                              "inner dimension r of M_K, M_Q in R^(r x d) of the inner-dimension units, as a "
+                              "multiple of d (the authors' rebuttal: a larger inner dimension does not change M)",
+                              check=at_least(2), check_text="an integer >= 2"),
         "regime_w": Param("float", {"default": 2.0},
                           "units with a window: population-optimal w at least this (half-width below ~50 degrees); "
                           "where trained w is compared with the optimum", check=positive, check_text="a number > 0"),

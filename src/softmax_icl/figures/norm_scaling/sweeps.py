@@ -1,12 +1,14 @@
 """What the norm-scaling figure trains (Collins et al. 2024, Figure 3; Theorem 3.4; covariance lemma).
 
-Five batched pretraining programs (one per input distribution / parameterisation / context grid):
+The batched pretraining programs (one per input distribution / parameterisation / context grid):
 
 * ``iso``: classes x [(L, sigma) for L in L_values] + [(L_sigma, s) for s in sigma_values] x seeds, n fixed;
 * ``n``: ReLU x [(L, sigma) for L in n_sweep_L] x n_values x seeds (one task stream per context length);
 * ``noniso``: classes x L_values x seeds with the SPEC's non-isotropic inputs;
 * ``whitened``: the same with tasks that are functions of the whitened input (the covariance lemma's symmetry);
 * ``full``: classes x full_L x seeds with full W_K, W_Q, W_V on raw tokens;
+* ``inner``: classes x L_values x seeds at sigma, n with M_K, M_Q in R^(r x d), r = inner_factor * d (the
+  authors' rebuttal on the inner dimension);
 * ``t34_d<d>``: ReLU x t34_train_L x seeds at n = t34_train_n, one program per d of t34_d (Theorem 3.4);
 * ``dyn_iso``, ``dyn_noniso``: classes x dyn_L x seeds from a small init with a small Adam step (Figure 3's
   dynamics).
@@ -54,6 +56,9 @@ def sweeps(cfg: dict) -> dict[str, Sweep]:
                            input_dist="nonisotropic_whitened"),
         "full": _sweep(cfg, classes=classes, L=tuple(cfg["full_L"]), sigma=sigma, n=n, param="full",
                        lr=cfg["lr_full"]),
+        # the rebuttal's inner dimension: the L grid at sigma again, with M_K, M_Q in R^(r x d), r = inner_factor d
+        "inner": _sweep(cfg, classes=classes, L=tuple(cfg["L_values"]), sigma=sigma, n=n,
+                        inner_dim=cfg["inner_factor"] * cfg["d"]),
         # Theorem 3.4: ReLU units at the largest n the profile affords, one program per d
         **{f"t34_d{d}": _sweep(cfg, d=d, classes=("relu",), L=tuple(cfg["t34_train_L"]), sigma=sigma,
                                n=(cfg["t34_train_n"],)) for d in cfg["t34_d"]},
