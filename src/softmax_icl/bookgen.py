@@ -55,13 +55,14 @@ def _md(x) -> str:
 
 #: A hyphen between two letters or digits, outside code and maths: in a narrow table cell the browser may break a line
 #: after it ("population-" / "optimal"), splitting a word; the non-breaking hyphen U+2011 keeps it whole.
-_HYPHEN = re.compile(r"(?<=\w)-(?=\w)")
+_HYPHEN = re.compile(r"(?:(?<=\w)|^)-(?=[^\W\d])|(?<=\w)-(?=\d)")
+_DASH = re.compile(r"(?<=\w)\u2013(?=\w)")
 
 
 def nobreak(text: str) -> str:
     """``text`` with its word-internal hyphens made non-breaking, except inside ``code`` spans and ``$maths$``."""
     parts = re.split(r"(`[^`]*`|\$[^$]*\$)", str(text))
-    return "".join(p if p[:1] in "`$" else _HYPHEN.sub("\u2011", p) for p in parts)
+    return "".join(p if p[:1] in "`$" else _DASH.sub("\u2013\u2060", _HYPHEN.sub("\u2011", p)) for p in parts)
 
 
 def _list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> list[str]:
@@ -92,7 +93,7 @@ def settings_markdown() -> str:
             vals = [_md(fmt(p.value(pr))) for pr in PROFILES]
             rows.append([f"`{name}`", _md(p.help), vals[0] if len(set(vals)) == 1 else " / ".join(vals),
                          _md(SOURCES.get(p.source, p.source))])
-        out += _list_table(["Parameter", "Meaning", "Value", "Source"], rows, [22, 44, 18, 16])
+        out += _list_table(["Parameter", "Meaning", "Value", "Source"], rows, [20, 38, 26, 16])
         if fig.notes:
             out += [""] + [f"* {n}" for n in fig.notes]
         if fig.tolerances:
@@ -159,7 +160,7 @@ def reason(book: BookVerdicts, ev, scale: str = "default") -> str:
         return (f"{len(v.parts)} of {len(v.parts)} {what}"
                 + (f"; {n_base} baseline{'s fail' if n_base != 1 else ' fails'}, as {'they' if n_base != 1 else 'it'} "
                    "must" if n_base else ""))
-    out = []
+    out, thresholds = [], []
     for key in bad:
         fv, c = book.check(key)
         if c is None:
@@ -168,9 +169,12 @@ def reason(book: BookVerdicts, ev, scale: str = "default") -> str:
             c = fv.paper_check(c["id"]) or c
         fresh = fv.fresh(c) if scale == "default" else []
         agree = sum(f == bool(c.get("passed")) for f in fresh)
-        out.append(f"{_title(c)}: {fmt(c.get('value'))}, required {c.get('threshold')}"
+        out.append(f"{_title(c)}: {fmt(c.get('value'))}"
                    + (f" ({agree}/{len(fresh)} fresh seed sets agree)" if fresh and agree < len(fresh) else ""))
-    return "; ".join(out)
+        thresholds.append(str(c.get("threshold")))
+    if len(set(thresholds)) == 1:                      # one requirement for all: said once
+        return "; ".join(out) + f" (required {thresholds[0]})"
+    return "; ".join(f"{o}, required {t}" for o, t in zip(out, thresholds))
 
 
 def _entry_ref(e: lg.Entry, text: str) -> str:
@@ -179,12 +183,12 @@ def _entry_ref(e: lg.Entry, text: str) -> str:
 
 def landing_table(book: BookVerdicts) -> str:
     """The landing page's table: one row per ledger entry, its verdict at both scales and a one-line reason."""
-    rows = ["```{list-table}", ":header-rows: 1", ":class: claims-ledger", ":widths: 44 14 14 28", "",
+    rows = ["```{list-table}", ":header-rows: 1", ":class: claims-ledger", ":widths: 40 17 17 26", "",
             "* - Claim of the papers", "  - Default scale", "  - Paper scale", "  - Why"]
     for ev in book.entries:
         e = ev.entry
         paper = book.ledger.papers[e.paper]["short"]
-        rows += [f"* - {e.claim} ({paper}, {e.figure.get('paper', '')}; {_entry_ref(e, 'details')})",
+        rows += [f"* - {nobreak(e.claim)} ({paper}, {e.figure.get('paper', '')}; {_entry_ref(e, 'details')})",
                  f"  - {badge(ev.default.status if ev.default else None)}",
                  f"  - {badge(ev.paper.status if ev.paper else None)}",
                  f"  - {_md(reason(book, ev))}"]

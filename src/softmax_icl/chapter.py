@@ -69,7 +69,7 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
     scale" column). Columns: claim (rendered maths) · verdict · value (required) · fresh seeds · paper scale.
     """
     from . import ledger as lg
-    from .bookgen import SHORT, badge, _short_threshold
+    from .bookgen import SHORT, _short_threshold, _title, badge, nobreak
     from .profiles import fmt
     from .verdicts import FigureVerdicts, check_word
 
@@ -97,7 +97,7 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
                 f"  - {fresh_cell(c)}", f"  - {paper_cell(c)}"]
 
     def table(cls: str) -> list[str]:
-        return ["```{list-table}", ":header-rows: 1", f":class: verdict-table {cls}", ":widths: 40 16 20 12 12", "",
+        return ["```{list-table}", ":header-rows: 1", f":class: verdict-table {cls}", ":widths: 36 19 21 12 12", "",
                 "* - Claim and its checks", "  - Verdict", "  - Value (required)", "  - Fresh seeds",
                 "  - Paper scale"]
 
@@ -110,20 +110,20 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
         # an entry tested in several chapters shows this chapter's part; its verdict over all is on the landing page
         elsewhere = [k for k in e.all_checks() if not k.startswith(figure + "/")]
         statuses.append(status)
-        body += [f"* - **{e.claim}**" + (" (with checks in other chapters)" if elsewhere else ""),
+        body += [f"* - **{nobreak(e.claim)}**" + (" (with checks in other chapters)" if elsewhere else ""),
                  f"  - {badge(status)}", "  - ", "  - ", "  - "]
         for c in mine:
-            body += row(c, "↳ " + _cell(c.get("title") or c["id"]))
+            body += row(c, "↳ " + _cell(_title(c)))
             body += [x for k in checks if k.get("control_of") == c["id"]
-                     for x in row(k, "↳ baseline: " + _cell(k.get("title") or k["id"]))]
+                     for x in row(k, "↳ baseline: " + _cell(_title(k)))]
         methods += method_block(e, mine, checks)
     body += ["```"]
     finds = [c for c in checks if c.get("kind") == "finding"]
     fbody = table("findings")
     for c in finds:
-        fbody += row(c, _cell(c.get("title") or c["id"]))
+        fbody += row(c, _cell(_title(c)))
         fbody += [x for k in checks if k.get("control_of") == c["id"]
-                  for x in row(k, "↳ baseline: " + _cell(k.get("title") or k["id"]))]
+                  for x in row(k, "↳ baseline: " + _cell(_title(k)))]
     fbody += ["```"]
     count = {s_: statuses.count(s_) for s_ in dict.fromkeys(statuses)}
     summary = ", ".join(f"{n} {SHORT[s_]}" for s_, n in count.items()) or "no claim of the papers is tested here"

@@ -6,7 +6,7 @@ own key-query matrices ``M`` (R, G, d, d). Predictions are (R, G, B).
 
 * softmax attention:  f_hat(x_q) = sum_i y_i softmax_i(x_i^T M x_q)   (a Nadaraya-Watson estimator)
 * linear attention:   f_hat(x_q) = (1/n) sum_i y_i x_i^T M x_q
-* full attention:     W_K, W_Q, W_V in R^{(d+1)x(d+1)} on raw tokens z = [x; y], query [x_q; 0];
+* full attention:     W_K, W_Q, W_V in R^((d+1)x(d+1)) on raw tokens z = [x; y], query [x_q; 0];
   the prediction is the label coordinate of the attention output.
 
 The scores of the G configurations of a row are formed as ``x_i^T M x_q = x_i . q`` with ``q = M x_q`` (one

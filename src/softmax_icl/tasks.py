@@ -52,7 +52,7 @@ def lipschitz_constant(function_class: str, L: float) -> float:
 
 def sphere_cos_mean(L: torch.Tensor, d: int) -> torch.Tensor:
     """E[cos(L w^T x)] for x ~ U^d and a unit w (any shape of ``L``): with w^T x = cos t, t has density
-    proportional to sin^{d-2} t on [0, pi] (J_0(L) for d = 2, sin(L)/L for d = 3). Trapezoid rule in float64."""
+    proportional to sin^(d-2) t on [0, pi] (J_0(L) for d = 2, sin(L)/L for d = 3). Trapezoid rule in float64."""
     L64 = torch.as_tensor(L, dtype=torch.float64)
     if d == 1:
         return torch.cos(L64)

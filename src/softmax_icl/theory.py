@@ -100,7 +100,7 @@ def sketch_window_bounds(d: int, s, c_noise: float = 1.0, c_bias: float = 1.0, n
     larger of the two lower bounds at ``w*``, so ``c_bias L^2 / w*^2 <= U`` and ``N(w*) <= U``. In units
     ``L = 1``, ``sigma^2 / n = 1 / s`` this gives (returned as ``(w_lo, w_hi)``)
 
-        w_lo = sqrt(c_bias / U),   w_hi = (s U / c_noise)^{2/d},   U ~ s^{-2/(d+2)},
+        w_lo = sqrt(c_bias / U),   w_hi = (s U / c_noise)^(2/d),   U ~ s^(-2/(d+2)),
 
     i.e. ``w_lo ~ s^{1/(d+2)}`` and ``w_hi ~ s^{2/(d+2)}``.
 

@@ -2,12 +2,10 @@
 
 Each algorithm's logits are ``rate * z_beta``:
 
-===============  ===============================================================  ============================
-``gd``           one GD step from W_0 = 0: ``(eta/n) sum_i y_i x_i^T x_q``        rate = eta
-``kernel_gd``    ``gamma sum_i y_i k_b(x_i, x_q) / sum_j k_b(x_j, x_q)``          rate = gamma
-``exp_fixed``    ``(eta/n) sum_i y_i exp(beta (x_i^T x_q - 1))``                  exp kernel, fixed rate
-``linear_norm``  ``gamma sum_i y_i (1 + b x_i^T x_q) / sum_j (1 + b x_j^T x_q)``  linear kernel, adaptive rate
-===============  ===============================================================  ============================
+* ``gd``: one GD step from W_0 = 0, ``(eta/n) sum_i y_i x_i^T x_q``; rate = eta;
+* ``kernel_gd``: ``gamma sum_i y_i k_b(x_i, x_q) / sum_j k_b(x_j, x_q)``; rate = gamma;
+* ``exp_fixed``: ``(eta/n) sum_i y_i exp(beta (x_i^T x_q - 1))``; exp kernel, fixed rate;
+* ``linear_norm``: ``gamma sum_i y_i (1 + b x_i^T x_q) / sum_j (1 + b x_j^T x_q)``; linear kernel, adaptive rate;
 
 with ``k_b(x, x') = exp(beta x^T x')``. ``kernel_gd`` is what softmax SA computes with ``(W_K^T W_Q)_xx = beta I``
 and ``W_V``'s y-block ``gamma I``; ``gd`` is linear SA with ``a I``, ``b I``, ``eta = a b``

@@ -3,7 +3,7 @@
 On the CPU a PyTorch step of a paper-scale sweep spends most of its time drawing and building tasks in many passes
 over large temporaries, and the model's forward and backward passes are a dozen more. ``engine.c`` draws each
 (seed, context) from the counter-based streams and builds every task of that seed while the context is in cache
-(:func:`cls_draw`, the scheme of :mod:`.tasks`), and computes each configuration's mean cross-entropy and its
+(:func:`cls_draw`, the scheme of :mod:`softmax_icl.classification.tasks`), and computes each configuration's mean cross-entropy and its
 gradient in ``A = W_K^T W_Q`` and ``W_V`` a context at a time while it is in cache (:class:`FusedLoss`, the function of
 :func:`.models.sa_logits` and :func:`.metrics.masked_ce`). Work is split over ``threads`` threads of its own (by
 default ``torch.get_num_threads()`` when the object is made) by (seed, context) and by configuration, so the numbers

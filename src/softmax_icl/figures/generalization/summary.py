@@ -69,7 +69,7 @@ def theory_table(a: GeneralizationAnalysis) -> str:
     rates = table(["Setting", "Matched units (seeds)", "Theorem's bound", "Sketch", "NW oracle",
                    f"Unit at $L = {L_u[0]:g}$"], decay,
                   title="Theorem 3.5: log-log slope of the error in $n$", folded=len(decay) > 8,
-                  widths=[22, 26, 13, 13, 13, 13],
+                  widths=[19, 22, 17, 14, 14, 14],
                   note=f"Matched units: pretrained and tested at $L = {L_u[1]:g}$ (mean, then each seed); the unit "
                        f"pretrained at $L = {L_u[0]:g}$ and tested at $L = {L_u[1]:g}$ is the control.")
     return branches + "\n\n" + rates
