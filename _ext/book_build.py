@@ -50,6 +50,14 @@ def escape_bars(app, what, name, obj, options, lines: list[str]) -> None:
             lines[i] = _BAR.sub(r"\\|", line)
 
 
+def nobreak_summary(app, what, name, obj, options, lines: list[str]) -> None:
+    """A module's first line (its one-line summary in the API index's table) with word-internal hyphens non-breaking,
+    outside ``code``: a table cell must not split a hyphenated word over two lines."""
+    if what == "module" and lines:
+        parts = re.split(r"(``[^`]*``)", lines[0])
+        lines[0] = "".join(p if p.startswith("``") else re.sub(r"(?<=\w)-(?=\w)", "\u2011", p) for p in parts)
+
+
 def unique_scripts(app, pagename, templatename, context, doctree) -> None:
     scripts = context.get("script_files")
     if not scripts:
@@ -69,6 +77,7 @@ def setup(app):
     mathjax_source()  # fail at the start of the build, not after it, when MathJax is not installed
     app.connect("config-inited", clear_generated_pages, priority=100)  # before sphinx-external-toc (900)
     app.connect("autodoc-process-docstring", escape_bars)
+    app.connect("autodoc-process-docstring", nobreak_summary)
     # first: a handler that returns a template name ends html-page-context (emit_firstresult) for later ones
     app.connect("html-page-context", unique_scripts, priority=1)
     app.connect("build-finished", copy_mathjax)

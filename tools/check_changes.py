@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from softmax_icl import ledger as lg  # noqa: E402
+from softmax_icl.bookgen import nobreak  # noqa: E402
 from softmax_icl.profiles import fmt  # noqa: E402
 from softmax_icl.registry import FIGURES  # noqa: E402
 
@@ -40,7 +41,13 @@ def _verdict(c: dict | None) -> str:
 
 
 def _cell(x) -> str:
-    return " ".join(str(x).split()).replace("|", "\\|")
+    """One list-table cell: one line, word-internal hyphens non-breaking (list-tables need no escaped pipes)."""
+    return nobreak(" ".join(str(x).split()))
+
+
+def _words(cid: str) -> str:
+    """A check's or entry's id as words, so a narrow cell can wrap it."""
+    return cid.replace("-", " ")
 
 
 def changes(old: dict, new: dict) -> tuple[list, list, list]:
@@ -68,7 +75,7 @@ def markdown(rev: str, results: Path, figures: list[str]) -> str:
         changed, removed, added = changes(old, new)
         out += [f"````{{admonition}} {FIGURES[fig].title}: {len(changed)} checks changed, {len(removed)} removed, "
                 f"{len(added)} added", ":class: dropdown", "", "```{list-table}", ":header-rows: 1",
-                ":class: check-table", ":widths: 22 14 26 26 12", "",
+                ":class: check-table", ":widths: 18 12 29 29 12", "",
                 "* - Check", "  - What changed", "  - Before", "  - After", "  - Ledger entry"]
         for cid, fields, a, b in changed:
             entry = b.get("ledger") or next((e.id for e in led.entries if f"{fig}/{cid}" in e.beyond), "—")
@@ -77,15 +84,15 @@ def markdown(rev: str, results: Path, figures: list[str]) -> str:
             if "statement" in fields:
                 before += f"; tests: {a.get('statement')}"
                 after += f"; tests: {b.get('statement')}"
-            out += [f"* - `{cid}`", f"  - {', '.join(fields)}", f"  - {_cell(before)}", f"  - {_cell(after)}",
-                    f"  - {entry}"]
+            out += [f"* - {_words(cid)}", f"  - {', '.join(fields)}", f"  - {_cell(before)}", f"  - {_cell(after)}",
+                    f"  - {_words(entry)}"]
         for c in removed:
-            out += [f"* - `{c['id']}`", "  - removed", f"  - {_cell(c.get('kind', 'claim'))}; {_verdict(c)}",
+            out += [f"* - {_words(c['id'])}", "  - removed", f"  - {_cell(c.get('kind', 'claim'))}; {_verdict(c)}",
                     "  - —", "  - —"]
         for c in added:
-            out += [f"* - `{c['id']}`", "  - added", "  - —",
+            out += [f"* - {_words(c['id'])}", "  - added", "  - —",
                     f"  - {_cell(c.get('kind'))}; required {_cell(c.get('threshold'))}; {_verdict(c)}",
-                    f"  - {c.get('ledger') or c.get('control_of') and 'baseline of ' + c['control_of'] or '—'}"]
+                    f"  - {_words(c.get('ledger') or c.get('control_of') and 'baseline of ' + c['control_of'] or '—')}"]
         out += ["```", "````", ""]
     return "\n".join(out)
 

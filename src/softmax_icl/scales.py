@@ -170,7 +170,7 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
                 ":class: check-table", ":widths: 40 20 20 20", "",
                 "* - Check", "  - Kind", "  - Default", "  - Paper"]
         for f, r in changed:
-            out += [f"* - {_md(titles.get(f, f))}: `{r['id']}`", f"  - {r['kind']}",
+            out += [f"* - {_md(titles.get(f, f))}: {r['id'].replace('-', ' ')}", f"  - {r['kind']}",
                     f"  - {_verdict(r['default'])} ({_value(r['default'].get('value'))})",
                     f"  - {_verdict(r['paper'])} ({_value(r['paper'].get('value'))})"]
         out += ["```", ""]
@@ -189,7 +189,7 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
             required = (cb or ca).get("threshold", "")
             if ca is not None and cb is not None and ca.get("threshold") != cb.get("threshold"):
                 required = f"default: {ca.get('threshold')}; paper: {cb.get('threshold')}"
-            out += [f"* - `{r['id']}` ({r['kind']})", f"  - {cell(ca)}",
+            out += [f"* - {r['id'].replace('-', ' ')} ({r['kind']})", f"  - {cell(ca)}",
                     f"  - {'**' + cell(cb) + '**' if r['changes'] else cell(cb)}", f"  - {_md(required)}"]
         out += ["```", "````", ""]
 

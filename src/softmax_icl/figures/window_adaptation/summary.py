@@ -37,7 +37,7 @@ def key_numbers_table(a: WindowAnalysis) -> str:
                 "degrees; NW oracle: the Nadaraya–Watson estimator at its best bandwidth per setting and $n$.")
         out.append(table(["Setting", "Model", "$\\lVert M\\rVert_2$", "Half-width", f"ICL error at $n$ = {ns}"], rows,
                          title=f"Task family *{fam}*: windows and ICL errors at $n$ = {ns}", folded=len(rows) > 8,
-                         widths=[16, 10, 9, 16, 49], note=note))
+                         widths=[16, 12, 9, 15, 48], note=note))
     return "\n\n".join(out)
 
 
