@@ -21,11 +21,30 @@ def lead(run) -> str:
     if not fails:
         title = f"Softmax ≥ linear holds under every reading of the task at $n = {n}$."
     elif not holds:
-        title = (f"Softmax ≥ linear does not hold under any reading of the task at $n = {n}$: softmax's test "
+        title = (f"In this run, softmax ≥ linear does not hold under any reading of the task at $n = {n}$: softmax's test "
                  "cross-entropy is significantly higher (CE ratio " + ", ".join(f"{v} with {w}" for w, v in fails)
                  + ").")
     else:
         title = (f"Whether softmax ≥ linear depends on how the task is drawn, which the sources leave open: at "
                  f"$n = {n}$ it holds with {' and '.join(holds)}, and not with "
                  + ", ".join(f"{w} (CE ratio {v})" for w, v in fails) + ".")
-    return " ".join([algos, title])
+    return " ".join([algos, title] + ([unstable] if (unstable := _audit_note(run)) else []))
+
+
+def _audit_note(run) -> str:
+    """What the fresh seed sets say of the readings, where they disagree with this run (the seed audit)."""
+    from ...chapter import book_audit
+
+    audit = book_audit(run)
+    if not audit:
+        return ""
+    fresh = {c["id"]: c["fresh"] for c in audit.get("checks", [])}
+    notes = []
+    for tag, w in READINGS:
+        cid = f"softmax-ge-linear-{tag}"
+        if cid in fresh and any(f != passed(run, cid) for f in fresh[cid]):
+            notes.append(f"{w} ({sum(fresh[cid])} of {len(fresh[cid])} pass)")
+    if not notes:
+        return ""
+    return ("The fresh seed sets of the audit disagree with this run for " + ", ".join(notes) + ", so those "
+            "readings are inconclusive.")
