@@ -143,7 +143,7 @@ def test_entries_are_counted_in_four_categories_at_both_scales(tmp_path):
     table = landing_table(book)
     assert table.count("\n* - ") == 4 + 1 and ":class: claims-ledger" in table
     two = next(ev for ev in book.entries if ev.entry.id == "two")
-    assert reason(book, two) == "fails: 1, required > 0"
+    assert reason(book, two) == "fails: 1 (required > 0)"
     four = next(ev for ev in book.entries if ev.entry.id == "four")
     assert reason(book, four) == "reproduced: first; not reproduced: second"
     three = next(ev for ev in book.entries if ev.entry.id == "three")

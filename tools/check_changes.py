@@ -75,7 +75,7 @@ def markdown(rev: str, results: Path, figures: list[str]) -> str:
         changed, removed, added = changes(old, new)
         out += [f"````{{admonition}} {FIGURES[fig].title}: {len(changed)} checks changed, {len(removed)} removed, "
                 f"{len(added)} added", ":class: dropdown", "", "```{list-table}", ":header-rows: 1",
-                ":class: check-table", ":widths: 18 12 29 29 12", "",
+                ":class: check-table", ":widths: 17 13 27 27 16", "",
                 "* - Check", "  - What changed", "  - Before", "  - After", "  - Ledger entry"]
         for cid, fields, a, b in changed:
             entry = b.get("ledger") or next((e.id for e in led.entries if f"{fig}/{cid}" in e.beyond), "—")

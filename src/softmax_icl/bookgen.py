@@ -55,7 +55,7 @@ def _md(x) -> str:
 
 #: A hyphen between two letters or digits, outside code and maths: in a narrow table cell the browser may break a line
 #: after it ("population-" / "optimal"), splitting a word; the non-breaking hyphen U+2011 keeps it whole.
-_HYPHEN = re.compile(r"(?:(?<=\w)|^)-(?=[^\W\d])|(?<=\w)-(?=\d)")
+_HYPHEN = re.compile(r"(?:(?<=[\w^])|^)-(?=[^\W\d])|(?<=[\w^])-(?=\d)")
 _DASH = re.compile(r"(?<=\w)\u2013(?=\w)")
 
 

@@ -97,7 +97,7 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
                 f"  - {fresh_cell(c)}", f"  - {paper_cell(c)}"]
 
     def table(cls: str) -> list[str]:
-        return ["```{list-table}", ":header-rows: 1", f":class: verdict-table {cls}", ":widths: 30 18 20 16 16", "",
+        return ["```{list-table}", ":header-rows: 1", f":class: verdict-table {cls}", ":widths: 32 17 19 16 16", "",
                 "* - Claim and its checks", "  - Verdict", "  - Value (required)", "  - Fresh seeds",
                 "  - Paper scale"]
 

@@ -49,7 +49,7 @@ def alignment_table(run: Run, ev: Evaluation, found: Search) -> str:
                          f"{np.mean(hist['jacobian_cosine'][-1, ks]):.3f}", f"{fa['argmax_agreement']:.3f}"])
     align = table(["Unit", "Against", "Logit cosine", "Probability $L_2$", "Jacobian cosine", "Argmax agreement"], rows,
                   title=f"Alignment with the GD steps at the end of training: $C = {cfg['C']}$, $d = {cfg['d']}$, "
-                        f"$n = {cfg['n_main']}$", widths=[12, 32, 14, 14, 14, 14],
+                        f"$n = {cfg['n_main']}$", widths=[11, 25, 14, 17, 16, 17],
                   note="Each algorithm at its searched hyperparameters, mean over seeds; the control is the other "
                        "unit's algorithm.")
     hp = hyperparameters(run, ev, found)
@@ -67,11 +67,11 @@ def readings_table(run: Run, ev: Evaluation) -> str:
     and the other (C, d) of the uniform task (another)."""
     cfg = run.cfg
     rows = [[task(r.task), str(r.n)] + _cmp_cells(r) for r in compare(ev.readings)]
-    readings = table(["Task", "$n$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[23, 6, 17, 17, 26, 11],
+    readings = table(["Task", "$n$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[22, 6, 16, 16, 26, 14],
                      title=f"Softmax against linear units on every reading of the task, $C = {cfg['C']}$, "
                            f"$d = {cfg['d']}$", note=CMP_NOTE)
     rows = [[task(r.task), f"$({r.C}, {r.d})$"] + _cmp_cells(r) for r in compare(ev.extras) + compare(ev.shapes)]
-    others = table(["Task", "$(C, d)$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[20, 9, 16, 16, 26, 13],
+    others = table(["Task", "$(C, d)$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[19, 9, 15, 15, 28, 14],
                    title=f"Softmax against linear units on the local and subspace tasks, and on the uniform task at "
                          f"other $(C, d)$; $n = {cfg['n_main']}$", note=CMP_NOTE)
     return readings + "\n\n" + others
@@ -122,7 +122,7 @@ def mixture_table(run: Run, ev: Evaluation) -> str:
         shape = "; ".join(f"$C = {C}$, $d = {d}$" for C, d in sorted({(r.C, r.d) for r in cmp}))
         unseen = [str(n) for n in dict.fromkeys(r.n for r in cmp) if not lo <= n <= hi]
         out.append(table(["Task", "Test $n$", CMP_HEAD[0], col] + CMP_HEAD[2:], rows, folded=len(rows) > 8,
-                         widths=[20, 8, 17, 17, 25, 13],
+                         widths=[18, 8, 16, 19, 25, 14],
                          title=f"Trained over lengths $n$ from {lo} to {hi}: softmax against {name}, {shape}",
                          note=f"Lengths {lo} to {hi} were seen in training" + (
                              f"; {', '.join(unseen)} were not. " if unseen else ". ") + CMP_NOTE))
