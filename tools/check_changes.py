@@ -42,7 +42,7 @@ def _verdict(c: dict | None) -> str:
 
 def _cell(x) -> str:
     """One list-table cell: one line, word-internal hyphens non-breaking (list-tables need no escaped pipes)."""
-    return nobreak(" ".join(str(x).split()))
+    return nobreak(" ".join(str(x).split()).replace("->", "→"))
 
 
 def _words(cid: str) -> str:
