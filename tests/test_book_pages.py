@@ -281,3 +281,30 @@ def test_audit_summary_names_every_check_that_flips_with_its_fresh_verdicts(tmp_
     assert "flips [finding]: FAIL (1) here; fresh sets: FAIL (1), PASS (0.5), did not run" in text
     run.cfg = dict(run.cfg, seeds=7)                                # not the book's settings: no audit applies
     assert chapter.audit_summary(run).startswith("No seed audit applies to this run")
+
+
+def test_a_verdict_that_changes_with_scale_names_its_checks_values_and_the_settings_that_differ(tmp_path):
+    """The chapter's paragraph of a claim whose verdict differs between the scales prints, from the two records, each
+    check that moved with its value at both scales and every setting in which the runs differ; a claim whose verdict
+    holds at both scales gets no such text."""
+    from softmax_icl import ledger as lg
+    from softmax_icl.bookgen import scale_difference
+    from softmax_icl.verdicts import BookVerdicts
+
+    (tmp_path / "claims.yml").write_text(LEDGER)
+    led = lg.load(tmp_path / "claims.yml")
+    results = tmp_path / "results"
+    (results / "paper").mkdir(parents=True)
+    for profile, where, passed, steps in (("default", results, False, 1000), ("paper", results / "paper", True, 5000)):
+        rec = {"notebook": "window_adaptation", "profile": profile, "key_numbers": {},
+               "parameters": {"profile": profile, "steps": steps, "d": 5},
+               "claims": [_claim("ok", True), dict(_claim("flips", passed), value=2.5 if passed else 0.5)],
+               "provenance": {"device": "cpu", "git_revision": "abc", "code_fingerprint": "same"}}
+        (where / "window_adaptation.json").write_text(json.dumps(rec))
+    book = BookVerdicts.read(results, ["window_adaptation", "low_rank"], led)
+    one, three = (next(ev for ev in book.entries if ev.entry.id == i) for i in ("one", "three"))
+    assert scale_difference(book, one) == ""
+    text = scale_difference(book, three)
+    assert "0.5 (fails) at the default scale, 2.5 (passes) at the paper scale, required > 0" in text
+    assert "`steps` 1000 → 5000 (Adam steps of pretraining" in text
+    assert "`d`" not in text and "`profile`" not in text

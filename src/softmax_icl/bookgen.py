@@ -177,6 +177,42 @@ def reason(book: BookVerdicts, ev, scale: str = "default") -> str:
     return "; ".join(f"{o}, required {t}" for o, t in zip(out, thresholds))
 
 
+def scale_difference(book: BookVerdicts, ev) -> str:
+    """Why an entry's verdict differs between the two scales, printed from the two records ("" where it does not):
+    each check whose status differs, with its value at both scales, and every setting in which the two runs differ
+    (with the parameter's meaning from the figure registry). Both runs come from the same code (the paper record is
+    set aside otherwise), so the change comes from these settings or from the paper run's seed set, which is not
+    audited."""
+    if not (ev.default and ev.paper) or ev.default.status == ev.paper.status:
+        return ""
+    moved, figures = [], []
+    for key in ev.entry.all_checks():
+        fv, c = book.check(key)
+        if c is None or fv.paper_check(c["id"]) is None:
+            continue
+        pc = fv.paper_check(c["id"])
+        if fv.status(c) != fv.paper_status(c["id"]):
+            moved.append(f"{_title(c)}: {fmt(c.get('value'))} ({check_word(c, fv.status(c))}) at the default scale, "
+                         f"{fmt(pc.get('value'))} ({check_word(pc)}) at the paper scale, required {c.get('threshold')}")
+            if fv not in figures:
+                figures.append(fv)
+    settings = []
+    for fv in figures:
+        a = (fv.record or {}).get("parameters") or {}
+        b = (fv.paper or {}).get("parameters") or {}
+        params = FIGURES[fv.figure].params if fv.figure in FIGURES else {}
+        for k in sorted(set(a) | set(b)):
+            if k == "profile" or a.get(k) == b.get(k):
+                continue
+            what = f" ({params[k].help})" if k in params and getattr(params[k], "help", "") else ""
+            settings.append(f"`{k}` {fmt(a.get(k))} → {fmt(b.get(k))}{what}")
+    out = "The verdict changes with scale. " + "; ".join(moved) + "."
+    if settings:
+        out += (" The two runs share their code and differ only in these settings: " + "; ".join(settings) + ". "
+                "The change comes from them or from the paper run's own seeds (one set, not audited).")
+    return out
+
+
 def _entry_ref(e: lg.Entry, text: str) -> str:
     return f"{{ref}}`{_md(text)} <{e.anchor}>`"
 

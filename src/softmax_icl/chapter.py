@@ -269,13 +269,14 @@ def answer_markdown(run: Any, lead: str = "") -> str:
 def claim_markdown(run: Any, entry_id: str) -> str:
     """The paragraph that explains one claim's verdict in its chapter: the verdict at both scales with its reason,
     then the authors' sentence, the scope, every check with its baselines at both scales (folded)."""
-    from .bookgen import badge, entry_block, reason
+    from .bookgen import badge, entry_block, reason, scale_difference
 
     book = run_verdicts(run)
     ev = next(x for x in book.entries if x.entry.id == entry_id)
     scales = f"{badge(ev.default.status if ev.default else None)} at the default scale" + (
         f", {badge(ev.paper.status)} at the paper scale" if ev.paper else "")
-    return "\n".join([f"{scales}: {_cell(reason(book, ev))}.", ""]
+    why = scale_difference(book, ev)
+    return "\n".join([f"{scales}: {_cell(reason(book, ev))}.", ""] + ([_cell(why), ""] if why else [])
                      + entry_block(book, ev, title="The authors' sentence, the scope, every check at both scales",
                                    where=False))
 
