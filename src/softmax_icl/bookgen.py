@@ -202,7 +202,7 @@ def scale_difference(book: BookVerdicts, ev) -> str:
         b = (fv.paper or {}).get("parameters") or {}
         params = FIGURES[fv.figure].params if fv.figure in FIGURES else {}
         for k in sorted(set(a) | set(b)):
-            if k == "profile" or a.get(k) == b.get(k):
+            if k == "profile" or k not in a or k not in b or a[k] == b[k]:
                 continue
             what = f" ({params[k].help})" if k in params and getattr(params[k], "help", "") else ""
             settings.append(f"`{k}` {fmt(a.get(k))} → {fmt(b.get(k))}{what}")

@@ -229,7 +229,7 @@ def run_verdicts(run: Any):
     record: the other chapters' parts of a claim come from their committed records."""
     from dataclasses import asdict, is_dataclass
 
-    from .records import repo_root
+    from .records import _plain, repo_root
     from .registry import FIGURES
     from .verdicts import BookVerdicts, FigureVerdicts
 
@@ -241,6 +241,7 @@ def run_verdicts(run: Any):
             else BookVerdicts({f: FigureVerdicts(f, None) for f in figures}, lg.load()))
     claims = [asdict(c) if is_dataclass(c) else dict(c) for c in getattr(run, "claims", [])]
     record = {"notebook": run.figure, "profile": getattr(run, "profile", None), "claims": claims,
+              "parameters": _plain(dict(getattr(run, "cfg", None) or {})),
               "provenance": {"code_fingerprint": getattr(run, "fingerprint", None)}}
     book.figures[run.figure] = FigureVerdicts(run.figure, record, book_audit(run), book_paper_record(run))
     book.entries = [book.entry_verdict(e) for e in book.ledger.entries]
