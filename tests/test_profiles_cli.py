@@ -163,12 +163,12 @@ def test_settings_page_names_sources_in_words_and_how_to_change_each_setting():
             assert f"* - `{name}`" in text
 
 
-def test_a_paper_run_on_the_cpu_says_it_takes_hours_and_how_to_resume(capsys, monkeypatch):
+def test_a_paper_run_on_the_cpu_says_how_long_it_takes_and_how_to_resume(capsys, monkeypatch):
     import torch
 
     assert cli.paper_on_cpu_note("paper", "cpu")
     err = capsys.readouterr().err
-    assert "takes hours" in err and "run the same command again" in err and "SOFTMAX_ICL_CACHE_DIR" in err
+    assert "per figure" in err and "run the same command again" in err and "SOFTMAX_ICL_CACHE_DIR" in err
     assert not cli.paper_on_cpu_note("default", "cpu") and not cli.paper_on_cpu_note("paper", "cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert not cli.paper_on_cpu_note("paper", "auto")                   # auto picks the GPU: no note
