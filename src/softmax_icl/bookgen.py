@@ -188,9 +188,9 @@ def scale_difference(book: BookVerdicts, ev) -> str:
     moved, figures = [], []
     for key in ev.entry.all_checks():
         fv, c = book.check(key)
-        if c is None or fv.paper_check(c["id"]) is None:
+        pc = fv.paper_check(c["id"]) if c is not None else None
+        if pc is None:
             continue
-        pc = fv.paper_check(c["id"])
         if fv.status(c) != fv.paper_status(c["id"]):
             moved.append(f"{_title(c)}: {fmt(c.get('value'))} ({check_word(c, fv.status(c))}) at the default scale, "
                          f"{fmt(pc.get('value'))} ({check_word(pc)}) at the paper scale, required {c.get('threshold')}")
@@ -204,8 +204,8 @@ def scale_difference(book: BookVerdicts, ev) -> str:
         for k in sorted(set(a) | set(b)):
             if k == "profile" or k not in a or k not in b or a[k] == b[k]:
                 continue
-            what = f" ({params[k].help})" if k in params and getattr(params[k], "help", "") else ""
-            settings.append(f"`{k}` {fmt(a.get(k))} → {fmt(b.get(k))}{what}")
+            what = f" ({params[k].help})" if k in params and params[k].help else ""
+            settings.append(f"`{k}` {fmt(a[k])} → {fmt(b[k])}{what}")
     out = "The verdict changes with scale. " + "; ".join(moved) + "."
     if settings:
         out += (" The two runs share their code and differ only in these settings: " + "; ".join(settings) + ". "
