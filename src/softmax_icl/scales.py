@@ -34,7 +34,11 @@ def _load(path: Path) -> dict | None:
 
 
 def _md(x) -> str:
-    return str(x).replace("|", "\\|").replace("\n", " ")
+    """Text for a table cell: one line, pipes escaped, word-internal hyphens non-breaking (``bookgen.nobreak``), so a
+    narrow cell never splits "t-interval" over two lines."""
+    from .bookgen import nobreak                       # bookgen imports this module
+
+    return nobreak(str(x).replace("|", "\\|").replace("\n", " "))
 
 
 def _value(v) -> str:
@@ -179,7 +183,7 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
 
     for f in both:
         n_changed = sum(r["changes"] for r in rows[f])
-        out += [f"## {_md(titles.get(f, f))}", "", _run_line("default", default[f]), _run_line("paper", paper[f]), "",
+        out += ["## " + str(titles.get(f, f)).replace("|", "\\|"), "", _run_line("default", default[f]), _run_line("paper", paper[f]), "",
                 f"````{{admonition}} Every check at both scales ({len(rows[f])} checks, {n_changed} change with "
                 "scale)", ":class: dropdown", "", "```{list-table}", ":header-rows: 1", ":class: check-table",
                 ":widths: 34 22 22 22", "", "* - Check", "  - Default", "  - Paper", "  - Required"]
