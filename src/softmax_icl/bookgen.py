@@ -219,7 +219,7 @@ def _entry_ref(e: lg.Entry, text: str) -> str:
 
 def landing_table(book: BookVerdicts) -> str:
     """The landing page's table: one row per ledger entry, its verdict at both scales and a one-line reason."""
-    rows = ["```{list-table}", ":header-rows: 1", ":class: claims-ledger", ":widths: 40 17 17 26", "",
+    rows = ["```{list-table}", ":header-rows: 1", ":class: claims-ledger", ":widths: 36 19 19 26", "",
             "* - Claim of the papers", "  - Default scale", "  - Paper scale", "  - Why"]
     for ev in book.entries:
         e = ev.entry
