@@ -77,3 +77,25 @@ def test_unit_index_selects_one_unit_per_seed():
     s = settings(cfg)[1]
     idx = unit_index(_Res(), s, cfg["n_window"], cfg["zero_mean_class"])
     assert len(idx) == cfg["seeds"]
+
+
+def test_each_unit_on_its_own_cell_is_the_grids_number():
+    """The evaluation reads every pretrained unit on its own test setting and context length only; each number is
+    the one the whole grid (every unit on every setting and length, the same tasks) gives for that cell."""
+    from softmax_icl.figures.window_adaptation.analysis import own_cell_errors
+    from softmax_icl.metrics import icl_error_grid
+
+    spec = InputSpec(d=2)
+    tests = [dict(function_class=c, L=L, sigma=0.1) for c in ("cosine", "cosine_centered") for L in (0.5, 8.0)]
+    ns = [4, 16, 32]
+    cells = [(r, n) for r in range(len(tests)) for n in ns for _ in range(2)]
+    rng = np.random.default_rng(0)
+    Ms = [rng.standard_normal((len(cells), 2, 2)).astype(np.float32) * s for s in (4.0, 1.0)]
+    soft, lin = own_cell_errors(["softmax", "linear"], Ms, cells, tests, ns, spec, n_tasks=700, eval_seed=5,
+                                device="cpu", chunk=256)
+    for kind, M, got in (("softmax", Ms[0], soft), ("linear", Ms[1], lin)):
+        grid, _ = icl_error_grid(kind, M, tests, ns, spec, n_tasks=700, eval_seed=5)
+        want = [grid[u, r, ns.index(n)] for u, (r, n) in enumerate(cells)]
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(ValueError, match="kinds"):
+        own_cell_errors(["softmax", "relu"], Ms, cells, tests, ns, spec, n_tasks=10, eval_seed=5, device="cpu")
