@@ -301,6 +301,38 @@ def test_rate_search_finds_the_brute_force_minimum():
     assert min(ce) - 1e-6 <= found["ce"][0] <= min(ce) + 1e-12
 
 
+def test_the_searchs_cross_entropy_from_margins_is_masked_ce():
+    """The search evaluates CE(t z) as t top + log sum exp(t e) from margins computed once: the same numbers as
+    masked_ce (with a class mask, at rates from tiny to huge, where logsumexp of the raw logits loses digits)."""
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(2, 50, 4, generator=g, dtype=D64) * 3
+    label = torch.randint(0, 3, (2, 50), generator=g)
+    mask = torch.tensor([True, True, True, False])
+    margin, top = calg._margins(z, label, mask)
+    for t in (1e-3, 0.5, 7.0, 300.0):
+        tt = torch.full((2,), t, dtype=D64)
+        torch.testing.assert_close(calg._ce_of_margins(margin, top, tt), cmetrics.masked_ce(t * z, label, mask).mean(-1),
+                                   rtol=1e-12, atol=1e-12)
+
+
+def test_searching_each_length_on_its_prefix_is_searching_the_padded_stack():
+    """The figure's search reads every context length on the first n points of one draw (no padding to compute):
+    the same hyperparameters and cross-entropies as the stack of all lengths, padded and masked, in one search."""
+    from softmax_icl.figures.classification_kernel_gd.sweeps import at_lengths, prefix
+
+    b = ctasks.sample_contexts(300, 40, 4, 3, 1, seed=8, dtype=D64)
+    ns = [10, 25, 40]
+    for name in calg.ALGORITHMS:
+        stacked = calg.search_hyperparameters(name, at_lengths(b, ns))
+        for i, n in enumerate(ns):
+            alone = calg.search_hyperparameters(name, prefix(b, n))
+            for key in ("beta", "rate", "ce"):
+                assert alone[key][0] == pytest.approx(stacked[key][i], rel=1e-9), (name, n, key)
+            np.testing.assert_allclose(alone["grid_ce"][0], stacked["grid_ce"][i], rtol=1e-9)
+    with pytest.raises(ValueError, match="not all in use"):
+        prefix(at_lengths(b, [10]), 20)
+
+
 def test_kernel_search_beats_every_grid_point_and_is_interior():
     b = ctasks.sample_contexts(400, 40, 4, 3, 1, seed=6, dtype=D64)
     found = calg.search_hyperparameters("kernel_gd", b)

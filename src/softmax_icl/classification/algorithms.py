@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..theory import refine_minimum
-from .metrics import masked_ce, prob_jacobian
+from .metrics import prob_jacobian
 from .tasks import ClsBatch
 
 
@@ -105,9 +105,26 @@ BETA_GRIDS = {
 RATE_BOUNDS = (1e-3, 1e5)
 
 
-def _ce_of_scale(z: torch.Tensor, label: torch.Tensor, t: torch.Tensor, class_mask=None) -> torch.Tensor:
-    """Mean CE of logits ``t z``: z (..., B, C), t (...,) -> (...)."""
-    return masked_ce(t[..., None, None] * z, label, class_mask).mean(-1)
+def _margins(z: torch.Tensor, label: torch.Tensor, class_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(margin, top)`` with CE(t z) = t top + log sum_c exp(t margin_c) for every t > 0, per context.
+
+    ``d_c = z_c - z_label`` (masked classes -inf), ``top = max_c d_c`` (>= 0: d_label = 0), ``margin = d - top``
+    (<= 0). Computed once per search, so each evaluation of the CE is one product, one exp and one sum over the
+    classes (no max, gather or mask per evaluation), and no digits are lost to the difference of two large logits.
+    """
+    if class_mask is not None:
+        z = z.masked_fill(~class_mask, float("-inf"))
+    label = label.expand(z.shape[:-1])
+    d = z - z.gather(-1, label.unsqueeze(-1))
+    top = d.amax(-1, keepdim=True)
+    return d - top, top.squeeze(-1)
+
+
+def _ce_of_margins(margin: torch.Tensor, top: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """Mean CE over the contexts of logits ``t z`` from :func:`_margins`: t (...,) -> (...). A CE that is not finite
+    (a logit that is not, as where linear_norm's normaliser vanishes) counts as infinite."""
+    ce = (t[..., None] * top + torch.exp(t[..., None, None] * margin).sum(-1).log()).mean(-1)
+    return ce.nan_to_num(nan=math.inf)
 
 
 def best_rate(z: torch.Tensor, label: torch.Tensor, class_mask=None, iters: int = 36):
@@ -119,7 +136,8 @@ def best_rate(z: torch.Tensor, label: torch.Tensor, class_mask=None, iters: int 
     lo = torch.full(z.shape[:-2], math.log(RATE_BOUNDS[0]), dtype=z.dtype, device=z.device)
     hi = torch.full_like(lo, math.log(RATE_BOUNDS[1]))
     r = (math.sqrt(5) - 1) / 2
-    f = lambda u: _ce_of_scale(z, label, u.exp(), class_mask)  # noqa: E731
+    margin, top = _margins(z, label, class_mask)
+    f = lambda u: _ce_of_margins(margin, top, u.exp())  # noqa: E731
     c, e = hi - r * (hi - lo), lo + r * (hi - lo)
     fc, fe = f(c), f(e)
     for _ in range(iters):
@@ -131,7 +149,7 @@ def best_rate(z: torch.Tensor, label: torch.Tensor, class_mask=None, iters: int 
         c, e, fc, fe = (torch.where(left, new, e), torch.where(left, c, new),
                         torch.where(left, fnew, fe), torch.where(left, fc, fnew))
     t = ((lo + hi) / 2).exp()
-    return t, _ce_of_scale(z, label, t, class_mask)
+    return t, _ce_of_margins(margin, top, t)
 
 
 def search_hyperparameters(name: str, batch: ClsBatch, beta_grid=None, chunk: int = 8) -> dict:
