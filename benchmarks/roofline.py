@@ -42,12 +42,19 @@ and ``ratio = measured / floor``, for each backend. ``--json PATH`` writes the s
   moments, read and written once a step (7 x 4 bytes per parameter). Every stage here is therefore compute-bound
   at its floor; the table prints both terms.
 
+**On a CUDA GPU** (``--device cuda``) the same stages train on the GPU through the PyTorch path (the only one
+there), and the machine is measured on the GPU: its float32 throughput as cuBLAS's float32 matrix product with TF32
+off (8192^3, the best of its repetitions; an FMA counts 2 FLOP, as above, and a large sgemm reaches close to the
+chip's FMA peak) and its memory bandwidth as the triad over three float32 arrays of 1 GiB on the device. The work
+model is the same: a fused kernel would keep each task in registers or shared memory, so the floor is the
+arithmetic.
+
 Stages (:data:`STAGES`) are the paper profile's heaviest; adding one is a line there (a function of the figure's
 resolved configuration giving its sweep, and the work model of its paper). The step is measured at the paper's
 batch: none of these steps exceeds a minute.
 
 Usage:  python benchmarks/roofline.py [--stages NAME ...] [--backends auto torch] [--rounds 3] [--budget 12]
-                                      [--threads N] [--json PATH]
+                                      [--threads N] [--device cpu|cuda] [--json PATH]
 """
 
 from __future__ import annotations
@@ -259,10 +266,44 @@ def bandwidth(reps: int = 5) -> float:
     return best
 
 
+def gpu_flop_rate(reps: int = 5) -> tuple[float, str]:
+    """Best float32 FLOP/s of ``reps`` cuBLAS sgemms (8192^3, TF32 off) on the current CUDA device."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    n = 8192
+    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+    a @ b
+    torch.cuda.synchronize()
+    best = 0.0
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ b
+        torch.cuda.synchronize()
+        best = max(best, 2 * n**3 / (time.perf_counter() - t))
+    return best, f"cuBLAS sgemm, TF32 off ({torch.cuda.get_device_name()})"
+
+
+def gpu_bandwidth(reps: int = 5) -> float:
+    """Best triad bandwidth (bytes/s) over three float32 arrays of 1 GiB on the current CUDA device."""
+    import torch
+    n = 1 << 28
+    b, c, a = torch.rand(n, device="cuda"), torch.rand(n, device="cuda"), torch.empty(n, device="cuda")
+    torch.add(b, c, alpha=1.5, out=a)
+    torch.cuda.synchronize()
+    best = 0.0
+    for _ in range(reps):
+        t = time.perf_counter()
+        torch.add(b, c, alpha=1.5, out=a)
+        torch.cuda.synchronize()
+        best = max(best, 12 * n / (time.perf_counter() - t))
+    return best
+
+
 # -- one stage's step, in a fresh process -------------------------------------------------------------------------
 
-def child(stage_name: str, budget: float) -> dict:
-    """Time the stage's step through its trainer (run in a process whose SOFTMAX_ICL_KERNEL is set)."""
+def child(stage_name: str, budget: float, device: str = "cpu") -> dict:
+    """Time the stage's step through its trainer on ``device`` (run in a process whose SOFTMAX_ICL_KERNEL is
+    set)."""
     import torch
 
     from softmax_icl import kernels
@@ -274,19 +315,22 @@ def child(stage_name: str, budget: float) -> dict:
         from softmax_icl.training import train_sweep as train
 
     def run(steps: int) -> float:
-        res = train(dataclasses.replace(sw, steps=steps, log_every=max(1, sw.log_every)), "cpu", progress=False)
+        res = train(dataclasses.replace(sw, steps=steps, log_every=max(1, sw.log_every)), device, progress=False)
         return res.timings["train_seconds"] / steps
 
     first = run(1)                                                   # warm-up: kernel build, first-touch pages
     steps = max(2, min(50, int(budget / max(first, 1e-3))))
-    return {"seconds_per_step": run(steps), "steps": steps, "warmup_step": first, "backend": kernels.backend(),
-            "threads": torch.get_num_threads()}
+    out = {"seconds_per_step": run(steps), "steps": steps, "warmup_step": first,
+           "backend": kernels.backend() if device == "cpu" else "torch", "threads": torch.get_num_threads()}
+    if device != "cpu":
+        out["peak_memory_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return out
 
 
-def run_child(stage: Stage, backend: str, budget: float, threads: int) -> dict:
+def run_child(stage: Stage, backend: str, budget: float, threads: int, device: str = "cpu") -> dict:
     env = dict(os.environ, SOFTMAX_ICL_KERNEL=backend, SOFTMAX_ICL_PROGRESS="0", OMP_NUM_THREADS=str(threads))
-    out = subprocess.run([sys.executable, __file__, "--child", stage.name, "--budget", str(budget)], env=env,
-                         capture_output=True, text=True)
+    out = subprocess.run([sys.executable, __file__, "--child", stage.name, "--budget", str(budget),
+                          "--device", device], env=env, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{stage.name} ({backend}) failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -299,12 +343,20 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget", type=float, default=12.0, help="seconds of timed steps per stage, backend and round")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                    help="where the stages train and the machine is measured (cuda: the PyTorch path only)")
     ap.add_argument("--json", metavar="PATH")
     ap.add_argument("--child", metavar="STAGE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.budget)))
+        print(json.dumps(child(args.child, args.budget, args.device)))
         return 0
+    if args.device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            ap.error("--device cuda: no CUDA GPU is visible (torch.cuda.is_available() is False)")
+        if "auto" in args.backends:
+            args.backends = ["torch"]          # off the CPU every stage takes the PyTorch path: time it once
     unknown = [s for s in args.stages if s not in BY_NAME]
     if unknown:
         ap.error(f"unknown stage(s) {unknown}; allowed: {', '.join(s.name for s in STAGES)}")
@@ -316,42 +368,45 @@ def main() -> int:
     info: dict[tuple[str, str], dict] = {}
     flops, bws = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        exe = build_fma(Path(tmp))
+        exe = build_fma(Path(tmp)) if args.device == "cpu" else None
         for r in range(args.rounds):
-            rate, how = flop_rate(exe, args.threads)
+            rate, how = flop_rate(exe, args.threads) if args.device == "cpu" else gpu_flop_rate()
             flops.append(rate)
-            bws.append(bandwidth())
+            bws.append(bandwidth() if args.device == "cpu" else gpu_bandwidth())
             print(f"round {r + 1}/{args.rounds}: {rate / 1e9:.1f} GFLOP/s ({how}), {bws[-1] / 1e9:.1f} GB/s",
                   flush=True)
             pairs = [(s, b) for s in stages for b in args.backends]
             pairs = pairs[r % len(pairs):] + pairs[:r % len(pairs)]           # rotate the order between rounds
             for s, b in pairs:
-                res = run_child(s, b, args.budget, args.threads)
+                res = run_child(s, b, args.budget, args.threads, args.device)
                 times[(s.name, b)].append(res["seconds_per_step"])
                 info[(s.name, b)] = res
                 print(f"  {s.name:<45} {b:<6} {res['seconds_per_step']:.4f} s/step ({res['steps']} steps; "
                       f"{res['backend']})", flush=True)
     flop_s, bw = max(flops), max(bws)
-    print(f"\nmachine: {args.threads} threads, {flop_s / 1e9:.1f} GFLOP/s ({how}; best of {len(flops)} rounds, "
+    print(f"\nmachine: {args.device}, {args.threads} threads, {flop_s / 1e9:.1f} GFLOP/s ({how}; "
+          f"best of {len(flops)} rounds, "
           f"range {min(flops) / 1e9:.1f}-{flop_s / 1e9:.1f}), {bw / 1e9:.1f} GB/s triad "
           f"(range {min(bws) / 1e9:.1f}-{bw / 1e9:.1f})")
     head = f"{'stage':<45} {'GFLOP':>7} {'MB':>6} {'floor ms':>9}"
     for b in args.backends:
         head += f" {b + ' ms':>10} {'(range)':>13} {'ratio':>6}"
     print(head)
-    report = {"machine": {"threads": args.threads, "flop_per_s": flop_s, "bytes_per_s": bw, "flop_source": how,
+    report = {"machine": {"device": args.device, "threads": args.threads, "flop_per_s": flop_s, "bytes_per_s": bw,
+                          "flop_source": how,
                           "flop_per_s_rounds": flops, "bytes_per_s_rounds": bws}, "stages": {}}
     for s in stages:
         w = works[s.name]
         floor = max(w.flop / flop_s, w.bytes / bw)
-        line = f"{s.name:<45} {w.flop / 1e9:>7.2f} {w.bytes / 1e6:>6.2f} {1e3 * floor:>9.2f}"
+        line = f"{s.name:<45} {w.flop / 1e9:>7.2f} {w.bytes / 1e6:>6.2f} {1e3 * floor:>9.3f}"
         entry = {"flop": w.flop, "bytes": w.bytes, "floor_s": floor, "by_backend": {}}
         for b in args.backends:
             ts = times[(s.name, b)]
             med = statistics.median(ts)
             line += f" {1e3 * med:>10.1f} {f'({1e3 * min(ts):.0f}-{1e3 * max(ts):.0f})':>13} {med / floor:>6.1f}"
             entry["by_backend"][b] = {"measured_s": med, "ratio": med / floor, "rounds": ts,
-                                      "steps": info[(s.name, b)]["steps"], "implementation": info[(s.name, b)]["backend"]}
+                                      "steps": info[(s.name, b)]["steps"], "implementation": info[(s.name, b)]["backend"],
+                                      "peak_memory_mb": info[(s.name, b)].get("peak_memory_mb")}
         main_b = args.backends[0]
         entry.update(measured_s=entry["by_backend"][main_b]["measured_s"], ratio=entry["by_backend"][main_b]["ratio"],
                      backend=main_b)

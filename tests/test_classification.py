@@ -177,6 +177,21 @@ def test_the_compiled_engine_draws_the_torch_builders_tasks():
         assert torch.equal(getattr(one, name), getattr(got, name)), name
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_draws_the_cpus_classification_tasks():
+    """The PyTorch builder on the GPU draws the CPU's tasks from the same seeds: integers (labels, classes, lengths)
+    bit for bit, floats to rounding, for every reading, padding and a mixture of lengths."""
+    cfgs = ALL_READINGS + [dict(ALL_READINGS[3], n=12, n_min=4, seed=1)]
+    cpu = ctasks.ClsStream(cfgs, (12, 4, 2, 3), [11, 12], "cpu", native=False)
+    gpu = ctasks.ClsStream(cfgs, (12, 4, 2, 3), [11, 12], "cuda", native=False)
+    ref = ctasks.draw_torch(cpu.keys, cpu.plan, 5, 7, 40)
+    got = ctasks.draw_torch(gpu.keys, gpu.plan, 5, 7, 40)
+    for name in ("lab", "lq", "length_words"):
+        assert torch.equal(getattr(got, name).cpu(), getattr(ref, name)), name
+    for name in ("xs", "xq"):
+        torch.testing.assert_close(getattr(got, name).cpu(), getattr(ref, name), rtol=0, atol=2e-6)
+
+
 @pytest.mark.parametrize("native_path", PATHS)
 def test_a_configuration_draws_the_same_contexts_alone_and_in_any_sweep(native_path):
     """Nothing a configuration draws depends on its company: other seeds, readings and sizes, larger padding, or
@@ -438,6 +453,21 @@ def test_the_compiled_and_pytorch_trainers_follow_the_same_trajectory(monkeypatc
     for k in ("WK", "WQ", "WV"):
         np.testing.assert_allclose(compiled.final[k], plain.final[k], rtol=1e-4, atol=1e-5)
     assert np.abs(compiled.final["WV"] - compiled.WV_history[0]).max() > 1e-3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_and_cpu_trainers_follow_the_same_trajectory(monkeypatch):
+    """Trained on the GPU and on the CPU (PyTorch path) from the same seeds: the same tasks (counter-based streams),
+    the same loss and gradient to rounding, so the weights after a few steps agree to float32 rounding."""
+    sw = cmodels.ClsSweep(tasks=(ctasks.task_spec("balanced"), ctasks.task_spec("clustered", tau=0.5)), n=(8,),
+                          seeds=2, steps=6, batch_size=8, lr=0.05, log_every=3)
+    gpu = cmodels.train_cls_sweep(sw, "cuda", progress=False)
+    monkeypatch.setattr(native, "available", lambda: False)
+    cpu = cmodels.train_cls_sweep(sw, "cpu", progress=False)
+    assert gpu.timings["device"].startswith("cuda") and cpu.timings["engine"] == "torch"
+    for k in ("WK", "WQ", "WV"):
+        np.testing.assert_allclose(gpu.final[k], cpu.final[k], rtol=1e-4, atol=1e-5)
+    assert np.abs(cpu.final["WV"] - cpu.WV_history[0]).max() > 1e-3
 
 
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "torch"])

@@ -7,7 +7,10 @@
 #
 #   bash tools/gpu_session.sh REVISION PHASES BUDGET_S [FIGURES...]
 #     REVISION   the committed revision of this tree (recorded as "<rev> (stated)": the copy has no .git)
-#     PHASES     comma-separated: env, smoke, tests, paper, bench
+#     PHASES     comma-separated, run in this order: env, tests, bench, roofline, default, smoke, paper
+#                (tests: every CUDA test; bench: benchmarks/step_time.py; roofline: benchmarks/roofline.py --device
+#                cuda; default: the five notebooks at the default profile on the GPU, then their records held against
+#                the book's CPU records by tests/test_regression.py)
 #     BUDGET_S   seconds after which paper runs are stopped (their finished stages stay in the cache)
 #     FIGURES    the paper runs to (re)start (default: all five)
 #
@@ -47,6 +50,44 @@ if has env; then
   ls -a | tr '\n' ' ' | tee -a "$LOG"; echo | tee -a "$LOG"
 fi
 
+if has tests; then
+  say "tests: every CUDA test (draws, training and a smoke notebook, CPU against GPU)"
+  timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_streams.py tests/test_device.py \
+    tests/test_classification.py -k "cuda or smoke or another_device" -rA 2>&1 | tee "$LOGS/tests.txt" | tail -40 \
+    | tee -a "$LOG"
+  say "tests done"
+fi
+
+if has bench; then
+  say "bench: PyTorch step time against batch size (eager / torch.compile / CUDA graph)"
+  timeout 200 python3 benchmarks/step_time.py --no-cpu --batches 64 256 1024 4096 --rounds 5 2>&1 \
+    | tee "$LOGS/bench.txt" | tail -30 >>"$LOG"
+  say "bench done"
+fi
+
+if has roofline; then
+  say "roofline: the heavy paper stages' steps on the GPU against its floor"
+  timeout 200 python3 benchmarks/roofline.py --device cuda --rounds 1 --budget 4 --json "$OUT/roofline_cuda.json" \
+    2>&1 | tee "$LOGS/roofline.txt" | tail -20 >>"$LOG"
+  say "roofline done"
+fi
+
+if has default; then
+  left=$(( BUDGET - ($(date +%s) - T0) ))
+  say "default: five notebooks at once on cuda, stopped after ${left}s"
+  dpids=()
+  for f in $ALL; do
+    ( s=$(date +%s); OMP_NUM_THREADS=3 timeout -s INT -k 20 "$left" $CLI run "$f" --profile default --device cuda \
+        --output runs/default-cuda >"$LOGS/default-$f.log" 2>&1; rc=$?
+      echo "[$(( $(date +%s) - T0 ))s] $f default rc=$rc after $(( $(date +%s) - s ))s" >>"$LOG" ) &
+    dpids+=($!)
+  done
+  wait "${dpids[@]}"
+  say "default done: the GPU records against the book's (CPU) records"
+  SOFTMAX_ICL_OUTPUT_DIR=runs/default-cuda timeout 60 python3 -m pytest -q -p no:cacheprovider \
+    tests/test_regression.py::test_fresh_record_matches_the_book -rA 2>&1 | tail -30 | tee -a "$LOG"
+fi
+
 if has smoke; then
   say "smoke: five notebooks at once on cuda"
   spids=()
@@ -58,12 +99,6 @@ if has smoke; then
   wait "${spids[@]}"   # not a bare wait: nvidia-smi runs in the background
   say "smoke done"
   for f in $ALL; do tail -3 "$LOGS/smoke-$f.log" | sed "s/^/  $f: /" >>"$LOG"; done
-fi
-
-if has tests; then
-  say "tests: CUDA-only tests"
-  python3 -m pytest -q -p no:cacheprovider tests/test_device.py -k "cuda or smoke or same_draws" 2>&1 | tail -25 | tee -a "$LOG"
-  say "tests done"
 fi
 
 if has paper; then
@@ -79,12 +114,6 @@ if has paper; then
   say "paper done"
 fi
 
-if has bench; then
-  say "bench: PyTorch step time against batch size (eager / torch.compile / CUDA graph)"
-  python3 benchmarks/step_time.py --no-cpu --batches 16 64 256 1024 4096 --rounds 10 2>&1 | tee "$LOGS/bench.txt" | tail -20 >>"$LOG"
-  say "bench done"
-fi
-
 kill $SMI 2>/dev/null
 pkill -f ipykernel_launcher 2>/dev/null   # a kernel papermill started runs in its own session: stop it
 # What comes back (the tool returns at most 8 files and 64 MiB in all): first the records and notebooks of the paper
@@ -93,14 +122,15 @@ pkill -f ipykernel_launcher 2>/dev/null   # a kernel papermill started runs in i
 # the tool fills its 64 MiB in the order of the names: "0records" comes first, the cache parts after it
 tar czf "$OUT/0records.tgz" runs/*/results runs/*/*.ipynb 2>/dev/null
 unfinished=()
-for f in $FIGS; do [ -f "runs/$f-paper/results/$f.json" ] || unfinished+=(".devcache/$f-*"); done
+if has paper; then
+  for f in $FIGS; do [ -f "runs/$f-paper/results/$f.json" ] || unfinished+=(".devcache/$f-*"); done
+fi
 if [ ${#unfinished[@]} -gt 0 ]; then
   tar czf - ${unfinished[@]} .devcache/kernels 2>/dev/null | split -b 15M -d - "$OUT/cache.tgz."
 fi
 tar czf "$OUT/logs.tgz" -C $LOGS . 2>/dev/null
 for f in $ALL; do
-  for p in smoke-cuda paper; do
-    r="runs/$f-$p/results/$f.json"
+  for r in "runs/$f-smoke-cuda/results/$f.json" "runs/$f-paper/results/$f.json" "runs/default-cuda/results/$f.json"; do
     [ -f "$r" ] && python3 - "$r" <<'EOF' | tee -a "$LOG"
 import json, sys
 r = json.load(open(sys.argv[1]))
