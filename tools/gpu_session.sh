@@ -52,7 +52,7 @@ fi
 
 if has tests; then
   say "tests: every CUDA test (draws, training and a smoke notebook, CPU against GPU)"
-  timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_streams.py tests/test_device.py \
+  timeout 180 python3 -m pytest -q -p no:cacheprovider tests/test_streams.py tests/test_device.py \
     tests/test_classification.py -k "cuda or smoke or another_device" -rA 2>&1 | tee "$LOGS/tests.txt" | tail -40 \
     | tee -a "$LOG"
   say "tests done"
@@ -60,14 +60,14 @@ fi
 
 if has bench; then
   say "bench: PyTorch step time against batch size (eager / torch.compile / CUDA graph)"
-  timeout 200 python3 benchmarks/step_time.py --no-cpu --batches 64 256 1024 4096 --rounds 5 2>&1 \
+  timeout 150 python3 benchmarks/step_time.py --no-cpu --batches 64 256 1024 4096 --rounds 5 2>&1 \
     | tee "$LOGS/bench.txt" | tail -30 >>"$LOG"
   say "bench done"
 fi
 
 if has roofline; then
   say "roofline: the heavy paper stages' steps on the GPU against its floor"
-  timeout 200 python3 benchmarks/roofline.py --device cuda --rounds 1 --budget 4 --json "$OUT/roofline_cuda.json" \
+  timeout 150 python3 benchmarks/roofline.py --device cuda --rounds 1 --budget 3 --json "$OUT/roofline_cuda.json" \
     2>&1 | tee "$LOGS/roofline.txt" | tail -20 >>"$LOG"
   say "roofline done"
 fi
