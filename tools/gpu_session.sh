@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Paper-profile runs on a lent CUDA machine (issue 13), in one or more calls of at most ~10 minutes each.
 #
-# The machine has no registry: the Python packages its image lacks (papermill, ipykernel, submitit, ...) travel as
+# The machine has no registry: the Python packages its image lacks (papermill, ipykernel, submitit, myst-nb and
+# docutils for the notebooks' glue, ...) travel as
 # cp312 wheels in .whl/, the result cache travels in .devcache/ (both git-ignored, carried by the device tool), and
 # every call resumes where the last stopped: each finished stage of a notebook is read back from the cache.
 #
@@ -10,7 +11,7 @@
 #     PHASES     comma-separated, run in this order: env, tests, bench, roofline, default, smoke, paper
 #                (tests: every CUDA test; bench: benchmarks/step_time.py; roofline: benchmarks/roofline.py --device
 #                cuda; default: the five notebooks at the default profile on the GPU, then their records held against
-#                the book's CPU records by tests/test_regression.py)
+#                the book's CPU records by tests/test_regression.py). TESTS_K narrows the tests (pytest -k).
 #     BUDGET_S   seconds after which paper runs are stopped (their finished stages stay in the cache)
 #     FIGURES    the paper runs to (re)start (default: all five)
 #
@@ -53,7 +54,7 @@ fi
 if has tests; then
   say "tests: every CUDA test (draws, training and a smoke notebook, CPU against GPU)"
   timeout 180 python3 -m pytest -q -p no:cacheprovider tests/test_streams.py tests/test_device.py \
-    tests/test_classification.py -k "cuda or smoke or another_device" -rA 2>&1 | tee "$LOGS/tests.txt" | tail -40 \
+    tests/test_classification.py -k "${TESTS_K:-cuda or smoke or another_device}" -rA 2>&1 | tee "$LOGS/tests.txt" | tail -40 \
     | tee -a "$LOG"
   say "tests done"
 fi
