@@ -45,6 +45,30 @@ def test_fresh_record_matches_the_book(figure):
     assert ok, "fresh record differs from book/results (only the differences are listed):\n" + text
 
 
+#: The default profile executed on a CUDA GPU (an H200, five notebooks at once; benchmarks/gpu_h200.md), its records
+#: committed as they came back from the machine.
+GPU_RECORDS = ROOT / "benchmarks" / "results" / "gpu_h200_default"
+
+
+@pytest.mark.parametrize("figure", list(FIGURES))
+def test_the_gpus_default_record_matches_the_books_cpu_record(figure):
+    """The GPU draws the CPU's tasks (counter-based streams) and computes the same functions, so its record of the
+    default profile is the book's CPU record up to float rounding: every verdict equal, every number within the
+    tolerances nbval's regression pass uses. A GPU record of other code or other parameters than the book's (the
+    figure changed since the GPU run) is evidence about that code only: the test then skips and says how to renew it."""
+    gpu = json.loads((GPU_RECORDS / f"{figure}.json").read_text())
+    book = json.loads((ROOT / "book" / "results" / f"{figure}.json").read_text())
+    assert gpu["provenance"]["device"].startswith("cuda") and book["provenance"]["device"] == "cpu"
+    if (gpu["provenance"]["code_fingerprint"] != book["provenance"]["code_fingerprint"]
+            or gpu["parameters"] != book["parameters"]):
+        pytest.skip(f"the GPU record of {figure!r} is of other code or parameters than the book's (fingerprint "
+                    f"{gpu['provenance']['code_fingerprint']} vs {book['provenance']['code_fingerprint']}): rerun "
+                    "`bash tools/gpu_session.sh REV default BUDGET` on a GPU and copy its records here")
+    rows = compare_records(book, gpu, figure_tolerances(figure))
+    text, ok = report({figure: rows}, verbose=False)
+    assert ok, "the GPU's record differs from the book's CPU record (only the differences are listed):\n" + text
+
+
 # -- the comparison itself (fast; runs in every pass) ---------------------------------------------------------------
 
 def _record(value=1.0, passed=True, numbers=None):
