@@ -1,0 +1,38 @@
+"""The benchmark scripts' argument handling (their measurements need an idle machine and are not timed here)."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module               # dataclasses resolve the module's annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_roofline_refuses_cuda_without_a_gpu_before_any_measurement(monkeypatch, capsys):
+    roofline = _load("roofline")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(roofline, "build_fma", lambda *a: pytest.fail("measured before refusing"))
+    monkeypatch.setattr(sys, "argv", ["roofline.py", "--device", "cuda"])
+    with pytest.raises(SystemExit) as exit_:
+        roofline.main()
+    assert exit_.value.code == 2
+    assert "--device cuda" in capsys.readouterr().err
+
+
+def test_roofline_names_the_allowed_stages_of_an_unknown_one(monkeypatch, capsys):
+    roofline = _load("roofline")
+    monkeypatch.setattr(sys, "argv", ["roofline.py", "--stages", "train_nothing"])
+    with pytest.raises(SystemExit):
+        roofline.main()
+    err = capsys.readouterr().err
+    assert "train_nothing" in err and all(s.name in err for s in roofline.STAGES)
