@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Paper-profile runs on a lent CUDA machine (issue 13), in one or more calls of at most ~10 minutes each.
+# Checks and runs on a lent CUDA machine (issues 13 and 26), in one or more calls of at most ~10 minutes each.
 #
-# The machine has no registry: the Python packages its image lacks (papermill, ipykernel, submitit, myst-nb and
-# docutils for the notebooks' glue, ...) travel as
-# cp312 wheels in .whl/, the result cache travels in .devcache/ (both git-ignored, carried by the device tool), and
-# every call resumes where the last stopped: each finished stage of a notebook is read back from the cache.
+# The machine has no registry: the Python packages its image lacks travel as cp312 wheels in .whl/ (papermill,
+# ipykernel, submitit and their dependencies the image lacks; myst-nb and docutils, which the notebooks import to glue
+# their figures), made here with
+#   pip download --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_28_x86_64 \
+#     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl papermill nbformat ipykernel submitit
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl myst-nb==1.4.0 docutils==0.21.2
+# then deleting the wheels of packages the image has (numpy, pyyaml, requests, tqdm, ...: two versions of one package
+# stop the install). The result cache travels in .devcache/ (both folders git-ignored, carried by the device tool),
+# and every call resumes where the last stopped: each finished stage of a notebook is read back from the cache.
 #
 #   bash tools/gpu_session.sh REVISION PHASES BUDGET_S [FIGURES...]
 #     REVISION   the committed revision of this tree (recorded as "<rev> (stated)": the copy has no .git)
@@ -12,7 +17,8 @@
 #                (tests: every CUDA test; bench: benchmarks/step_time.py; roofline: benchmarks/roofline.py --device
 #                cuda; default: the five notebooks at the default profile on the GPU, then their records held against
 #                the book's CPU records by tests/test_regression.py). TESTS_K narrows the tests (pytest -k).
-#     BUDGET_S   seconds after which paper runs are stopped (their finished stages stay in the cache)
+#     BUDGET_S   seconds from the start after which default and paper runs are stopped (their finished stages
+#                stay in the cache)
 #     FIGURES    the paper runs to (re)start (default: all five)
 #
 # What comes back in $OUT: log.txt (the summary), logs.tgz (every command's output, nvidia-smi every 5 s, the
@@ -21,9 +27,11 @@
 #
 # Learned on an H100 (2026-11-25, benchmarks/gpu_h100.md): the paper stages with long contexts keep the GPU busy
 # (utilisation 100 %), so notebooks run at once share it rather than overlap; a stage is cached only when it
-# finishes, so give a call at least the length of its longest stage.
+# finishes, so give a call at least the length of its longest stage. On an H200 (2026-11-27, benchmarks/gpu_h200.md)
+# `env,tests,default` took about 4 minutes of device time: the CUDA tests 50 s, the five default notebooks at once
+# 130 s.
 set -uo pipefail
-REV=${1:?revision}; PHASES=${2:-env,smoke,tests,paper}; BUDGET=${3:-520}; shift 3 || true
+REV=${1:?revision}; PHASES=${2:-env,tests,default}; BUDGET=${3:-520}; shift 3 || true
 T0=$(date +%s)
 OUT=${OUT:-$PWD/.devout}; mkdir -p "$OUT"
 LOG=$OUT/log.txt; LOGS=/tmp/devlogs; mkdir -p $LOGS
@@ -38,6 +46,21 @@ mkdir -p "$SOFTMAX_ICL_CACHE_DIR"
 CLI="python3 -m softmax_icl.cli"
 ALL="window_adaptation norm_scaling generalization low_rank classification_kernel_gd"
 FIGS=${*:-$ALL}
+
+# at_once PROFILE SECONDS OUTPUT FIGURES...: the notebooks at PROFILE on the GPU, all at once (3 CPU threads each),
+# each stopped after SECONDS (SIGINT: its finished stages stay in the cache); OUTPUT is the --output folder ("" for
+# the CLI's own runs/<figure>-<profile>). Each one's log is $LOGS/<profile>-<figure>.log, its exit status goes to $LOG.
+at_once() {
+  local profile=$1 left=$2 output=$3 pids=() f
+  shift 3
+  for f in "$@"; do
+    ( s=$(date +%s); OMP_NUM_THREADS=3 timeout -s INT -k 20 "$left" $CLI run "$f" --profile "$profile" --device cuda \
+        ${output:+--output "$output"} >"$LOGS/$profile-$f.log" 2>&1; rc=$?
+      echo "[$(( $(date +%s) - T0 ))s] $f $profile rc=$rc after $(( $(date +%s) - s ))s" >>"$LOG" ) &
+    pids+=($!)
+  done
+  wait "${pids[@]}"   # not a bare wait: nvidia-smi runs in the background
+}
 
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used,clocks.sm --format=csv -l 5 >"$LOGS/gpu.csv" 2>/dev/null &
 SMI=$!
@@ -76,14 +99,7 @@ fi
 if has default; then
   left=$(( BUDGET - ($(date +%s) - T0) ))
   say "default: five notebooks at once on cuda, stopped after ${left}s"
-  dpids=()
-  for f in $ALL; do
-    ( s=$(date +%s); OMP_NUM_THREADS=3 timeout -s INT -k 20 "$left" $CLI run "$f" --profile default --device cuda \
-        --output runs/default-cuda >"$LOGS/default-$f.log" 2>&1; rc=$?
-      echo "[$(( $(date +%s) - T0 ))s] $f default rc=$rc after $(( $(date +%s) - s ))s" >>"$LOG" ) &
-    dpids+=($!)
-  done
-  wait "${dpids[@]}"
+  at_once default "$left" runs/default-cuda $ALL
   say "default done: the GPU records against the book's (CPU) records"
   SOFTMAX_ICL_OUTPUT_DIR=runs/default-cuda timeout 60 python3 -m pytest -q -p no:cacheprovider \
     tests/test_regression.py::test_fresh_record_matches_the_book -rA 2>&1 | tail -30 | tee -a "$LOG"
@@ -91,27 +107,15 @@ fi
 
 if has smoke; then
   say "smoke: five notebooks at once on cuda"
-  spids=()
-  for f in $ALL; do
-    ( OMP_NUM_THREADS=3 timeout 240 $CLI run "$f" --profile smoke --device cuda --output "runs/$f-smoke-cuda" \
-        >"$LOGS/smoke-$f.log" 2>&1; echo "$f smoke rc=$?" >>"$LOG" ) &
-    spids+=($!)
-  done
-  wait "${spids[@]}"   # not a bare wait: nvidia-smi runs in the background
+  at_once smoke 240 "" $ALL
   say "smoke done"
   for f in $ALL; do tail -3 "$LOGS/smoke-$f.log" | sed "s/^/  $f: /" >>"$LOG"; done
 fi
 
 if has paper; then
   left=$(( BUDGET - ($(date +%s) - T0) ))
-  say "paper: five notebooks at once on cuda, stopped after ${left}s"
-  pids=()
-  for f in $FIGS; do
-    ( s=$(date +%s); OMP_NUM_THREADS=3 timeout -s INT -k 20 "$left" $CLI run "$f" --profile paper --device cuda \
-        >"$LOGS/paper-$f.log" 2>&1; rc=$?; echo "[$(( $(date +%s) - T0 ))s] $f paper rc=$rc after $(( $(date +%s) - s ))s" >>"$LOG" ) &
-    pids+=($!)
-  done
-  wait "${pids[@]}"
+  say "paper: the notebooks at once on cuda, stopped after ${left}s"
+  at_once paper "$left" "" $FIGS
   say "paper done"
 fi
 
@@ -131,7 +135,7 @@ if [ ${#unfinished[@]} -gt 0 ]; then
 fi
 tar czf "$OUT/logs.tgz" -C $LOGS . 2>/dev/null
 for f in $ALL; do
-  for r in "runs/$f-smoke-cuda/results/$f.json" "runs/$f-paper/results/$f.json" "runs/default-cuda/results/$f.json"; do
+  for r in "runs/$f-smoke/results/$f.json" "runs/$f-paper/results/$f.json" "runs/default-cuda/results/$f.json"; do
     [ -f "$r" ] && python3 - "$r" <<'EOF' | tee -a "$LOG"
 import json, sys
 r = json.load(open(sys.argv[1]))
