@@ -55,10 +55,13 @@ def test_the_gpus_default_record_matches_the_books_cpu_record(figure):
     """The GPU draws the CPU's tasks (counter-based streams) and computes the same functions, so its record of the
     default profile is the book's CPU record up to float rounding: every verdict equal, every number within the
     tolerances nbval's regression pass uses. A GPU record of other code or other parameters than the book's (the
-    figure changed since the GPU run) is evidence about that code only: the test then skips and says how to renew it."""
+    figure changed since the GPU run) is evidence about that code only, and a book record made on a GPU is not the
+    CPU's: the test then skips and says why."""
     gpu = json.loads((GPU_RECORDS / f"{figure}.json").read_text())
     book = json.loads((ROOT / "book" / "results" / f"{figure}.json").read_text())
-    assert gpu["provenance"]["device"].startswith("cuda") and book["provenance"]["device"] == "cpu"
+    assert gpu["provenance"]["device"].startswith("cuda")
+    if book["provenance"]["device"] != "cpu":
+        pytest.skip(f"the book's record of {figure!r} was computed on {book['provenance']['device']}, not on the CPU")
     if (gpu["provenance"]["code_fingerprint"] != book["provenance"]["code_fingerprint"]
             or gpu["parameters"] != book["parameters"]):
         pytest.skip(f"the GPU record of {figure!r} is of other code or parameters than the book's (fingerprint "
