@@ -253,15 +253,20 @@ def flop_rate(exe: Path | None, threads: int, reps: int = 5) -> tuple[float, str
     return best, "torch sgemm (no C compiler)"
 
 
-def bandwidth(reps: int = 5) -> float:
-    """Best STREAM-triad bandwidth (bytes/s) over three float32 arrays of 256 MB."""
+def bandwidth(device: str = "cpu", reps: int = 5) -> float:
+    """Best STREAM-triad bandwidth (bytes/s) over three float32 arrays on ``device`` (256 MB each on the CPU,
+    1 GiB on a GPU), waiting for the device around each timed triad."""
     import torch
-    n = 1 << 26
-    b, c, a = torch.rand(n), torch.rand(n), torch.empty(n)
+    n = 1 << (26 if device == "cpu" else 28)
+    b, c, a = (torch.rand(n, device=device), torch.rand(n, device=device), torch.empty(n, device=device))
+    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
+    torch.add(b, c, alpha=1.5, out=a)
+    sync()
     best = 0.0
     for _ in range(reps):
         t = time.perf_counter()
         torch.add(b, c, alpha=1.5, out=a)
+        sync()
         best = max(best, 12 * n / (time.perf_counter() - t))
     return best
 
@@ -281,22 +286,6 @@ def gpu_flop_rate(reps: int = 5) -> tuple[float, str]:
         torch.cuda.synchronize()
         best = max(best, 2 * n**3 / (time.perf_counter() - t))
     return best, f"cuBLAS sgemm, TF32 off ({torch.cuda.get_device_name()})"
-
-
-def gpu_bandwidth(reps: int = 5) -> float:
-    """Best triad bandwidth (bytes/s) over three float32 arrays of 1 GiB on the current CUDA device."""
-    import torch
-    n = 1 << 28
-    b, c, a = torch.rand(n, device="cuda"), torch.rand(n, device="cuda"), torch.empty(n, device="cuda")
-    torch.add(b, c, alpha=1.5, out=a)
-    torch.cuda.synchronize()
-    best = 0.0
-    for _ in range(reps):
-        t = time.perf_counter()
-        torch.add(b, c, alpha=1.5, out=a)
-        torch.cuda.synchronize()
-        best = max(best, 12 * n / (time.perf_counter() - t))
-    return best
 
 
 # -- one stage's step, in a fresh process -------------------------------------------------------------------------
@@ -372,7 +361,7 @@ def main() -> int:
         for r in range(args.rounds):
             rate, how = flop_rate(exe, args.threads) if args.device == "cpu" else gpu_flop_rate()
             flops.append(rate)
-            bws.append(bandwidth() if args.device == "cpu" else gpu_bandwidth())
+            bws.append(bandwidth(args.device))
             print(f"round {r + 1}/{args.rounds}: {rate / 1e9:.1f} GFLOP/s ({how}), {bws[-1] / 1e9:.1f} GB/s",
                   flush=True)
             pairs = [(s, b) for s in stages for b in args.backends]
