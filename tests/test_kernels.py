@@ -171,3 +171,81 @@ def test_the_step_works_in_buffers_made_once():
     st = prog.streams[0]
     first = st.sample(16, 1).x_ctx.data_ptr()
     assert st.sample(16, 2).x_ctx.data_ptr() == first
+
+
+def _window_sums_reference(w, c, pp, pm, bounds):
+    """The PyTorch loop of theory.relu_window_scan, in float64: (B, K, W, 4)."""
+    out = []
+    for i0, i1 in zip(bounds[:-1], bounds[1:]):
+        cs = c[:, i0:i1].double()
+        E = torch.exp(w.double()[None, :, None] * (cs[:, None, :] - cs.max(-1).values[:, None, None]))
+        G = torch.stack([torch.ones_like(cs), pp[:, i0:i1].double(), pm[:, i0:i1].double()], -1)
+        out.append(torch.cat([torch.bmm(E, G), (E * E).sum(-1, keepdim=True)], -1))
+    return torch.stack(out, 1)
+
+
+@needs_kernel
+def test_window_sums_equal_pytorch_and_do_not_depend_on_the_thread_count():
+    """The engine's inner loop of the Theorem 3.4 scan: ragged segments (not whole vectors of eight), windows from
+    0.1 to 1e4 (where most weights are dropped below exp(-40)), to float32 rounding; bit for bit on 1 or 2 threads."""
+    g = torch.Generator().manual_seed(5)
+    B, n = 6, 203
+    c = torch.rand(B, n, generator=g) * 2 - 1
+    p = torch.randn(B, n, generator=g)
+    pp, pm = p.clamp_min(0), (-p).clamp_min(0)
+    w = torch.logspace(-1, 4, 17)
+    bounds = [0, 1, 13, 50, 203]
+    got = kernels.window_sums(w, c, pp, pm, bounds)
+    ref = _window_sums_reference(w, c, pp, pm, bounds)
+    np.testing.assert_allclose(got.double(), ref, rtol=2e-5, atol=1e-17)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = kernels.window_sums(w, c, pp, pm, bounds)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, got)
+    with pytest.raises(ValueError, match="bounds"):
+        kernels.window_sums(w, c, pp, pm, [0, 50, 50, 203])
+    with pytest.raises(ValueError, match="float32"):
+        kernels.window_sums(w.double(), c, pp, pm, bounds)
+
+
+@needs_kernel
+def test_the_theorem34_scan_is_the_same_with_and_without_the_engine(monkeypatch):
+    """theory.relu_window_scan with its sums in the engine equals its PyTorch loop (the same draws) to rounding."""
+    from softmax_icl import theory as th
+    w = np.logspace(-1, 4, 12)
+    fused = th.relu_window_scan(5, [50, 200, 900], w, n_tasks=40, seed=2, chunk=16)
+    monkeypatch.setattr(kernels, "available", lambda: False)
+    plain = th.relu_window_scan(5, [50, 200, 900], w, n_tasks=40, seed=2, chunk=16)
+    for name in ("bias", "noise", "bias_se"):
+        np.testing.assert_allclose(getattr(fused, name), getattr(plain, name), rtol=1e-4, err_msg=name)
+
+
+@needs_kernel
+def test_segment_weights_in_the_engine_equal_pytorch_and_do_not_depend_on_the_thread_count(monkeypatch):
+    """models.segment_weights: the engine's one pass (weights over the scores, each segment's max, sum, sum of
+    squares) equals the PyTorch loop to float32 rounding, on ragged segments and scores thousands apart; bit for bit
+    on 1 or 2 threads; the scores are left alone unless ``inplace``."""
+    g = torch.Generator().manual_seed(3)
+    s = torch.randn(3, 7, 130, generator=g) * torch.tensor([0.5, 40.0, 3000.0])[:, None, None]
+    bounds = [0, 1, 9, 64, 130]
+    before = s.clone()
+    E, stats = models.segment_weights(s, bounds)
+    assert torch.equal(s, before)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        E1, stats1 = models.segment_weights(s, bounds)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(E1, E) and torch.equal(stats1, stats)
+    monkeypatch.setattr(kernels, "available", lambda: False)
+    E_ref, stats_ref = models.segment_weights(s.double(), bounds)
+    big = E_ref > 1e-17                                   # the engine drops weights below exp(-40)
+    np.testing.assert_allclose(E.double()[big], E_ref[big], rtol=1e-5)
+    assert float(E.double()[~big].max()) < 1.1e-17        # dropped (0), or as small as PyTorch's
+    np.testing.assert_allclose(stats.double(), stats_ref, rtol=2e-6)
+    with pytest.raises(ValueError, match="bounds"):
+        kernels.segment_exp(s.clone(), [0, 9, 9, 130])

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from softmax_icl import metrics
 from softmax_icl.baselines import nadaraya_watson_oracle, scan_bandwidth
 from softmax_icl.metrics import icl_error, icl_error_grid, icl_error_of_matrices, spectral_norm, window_halfwidth
 from softmax_icl.tasks import InputSpec
@@ -75,3 +76,25 @@ def test_oracle_error_is_the_full_grid_evaluation_at_the_tuned_bandwidth_exactly
 
 def test_spectral_norm():
     assert spectral_norm(np.diag([3.0, -5.0, 1.0])) == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("kind,dtype", [("softmax", torch.float64), ("softmax", torch.float32),
+                                        ("linear", torch.float64)])
+def test_prefix_predictions_are_each_prefixs_own_readout(kind, dtype):
+    """The segmented one-pass readout equals the readout of every prefix computed on its own (softmax over the
+    prefix, or s.y / n), also where later points score far above the first ones (w = 2000: the first segment's
+    weights are exp(-thousands) relative to the whole context's largest). float64 runs the PyTorch weights, float32
+    the engine's where it is built (to float32 rounding)."""
+    g = torch.Generator().manual_seed(1)
+    U, R, b, n = 4, 3, 5, 70
+    s = torch.randn(U, b, n, generator=g, dtype=torch.float64) * torch.tensor([0.1, 1.0, 30.0, 2000.0],
+                                                                              dtype=torch.float64)[:, None, None]
+    s[..., 40:] += 3000.0 * (s[3:4, :, 40:] > 0)
+    y = torch.randn(R, b, n, generator=g, dtype=torch.float64)
+    ns = [1, 7, 40, 41, 70]
+    s, y = s.to(dtype).double(), y.to(dtype).double()          # the reference reads the same rounded inputs
+    got = metrics.prefix_predictions(kind, s.to(dtype), y.to(dtype), ns).double()
+    tol = dict(rtol=1e-10, atol=1e-12) if dtype == torch.float64 else dict(rtol=1e-4, atol=1e-5)
+    for j, m in enumerate(ns):
+        a = torch.softmax(s[..., :m], -1) if kind == "softmax" else s[..., :m] / m
+        np.testing.assert_allclose(got[..., j], torch.einsum("ubm,rbm->urb", a, y[..., :m]), **tol)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .models import check_kind, predict, scores
+from .models import check_kind, predict, scores, segment_weights
 from .tasks import InputSpec, TaskBatch
 from .base import derive_seed, resolve_device
 from .training import TaskStream
@@ -93,6 +93,41 @@ def icl_error_of_matrices(kind: str, M, rows: list[dict], spec: InputSpec, **kw)
     return icl_error(fn, rows, spec, device=dev, **kw)
 
 
+def prefix_predictions(kind: str, s: torch.Tensor, y: torch.Tensor, ns) -> torch.Tensor:
+    """Predictions of U units on R label sets at every context length of ``ns`` (increasing), each context the
+    prefix of one longer context: scores ``s`` (U, b, n), labels ``y`` (R, b, n) -> (U, R, b, len(ns)).
+
+    The context is cut into the segments between consecutive lengths. Softmax: each segment's weights are taken
+    relative to its own largest score (:func:`softmax_icl.models.segment_weights`) and the running sums rescaled as
+    segments are added (log-sum-exp), so every score's exp is computed once, whatever the number of lengths, and the
+    weighted labels are one batched product per segment (no (U, R, b, n) tensor); linear: running sums of
+    ``s_i y_i``, divided by the length.
+    """
+    out, lo = [], 0
+    S0 = S1 = logm = None
+    if kind == "softmax":
+        E, stats = segment_weights(s, [0] + list(ns))
+    for k, n in enumerate(ns):
+        if kind == "softmax":
+            cm, A0 = stats[..., k, 0], stats[..., k, 1]                              # (U, b)
+            A1 = torch.einsum("ubm,rbm->urb", E[..., lo:n], y[..., lo:n])           # (U, R, b)
+            if S0 is None:
+                logm, S0, S1 = cm, A0, A1
+            else:
+                new = torch.maximum(logm, cm)
+                f_old, f_new = torch.exp(logm - new), torch.exp(cm - new)
+                S0 = S0 * f_old + A0 * f_new
+                S1 = S1 * f_old[:, None] + A1 * f_new[:, None]
+                logm = new
+            out.append(S1 / S0[:, None])
+        else:
+            A1 = torch.einsum("ubm,rbm->urb", s[..., lo:n], y[..., lo:n])
+            S1 = A1 if S1 is None else S1 + A1
+            out.append(S1 / n)
+        lo = n
+    return torch.stack(out, -1)
+
+
 def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks: int = 10_000, eval_seed: int = 3,
                 device="cpu", chunk: int = 2048, max_elements: float = 1.5e7,
                 units=None) -> tuple[np.ndarray, np.ndarray]:
@@ -102,10 +137,10 @@ def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks
     n = max(ns) and the shorter contexts are its prefixes, as in :func:`icl_error` (same
     evaluation stream, hence the same tasks for the same ``eval_seed``).
     The scores of all units are computed once per chunk (one matrix product) and shared by all test settings
-    and context lengths. ``units``: indices into ``M`` of the only units whose errors are wanted (default all);
-    the scores are still computed for every unit, in the same chunks, so each wanted unit's numbers are exactly
-    those of the whole evaluation, while the weights and errors (most of the work) are computed for the wanted
-    ones only. Returns (mean, standard error), each (U, R, len(ns)), U = len(units) when given.
+    and context lengths (:func:`prefix_predictions`: each score's exp once, whatever the number of lengths).
+    ``units``: indices into ``M`` of the only units whose errors are wanted (default all); the scores are still
+    computed for every unit, in the same chunks, so each wanted unit's numbers are exactly those of the whole
+    evaluation, while the weights and errors (most of the work) are computed for the wanted ones only. Returns (mean, standard error), each (U, R, len(ns)), U = len(units) when given.
     """
     check_kind(kind)
     dev = resolve_device(device) if isinstance(device, str) else device
@@ -117,18 +152,15 @@ def icl_error_grid(kind: str, M, tests: list[dict], ns, spec: InputSpec, n_tasks
     chunk = _eval_chunk(min(chunk, int(max_elements // (U * R * (n_draw + 1)))))
     pick = None if units is None else torch.as_tensor(np.asarray(units, dtype=np.int64), device=dev)
 
+    lengths = sorted(set(ns))
+    order = [lengths.index(n) for n in ns]
+
     def squared_errors(batch):
-        s = scores(batch.x_ctx, batch.x_q, Mt)[0].unsqueeze(1)       # (U, 1, b, n): inputs shared by the tests
+        s = scores(batch.x_ctx, batch.x_q, Mt)[0]                   # (U, b, n): inputs shared by the tests
         if pick is not None:
             s = s[pick]
-        y = batch.y_ctx                                              # (1, R, b, n)
-        preds = []
-        for n in ns:                                                 # a handful of prefix lengths
-            if kind == "softmax":
-                preds.append((torch.softmax(s[..., :n], dim=-1) * y[..., :n]).sum(-1))
-            else:
-                preds.append((s[..., :n] * y[..., :n]).sum(-1) / n)
-        err = (torch.stack(preds, -1) - batch.f_q[..., None]).double() ** 2         # (U, R, b, N)
+        pred = prefix_predictions(kind, s, batch.y_ctx[0], lengths)[..., order]     # (U, R, b, N)
+        err = (pred - batch.f_q[0][None, :, :, None]).double() ** 2
         return err.movedim(2, -1)                                                    # (U, R, N, b)
 
     return _mean_and_stderr(stream, n_tasks, chunk, squared_errors, (U if pick is None else len(pick), R, len(ns)))

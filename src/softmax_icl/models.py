@@ -22,6 +22,8 @@ import math
 
 import torch
 
+from . import kernels
+
 MODEL_KINDS = ("softmax", "linear")
 PARAMETERISATIONS = ("M", "KQ", "full")
 
@@ -48,6 +50,33 @@ def scores(x_ctx: torch.Tensor, x_q: torch.Tensor, M: torch.Tensor) -> torch.Ten
     """Attention scores ``x_i^T M x_q``, (R, G, B, n), for ``x_ctx`` (R, B, n, d), ``x_q`` (R, B, d) and ``M``
     (R, G, d, d)."""
     return _scores_rbgn(x_ctx, query_vectors(M, x_q)).transpose(1, 2)
+
+
+def segment_weights(s: torch.Tensor, bounds, inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax weights of scores ``s`` (..., n) cut into the segments ``bounds[k]`` to ``bounds[k + 1] - 1``, each
+    relative to its own segment's largest score: ``(E, stats)``, ``E`` (..., n) with ``e_i = exp(s_i - max)`` and
+    ``stats`` (..., K, 3) each segment's largest score, sum of weights and sum of squared weights.
+
+    The readout of every prefix length of one context in one pass (the segments between consecutive lengths are
+    combined log-sum-exp fashion by the caller): each score's exp is taken once. On the CPU in the engine where it is
+    built and chosen (:func:`softmax_icl.kernels.segment_exp`; weights below exp(-40) of their segment's largest are
+    dropped there, below float32's resolution of a sum >= 1), else in PyTorch. ``inplace``: ``E`` may be ``s``
+    itself (the engine writes the weights over the scores).
+    """
+    bounds = [int(b) for b in bounds]
+    if s.device.type == "cpu" and s.dtype == torch.float32 and kernels.available():
+        E = s.contiguous()                       # a copy unless s is contiguous
+        if E.data_ptr() == s.data_ptr() and not inplace:
+            E = E.clone()
+        return E, kernels.segment_exp(E, bounds)
+    E = s if inplace else torch.empty_like(s)
+    stats = s.new_empty(*s.shape[:-1], len(bounds) - 1, 3)
+    for k, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        cm = s[..., lo:hi].amax(-1)
+        e = torch.exp(s[..., lo:hi] - cm[..., None])
+        E[..., lo:hi] = e
+        stats[..., k, 0], stats[..., k, 1], stats[..., k, 2] = cm, e.sum(-1), (e * e).sum(-1)
+    return E, stats
 
 
 def attention_weights(kind: str, x_ctx, x_q, M) -> torch.Tensor:

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .models import scores
+from . import kernels
+from .models import scores, segment_weights
 from .tasks import InputSpec, draw_raw, nonisotropic_covariance, task_values
-from .base import derive_seed, resolve_device
+from .base import Progress, derive_seed, resolve_device
 
 THEOREM_34_VERSIONS = {
     "slides": "exponents 1/d and 2/d on n L^2 / sigma^2 (as stated on the slides)",
@@ -320,7 +321,7 @@ class LossTerms:
 
 def loss_terms(spec: InputSpec, rows: list[dict], matrices, n_tasks: int = 4096, seed: int = 11,
                device="cpu", paired: bool = False, chunk: int | None = None,
-               n_draw: int | None = None) -> LossTerms:
+               n_draw: int | None = None, desc: str = "population loss") -> LossTerms:
     """Population loss terms of softmax attention with key-query ``matrices`` (K, d, d) on the tasks of ``rows``.
 
     ``rows``: R dicts with ``function_class``, ``L`` and ``n`` (the noise level enters only through
@@ -350,46 +351,83 @@ def loss_terms(spec: InputSpec, rows: list[dict], matrices, n_tasks: int = 4096,
     sums = {k: torch.zeros(shape, dtype=torch.float64, device=dev) for k in ("b", "b2", "v", "v2")}
     stream = derive_seed(seed, 7919)
     done = 0
-    with torch.no_grad():
-        while done < n_tasks:
-            b = min(chunk, n_tasks - done)
-            raw = draw_raw(spec, b, n_max, stream, dev, first_task=done)
-            x = raw["x"]
-            xt = raw.get("x_task", x)          # where the task is evaluated (whitened inputs, if any)
-            xq = x[:, n_max]
-            # f at every input for every row: one call per class on the shared draws, (R, b, n_max + 1)
-            f = torch.empty(R, b, n_max + 1, device=dev)
-            raw1 = {k: v.unsqueeze(0) for k, v in raw.items()}
-            for j, name in enumerate(classes):
-                st = torch.as_tensor(np.nonzero(row_cls == j)[0], device=dev)
-                basis = spec.basis(dev) if name.startswith("lowrank_") else None
-                f[st] = task_values(name, xt.unsqueeze(0), raw1, L[st].unsqueeze(0), basis)[0]
-            s_all = scores(x[None, :, :n_max], xq[None], Ms[None])[0]                  # (K, b, n_max)
-            for n in ns:
-                rsel = np.nonzero(row_n == n)[0]
-                rs = torch.as_tensor(rsel, device=dev)
-                if paired:
-                    a = torch.softmax(s_all[rs, :, :n], dim=-1)                          # (r, b, n)
-                    pred = (a * f[rs, :, :n]).sum(-1)                                    # (r, b)
-                    v = (a**2).sum(-1)
-                else:
-                    a = torch.softmax(s_all[:, :, :n], dim=-1)                           # (K, b, n)
-                    pred = torch.einsum("kbn,rbn->rkb", a, f[rs, :, :n])                 # (r, K, b)
-                    v = (a**2).sum(-1).unsqueeze(0).expand(len(rsel), K, b)
-                target = f[rs, :, n_max] if paired else f[rs, :, n_max].unsqueeze(1)
-                err = (pred - target).double() ** 2
-                v = v.double()
-                sums["b"][rs] += err.sum(-1)
-                sums["b2"][rs] += (err**2).sum(-1)
-                sums["v"][rs] += v.sum(-1)
-                sums["v2"][rs] += (v**2).sum(-1)
-            done += b
+    bar = Progress(-(-n_tasks // chunk), desc)
+    try:
+        with torch.no_grad():
+            while done < n_tasks:
+                b = min(chunk, n_tasks - done)
+                raw = draw_raw(spec, b, n_max, stream, dev, first_task=done)
+                x = raw["x"]
+                xt = raw.get("x_task", x)          # where the task is evaluated (whitened inputs, if any)
+                xq = x[:, n_max]
+                # f at every input for every row: one call per class on the shared draws, (R, b, n_max + 1)
+                f = torch.empty(R, b, n_max + 1, device=dev)
+                raw1 = {k: v.unsqueeze(0) for k, v in raw.items()}
+                for j, name in enumerate(classes):
+                    st = torch.as_tensor(np.nonzero(row_cls == j)[0], device=dev)
+                    basis = spec.basis(dev) if name.startswith("lowrank_") else None
+                    f[st] = task_values(name, xt.unsqueeze(0), raw1, L[st].unsqueeze(0), basis)[0]
+                s_all = scores(x[None, :, :n_max], xq[None], Ms[None])[0]                  # (K, b, n_max)
+                for n, rs, pred, v in _prefix_terms(s_all, f, row_n, ns, paired):
+                    target = f[rs, :, n_max] if paired else f[rs, :, n_max].unsqueeze(1)
+                    err = (pred - target).double() ** 2
+                    v = v.double() if paired else v.double().unsqueeze(0).expand(len(rs), K, b)
+                    sums["b"][rs] += err.sum(-1)
+                    sums["b2"][rs] += (err**2).sum(-1)
+                    sums["v"][rs] += v.sum(-1)
+                    sums["v2"][rs] += (v**2).sum(-1)
+                done += b
+                bar.update(-(-done // chunk))
+    finally:
+        bar.close()
     out = {k: (t / n_tasks).cpu().numpy() for k, t in sums.items()}
 
     def se(m, m2):
         return np.sqrt(np.clip(m2 - m**2, 0, None) / n_tasks)
 
     return LossTerms(out["b"], out["v"], se(out["b"], out["b2"]), se(out["v"], out["v2"]), int(n_tasks))
+
+
+def _prefix_terms(s: torch.Tensor, f: torch.Tensor, row_n: np.ndarray, ns: list[int], paired: bool):
+    """For each context length ``n`` of ``ns`` (increasing), the rows evaluated at ``n``, their softmax predictions
+    and ``sum_i a_i^2``, from scores ``s`` (K, b, n_max) and labels ``f`` (R, b, n_max + 1) of rows of lengths
+    ``row_n``. Not paired: every matrix on every row, predictions (r, K, b), ``sum a^2`` (K, b); paired: matrix r on
+    row r only, (r, b) and (r, b).
+
+    Not paired, every matrix is read at every length: the context is cut into the segments between consecutive
+    lengths, each segment's weights taken relative to its own largest score (:func:`softmax_icl.models.
+    segment_weights`) and the running sums rescaled as segments are added (log-sum-exp), so every score's exp is
+    computed once whatever the number of lengths, and a row's weighted labels are summed only up to its own length.
+    Paired, each matrix is read at its row's length only: one softmax per length over the rows of that length.
+    """
+    row_t = torch.as_tensor(row_n, device=s.device)
+    if paired:
+        for n in ns:
+            at = torch.nonzero(row_t == n).flatten()
+            if at.numel():
+                a = torch.softmax(s[at, :, :n], dim=-1)                                       # (r, b, n)
+                yield n, at, (a * f[at, :, :n]).sum(-1), (a**2).sum(-1)
+        return
+    S1 = torch.zeros((f.shape[0], s.shape[0], s.shape[1]), dtype=s.dtype, device=s.device)
+    E, stats = segment_weights(s, [0] + list(ns), inplace=True)
+    logm = S0 = S2 = None
+    lo = 0
+    for k, n in enumerate(ns):
+        alive = torch.nonzero(row_t >= n).flatten()                      # rows whose context reaches past lo
+        cm, A0, A2 = stats[:, :, k, 0], stats[:, :, k, 1], stats[:, :, k, 2]          # (K, b)
+        A1 = torch.einsum("kbm,rbm->rkb", E[:, :, lo:n], f[alive, :, lo:n])          # (r, K, b)
+        if logm is None:
+            logm, S0, S2 = cm, A0, A2
+            S1[alive] = A1
+        else:
+            new = torch.maximum(logm, cm)
+            f_old, f_new = torch.exp(logm - new), torch.exp(cm - new)
+            S1[alive] = S1[alive] * f_old + A1 * f_new
+            S0, S2, logm = S0 * f_old + A0 * f_new, S2 * f_old**2 + A2 * f_new**2, new
+        lo = n
+        at = torch.nonzero(row_t == n).flatten()
+        if at.numel():
+            yield n, at, S1[at] / S0, S2 / S0**2
 
 
 def refine_minimum(w_grid, loss, log: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -479,7 +517,7 @@ class WindowScan:
 
 
 def relu_window_scan(d: int, ns, w, n_tasks: int, seed: int = 0, chunk: int = 32,
-                     dtype: torch.dtype = torch.float32) -> WindowScan:
+                     dtype: torch.dtype = torch.float32, desc: str | None = None) -> WindowScan:
     """Monte Carlo of the ReLU class's bias and noise terms over ``M = w I`` for every ``n`` of ``ns`` at once.
 
     Independent of :func:`loss_terms` (its own sampler, float64): by rotation invariance the query is fixed at
@@ -489,52 +527,66 @@ def relu_window_scan(d: int, ns, w, n_tasks: int, seed: int = 0, chunk: int = 32
     draws; for each task and ``w`` the sums over a segment of the context are taken relative to the segment's
     largest ``c`` and combined in log-sum-exp fashion, so no term that matters underflows at large ``w``. The
     inputs are drawn in float64 and the per-task sums computed in ``dtype`` (float32: every weight is at most 1
-    relative to the largest, so what float32 drops is below 1e-38 of it); the sums over tasks are float64.
+    relative to the largest, so what float32 drops is below 1e-38 of it); the sums over tasks are float64. In float32
+    on the CPU the per-segment sums run in the engine (:func:`softmax_icl.kernels.window_sums`, where it is built and
+    chosen), else in PyTorch; the two agree to float32 rounding (a test). A progress bar (``desc``, default
+    "Theorem 3.4 scan, d = <d>") counts the chunks.
     """
     ns = tuple(sorted(int(n) for n in ns))
     wt = torch.as_tensor(np.asarray(w, dtype=np.float64)).to(dtype)
     W, n_max = wt.numel(), ns[-1]
     bounds = (0,) + ns
     g = torch.Generator().manual_seed(derive_seed(seed, 3413))
+    fused = dtype == torch.float32 and kernels.available()
     sums = {k: torch.zeros(len(ns), W, dtype=torch.float64) for k in ("b", "b2", "v", "v2")}
     done = 0
-    with torch.no_grad():
-        while done < n_tasks:
-            b = min(chunk, n_tasks - done)
-            x = torch.randn(b, n_max, d, generator=g, dtype=torch.float64)
-            x = x / x.norm(dim=-1, keepdim=True)
-            q = torch.randn(b, d, generator=g, dtype=torch.float64)
-            q = q / q.norm(dim=-1, keepdim=True)
-            c = x[..., 0].to(dtype)                                     # (b, n): cosine to the query e_1
-            p = (x @ q.unsqueeze(-1)).to(dtype)                         # (b, n, 1): q^T x_i
-            G = torch.cat([torch.ones_like(p), p.clamp_min(0), (-p).clamp_min(0)], -1)      # (b, n, 3)
-            gq = torch.stack([q[:, 0].clamp_min(0), (-q[:, 0]).clamp_min(0)], -1).to(dtype)  # (b, 2)
-            logm = None                                                 # running shift (b, W) of the prefix
-            S = None                                                    # prefix sums (b, W, 3) and (b, W)
-            for k, n in enumerate(ns):
-                seg = slice(bounds[k], n)
-                cm = c[:, seg].max(-1).values                                              # (b,)
-                E = torch.exp(wt[None, :, None] * (c[:, None, seg] - cm[:, None, None]))    # (b, W, m)
-                A = torch.bmm(E, G[:, seg])                                                # (b, W, 3)
-                A2 = (E * E).sum(-1)                                                       # (b, W)
-                lm = wt[None, :] * cm[:, None]                                             # (b, W) log-scale
-                if S is None:
-                    logm, S, S2 = lm, A, A2
-                else:
-                    new = torch.maximum(logm, lm)
-                    f_old, f_new = torch.exp(logm - new), torch.exp(lm - new)
-                    S = S * f_old[..., None] + A * f_new[..., None]
-                    S2 = S2 * f_old**2 + A2 * f_new**2
-                    logm = new
-                pred = S[..., 1:] / S[..., :1]                                             # (b, W, 2)
-                err = ((pred - gq[:, None, :]) ** 2).sum(-1) / 3.0                         # E over l1, l2
-                v = S2 / S[..., 0] ** 2
-                err, v = err.double(), v.double()
-                sums["b"][k] += err.sum(0)
-                sums["b2"][k] += (err**2).sum(0)
-                sums["v"][k] += v.sum(0)
-                sums["v2"][k] += (v**2).sum(0)
-            done += b
+    bar = Progress(-(-n_tasks // chunk), desc or f"Theorem 3.4 scan, d = {d}")
+    try:
+        with torch.no_grad():
+            while done < n_tasks:
+                b = min(chunk, n_tasks - done)
+                x = torch.randn(b, n_max, d, generator=g, dtype=torch.float64)
+                x = x / x.norm(dim=-1, keepdim=True)
+                q = torch.randn(b, d, generator=g, dtype=torch.float64)
+                q = q / q.norm(dim=-1, keepdim=True)
+                c = x[..., 0].to(dtype)                                     # (b, n): cosine to the query e_1
+                p = (x @ q.unsqueeze(-1)).to(dtype)                         # (b, n, 1): q^T x_i
+                G = torch.cat([torch.ones_like(p), p.clamp_min(0), (-p).clamp_min(0)], -1)      # (b, n, 3)
+                gq = torch.stack([q[:, 0].clamp_min(0), (-q[:, 0]).clamp_min(0)], -1).to(dtype)  # (b, 2)
+                if fused:                    # every segment's sums at once, each exp computed once (the engine)
+                    AA = kernels.window_sums(wt, c.contiguous(), G[..., 1].contiguous(), G[..., 2].contiguous(), bounds)
+                logm = None                                                 # running shift (b, W) of the prefix
+                S = None                                                    # prefix sums (b, W, 3) and (b, W)
+                for k, n in enumerate(ns):
+                    seg = slice(bounds[k], n)
+                    cm = c[:, seg].max(-1).values                                              # (b,)
+                    if fused:
+                        A, A2 = AA[:, k, :, :3], AA[:, k, :, 3]
+                    else:
+                        E = torch.exp(wt[None, :, None] * (c[:, None, seg] - cm[:, None, None]))    # (b, W, m)
+                        A = torch.bmm(E, G[:, seg])                                                # (b, W, 3)
+                        A2 = (E * E).sum(-1)                                                       # (b, W)
+                    lm = wt[None, :] * cm[:, None]                                             # (b, W) log-scale
+                    if S is None:
+                        logm, S, S2 = lm, A, A2
+                    else:
+                        new = torch.maximum(logm, lm)
+                        f_old, f_new = torch.exp(logm - new), torch.exp(lm - new)
+                        S = S * f_old[..., None] + A * f_new[..., None]
+                        S2 = S2 * f_old**2 + A2 * f_new**2
+                        logm = new
+                    pred = S[..., 1:] / S[..., :1]                                             # (b, W, 2)
+                    err = ((pred - gq[:, None, :]) ** 2).sum(-1) / 3.0                         # E over l1, l2
+                    v = S2 / S[..., 0] ** 2
+                    err, v = err.double(), v.double()
+                    sums["b"][k] += err.sum(0)
+                    sums["b2"][k] += (err**2).sum(0)
+                    sums["v"][k] += v.sum(0)
+                    sums["v2"][k] += (v**2).sum(0)
+                done += b
+                bar.update(-(-done // chunk))
+    finally:
+        bar.close()
     m = {k: (t / n_tasks).numpy() for k, t in sums.items()}
 
     def se(a, a2):

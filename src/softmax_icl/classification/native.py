@@ -17,11 +17,6 @@ selects the PyTorch code instead; :func:`backend` says which one runs. The tests
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import platform
-import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -64,54 +59,15 @@ class LossSpec(ctypes.Structure):
                 ("work", _P)]
 
 
-def _compile(cc: str) -> tuple[Path | None, str]:
-    """Compile ``engine.c`` (or reuse an earlier build of the same source, compiler, flags and CPU)."""
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
-    errors = []
-    for flags in kernels.FLAG_SETS:
-        key = hashlib.sha256("\n".join([SOURCE.read_text(), cc, version, " ".join(flags), platform.machine(),
-                                        kernels._cpu_id()]).encode()).hexdigest()[:16]
-        out = kernels._build_dir() / f"cls-engine-{key}.so"
-        if out.exists():
-            return out, f"{Path(cc).name} {' '.join(flags)}"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".cls-engine-", suffix=".so")
-        os.close(fd)
-        try:
-            res = subprocess.run([cc, *flags, "-fPIC", "-shared", str(SOURCE), "-o", tmp, "-lm", "-lpthread"],
-                                 capture_output=True, text=True, timeout=300)
-            if res.returncode == 0:
-                os.replace(tmp, out)          # atomic: a concurrent or interrupted build never leaves half a file
-                return out, f"{Path(cc).name} {' '.join(flags)}"
-            errors.append(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.returncode}")
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-    return None, "; ".join(errors)
-
-
 def _load() -> ctypes.CDLL | None:
-    """Build and load the engine once per process; remember why not if it cannot be."""
+    """Build and load the engine once per process (:func:`softmax_icl.kernels.build_library`); remember why not if it
+    cannot be."""
     global _lib, _status
     if _status is not None:
         return _lib
-    choice = os.environ.get(kernels.ENV, "auto")
-    if choice not in ("auto", "torch"):
-        raise ValueError(f"{kernels.ENV}={choice!r} is not allowed; allowed values: 'auto', 'torch'")
-    if choice == "torch":
-        _status = f"torch ({kernels.ENV}=torch)"
-        return None
-    cc = kernels._compiler()
-    if cc is None:
-        _status = "torch (no C compiler found; set CC to use the compiled engine)"
-        return None
-    try:
-        path, how = _compile(cc)
-        if path is None:
-            _status = f"torch (the classification engine did not compile: {how})"
-            return None
-        lib = ctypes.CDLL(str(path))
-    except (OSError, subprocess.SubprocessError) as exc:
-        _status = f"torch (the classification engine could not be built or loaded: {exc})"
+    lib, how = kernels.build_library("cls-engine", SOURCE, "classification engine")
+    if lib is None:
+        _status = how
         return None
     for name, spec, res in (("cls_draw", DrawSpec, ctypes.c_int), ("cls_draw_workspace", DrawSpec, ctypes.c_int64),
                             ("cls_loss", LossSpec, ctypes.c_int), ("cls_loss_workspace", LossSpec, ctypes.c_int64),

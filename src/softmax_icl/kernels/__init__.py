@@ -8,7 +8,9 @@ every configuration of its row, and runs the readout's forward and backward pass
 splitting the tasks over ``torch.get_num_threads()`` threads (each task's results in its own slot, summed in a
 fixed order: no number depends on the thread count). The buffers it works in are made once per stream
 (:class:`FusedStream`), never in the training loop. :func:`sample_raw` draws the same tasks into tensors (the
-evaluation sets on the CPU); :func:`stream_values` exposes the counter scheme itself, for the tests.
+evaluation sets on the CPU); :func:`stream_values` exposes the counter scheme itself, for the tests;
+:func:`window_sums` is the inner loop of :func:`softmax_icl.theory.relu_window_scan`, :func:`segment_exp` the softmax
+weights of an evaluation at several prefix lengths (:func:`softmax_icl.models.segment_weights`).
 
 The C source is compiled once per machine with the system C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang``)
 into the result cache directory and loaded with :mod:`ctypes`; it needs no Python headers and builds in seconds.
@@ -67,6 +69,16 @@ class _Step(ctypes.Structure):
                                              "loss", "grad")]
 
 
+class _Scan(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int64) for name in ("B", "n", "W", "K")] + [
+        (name, ctypes.c_void_p) for name in ("bounds", "w", "c", "pp", "pm", "out")]
+
+
+class _SegExp(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int64) for name in ("rows", "n", "K")] + [
+        (name, ctypes.c_void_p) for name in ("bounds", "s", "stats")]
+
+
 def _compiler() -> str | None:
     for cand in (os.environ.get("CC"), "cc", "gcc", "clang"):
         if cand and shutil.which(cand):
@@ -88,21 +100,23 @@ def _build_dir() -> Path:
     return cache_dir() / "kernels"
 
 
-def _compile(cc: str) -> tuple[Path | None, str]:
-    """Compile ``engine.c`` (or reuse an earlier build with the same sources, compiler, flags and CPU)."""
+def _compile(cc: str, name: str, source: Path, deps=()) -> tuple[Path | None, str]:
+    """Compile ``source`` (including the headers ``deps``, found beside it) into ``<name>-<key>.so`` in the build
+    directory, or reuse an earlier build with the same sources, compiler, flags and CPU. Returns the library's path
+    (None if no flag set compiles) and how it was built (or why not)."""
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
     errors = []
-    text = "\n".join(p.read_text() for p in SOURCES)
+    text = "\n".join(p.read_text() for p in (source, *deps))
     for flags in FLAG_SETS:
         key = hashlib.sha256("\n".join([text, cc, version, " ".join(flags), platform.machine(),
                                         _cpu_id()]).encode()).hexdigest()[:16]
-        out = _build_dir() / f"engine-{key}.so"
+        out = _build_dir() / f"{name}-{key}.so"
         if out.exists():
             return out, f"{Path(cc).name} {' '.join(flags)}"
         out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=".engine-", suffix=".so")
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{name}-", suffix=".so")
         os.close(fd)
-        cmd = [cc, *flags, "-fPIC", "-shared", f"-I{HERE}", str(SOURCE), "-o", tmp, "-lm", "-lpthread"]
+        cmd = [cc, *flags, "-fPIC", "-shared", f"-I{source.parent}", str(source), "-o", tmp, "-lm", "-lpthread"]
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             if res.returncode == 0:
@@ -114,29 +128,36 @@ def _compile(cc: str) -> tuple[Path | None, str]:
     return None, "; ".join(errors)
 
 
+def build_library(name: str, source: Path, what: str, deps=()) -> tuple[ctypes.CDLL | None, str]:
+    """Build (once per machine) and load a C engine: ``(library, how it was built)``, or ``(None, why not)`` as
+    ``"torch (...)"``: with ``SOFTMAX_ICL_KERNEL=torch``, without a C compiler, or when it does not compile or load.
+    ``what`` names the engine in those reasons. Paper 1's engine and paper 2's (:mod:`softmax_icl.classification.
+    native`) are built by this one function."""
+    choice = os.environ.get(ENV, "auto")
+    if choice not in ("auto", "torch"):
+        raise ValueError(f"{ENV}={choice!r} is not allowed; allowed values: 'auto', 'torch'")
+    if choice == "torch":
+        return None, f"torch ({ENV}=torch)"
+    cc = _compiler()
+    if cc is None:
+        return None, f"torch (no C compiler found; set CC to use the {what})"
+    try:
+        path, how = _compile(cc, name, source, deps)
+        if path is None:
+            return None, f"torch (the {what} did not compile: {how})"
+        return ctypes.CDLL(str(path)), how
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"torch (the {what} could not be built or loaded: {exc})"
+
+
 def _load() -> ctypes.CDLL | None:
     """Build and load the engine once per process; remember why not if it cannot be."""
     global _lib, _status
     if _status is not None:
         return _lib
-    choice = os.environ.get(ENV, "auto")
-    if choice not in ("auto", "torch"):
-        raise ValueError(f"{ENV}={choice!r} is not allowed; allowed values: 'auto', 'torch'")
-    if choice == "torch":
-        _status = f"torch ({ENV}=torch)"
-        return None
-    cc = _compiler()
-    if cc is None:
-        _status = "torch (no C compiler found; set CC to use the fused kernel)"
-        return None
-    try:
-        path, how = _compile(cc)
-        if path is None:
-            _status = f"torch (the fused kernel did not compile: {how})"
-            return None
-        lib = ctypes.CDLL(str(path))
-    except (OSError, subprocess.SubprocessError) as exc:
-        _status = f"torch (the fused kernel could not be built or loaded: {exc})"
+    lib, how = build_library("engine", SOURCE, "fused kernel", SOURCES[1:])
+    if lib is None:
+        _status = how
         return None
     spec, step = ctypes.POINTER(_Spec), ctypes.POINTER(_Step)
     lib.fused_step.restype = lib.sample_raw.restype = ctypes.c_int
@@ -144,6 +165,10 @@ def _load() -> ctypes.CDLL | None:
     lib.sample_raw.argtypes = [spec] + [ctypes.c_void_p] * 7
     lib.scratch_floats.restype = ctypes.c_int64
     lib.scratch_floats.argtypes = [ctypes.c_int64, ctypes.c_int64]
+    lib.window_sums.restype = ctypes.c_int
+    lib.window_sums.argtypes = [ctypes.POINTER(_Scan), ctypes.c_int64]
+    lib.segment_exp.restype = ctypes.c_int
+    lib.segment_exp.argtypes = [ctypes.POINTER(_SegExp), ctypes.c_int64]
     lib.stream_values.restype = None
     lib.stream_values.argtypes = [ctypes.c_uint32] * 5 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
                                                            ctypes.c_void_p]
@@ -189,6 +214,46 @@ def stream_values(seed: int, tag: int, step: int, task: int, first: int, count: 
     k0, k1 = int(seed) & 0xFFFFFFFF, (int(seed) >> 32) & 0xFFFFFFFF
     lib.stream_values(k0, k1, int(tag), int(step), int(task), int(first), int(count), kinds[kind], out.data_ptr())
     return out.to(torch.int64) & 0xFFFFFFFF if kind == "words" else out
+
+
+def window_sums(w: torch.Tensor, c: torch.Tensor, pp: torch.Tensor, pm: torch.Tensor, bounds) -> torch.Tensor:
+    """For every task b, segment k (points ``bounds[k]`` to ``bounds[k + 1] - 1``) and window ``w[j]``: the sums over
+    the segment of ``e_i = exp(w_j (c_i - max c))``, ``e_i pp_i``, ``e_i pm_i`` and ``e_i^2``, as a (B, K, W, 4) float32
+    tensor. ``w`` (W,), ``c``, ``pp``, ``pm`` (B, n): contiguous float32 CPU tensors. The engine's version of the
+    PyTorch loop in :func:`softmax_icl.theory.relu_window_scan` (equal to rounding; a test holds them together)."""
+    lib = _require()
+    for name, t in (("w", w), ("c", c), ("pp", pp), ("pm", pm)):
+        if t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
+            raise ValueError(f"window_sums reads contiguous float32 CPU tensors; {name!r} is not one")
+    B, n = c.shape
+    if pp.shape != c.shape or pm.shape != c.shape or w.dim() != 1:
+        raise ValueError(f"window_sums: c, pp, pm must share one (B, n) shape and w be 1-d; got {tuple(c.shape)}, "
+                         f"{tuple(pp.shape)}, {tuple(pm.shape)}, {tuple(w.shape)}")
+    bnd = torch.tensor([int(v) for v in bounds], dtype=torch.int64)
+    K, W = bnd.numel() - 1, w.numel()
+    out = torch.empty(B, K, W, 4, dtype=torch.float32)
+    spec = _Scan(B=B, n=n, W=W, K=K, bounds=_ptr(bnd), w=_ptr(w), c=_ptr(c), pp=_ptr(pp), pm=_ptr(pm),
+                 out=_ptr(out))
+    if not lib.window_sums(ctypes.byref(spec), torch.get_num_threads()):
+        raise ValueError(f"window_sums: bounds {list(bounds)} are not increasing segments of 0..{n}")
+    return out
+
+
+def segment_exp(s: torch.Tensor, bounds) -> torch.Tensor:
+    """Rows of scores ``s`` (..., n), a contiguous float32 CPU tensor, cut into the segments ``bounds[k]`` to
+    ``bounds[k + 1] - 1``: every score is replaced, in place, by its weight ``exp(s_i - max)`` relative to its
+    segment's largest score (0 below exp(-40)); returns (..., K, 3): each segment's largest score, sum of weights and
+    sum of squared weights."""
+    lib = _require()
+    if s.dtype != torch.float32 or s.device.type != "cpu" or not s.is_contiguous():
+        raise ValueError("segment_exp works on a contiguous float32 CPU tensor")
+    bnd = torch.tensor([int(v) for v in bounds], dtype=torch.int64)
+    n, K = s.shape[-1], bnd.numel() - 1
+    stats = torch.empty(*s.shape[:-1], K, 3, dtype=torch.float32)
+    spec = _SegExp(rows=s.numel() // max(n, 1), n=n, K=K, bounds=_ptr(bnd), s=_ptr(s), stats=_ptr(stats))
+    if not lib.segment_exp(ctypes.byref(spec), torch.get_num_threads()):
+        raise ValueError(f"segment_exp: bounds {list(bounds)} are not increasing segments of 0..{n}")
+    return stats
 
 
 def usable(device, d: int, k: int) -> bool:

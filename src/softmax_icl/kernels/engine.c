@@ -12,6 +12,15 @@
  *
  * sample_raw: the same draws written out (inputs, task parameters, noise), for evaluation sets and the tests.
  *
+ * window_sums: the inner sums of theory.relu_window_scan (Theorem 3.4's population terms over M = w I): for every
+ * task, segment of its context and window w, the sums of e_i = exp(w (c_i - max c)), e_i p+_i, e_i p-_i and e_i^2
+ * over the segment's points, each exp computed once and consumed in registers (PyTorch materialises every
+ * (tasks, w, points) tensor several times over).
+ *
+ * segment_exp: the softmax weights of rows of scores cut into segments (each relative to its segment's largest
+ * score) with each segment's largest score, sum and sum of squares, in one pass: the readout at every prefix length
+ * of an evaluation (softmax_icl.models.segment_weights).
+ *
  * Threads: tasks are split over the threads, each writing its task's results (err, and sum_i dloss/ds_i x_i per
  * configuration) to the task's own slot; the sums over tasks are then taken per configuration in task order, in
  * double. No number depends on the thread count.
@@ -234,13 +243,24 @@ static inline __attribute__((always_inline)) float readout(const float *X, int64
     return pred - fq;
 }
 
+/* window_sums' arguments: B tasks of n points, K segments [bounds[k], bounds[k + 1]) of every context, W windows. */
 typedef struct {
+    int64_t B, n, W, K;
+    const int64_t *bounds;     /* (K + 1) */
+    const float *w;            /* (W) */
+    const float *c, *pp, *pm;  /* (B, n): the cosine to the query, and (q^T x_i)_+, (q^T x_i)_- */
+    float *out;                /* (B, K, W, 4): sum e_i, sum e_i p+_i, sum e_i p-_i, sum e_i^2 */
+} scan_t;
+
+typedef struct job {
     const spec_t *S;
     const step_t *P;           /* NULL: sample_raw */
     float *x, *x_task, *u, *a, *coef, *phase, *noise;   /* sample_raw's outputs */
     float *scratch;
     int phase2;                /* 0: tasks [start, stop) of R * B; 1: configurations [start, stop) of R * G */
     int64_t start, stop;
+    void (*fn)(const struct job *);   /* window_sums, segment_exp: items [start, stop) of ``arg`` (S, P NULL) */
+    const void *arg;
 } job_t;
 
 /* Context points [i0, i0 + m) of a task for the step: inputs into the rows of X (stride np), their projections on
@@ -357,9 +377,40 @@ static inline __attribute__((always_inline)) void raw_tasks(const job_t *J, cons
     case 9: F(J, 9); break; case 10: F(J, 10); break; case 11: F(J, 11); break; case 12: F(J, 12); break; \
     default: F(J, J->S->d); }
 
+/* Tasks [start, stop) of window_sums. Each segment's points (three rows of at most n floats) stay in cache while
+ * every w runs over them; the loop over points vectorises (exp_nonpositive: every argument is <= 0). A weight below
+ * exp(-40) ~ 4e-18 of the segment's largest (which is 1) is dropped: float32 could not add it to a sum >= 1, and its
+ * products (e p, e^2) would be subnormal numbers, each costing a hundred cycles. */
+static void scan_tasks(const job_t *J) {
+    const scan_t *A = (const scan_t *)J->arg;
+    for (int64_t b = J->start; b < J->stop; b++) {
+        const float *c = A->c + b * A->n, *pp = A->pp + b * A->n, *pm = A->pm + b * A->n;
+        for (int64_t k = 0; k < A->K; k++) {
+            const int64_t i0 = A->bounds[k], i1 = A->bounds[k + 1];
+            float cm = -3.0e38f;
+            for (int64_t i = i0; i < i1; i++) cm = c[i] > cm ? c[i] : cm;
+            for (int64_t j = 0; j < A->W; j++) {
+                const float w = A->w[j];
+                float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+                for (int64_t i = i0; i < i1; i++) {
+                    const float a = w * (c[i] - cm);
+                    const float e = a < -40.f ? 0.f : exp_nonpositive(a);
+                    s0 += e;
+                    s1 += e * pp[i];
+                    s2 += e * pm[i];
+                    s3 += e * e;
+                }
+                float *o = A->out + ((b * A->K + k) * A->W + j) * 4;
+                o[0] = s0, o[1] = s1, o[2] = s2, o[3] = s3;
+            }
+        }
+    }
+}
+
 static void *worker(void *arg) {
     job_t *J = (job_t *)arg;
-    if (J->phase2) step_reduce(J);
+    if (J->fn) J->fn(J);
+    else if (J->phase2) step_reduce(J);
     else if (J->P) { CASES(step_tasks) }
     else { CASES(raw_tasks) }
     return NULL;
@@ -410,6 +461,58 @@ int sample_raw(const spec_t *S, float *x, float *x_task, float *u, float *a, flo
     job_t J = {S, NULL, x, x_task, u, a, coef, phase, noise, NULL, 0, 0, 0};
     run(&J, 0, S->R * S->B, threads_for(S->nthreads, (double)S->R * S->B * (S->n + 1) * (S->d + 1)), 0);
     return 1;
+}
+
+/* Items [0, items) of fn over threads (window_sums, segment_exp), when bounds[0..K] cut 0..n into non-empty
+ * segments (else 0: nothing is done). */
+static int run_segments(void (*fn)(const struct job *), const void *arg, const int64_t *bounds, int64_t K, int64_t n,
+                        int64_t items, int64_t nthreads, double work) {
+    for (int64_t k = 0; k < K; k++)
+        if (bounds[k] < 0 || bounds[k] >= bounds[k + 1] || bounds[k + 1] > n) return 0;
+    job_t J = {0};
+    J.fn = fn;
+    J.arg = arg;
+    run(&J, 0, items, threads_for(nthreads, work), 0);
+    return 1;
+}
+
+int window_sums(const scan_t *A, int64_t nthreads) {
+    return run_segments(scan_tasks, A, A->bounds, A->K, A->n, A->B, nthreads, (double)A->B * A->n * A->W * 8.0);
+}
+
+/* segment_exp's arguments: ``rows`` rows of n scores, K segments [bounds[k], bounds[k + 1]) of each. */
+typedef struct {
+    int64_t rows, n, K;
+    const int64_t *bounds;     /* (K + 1) */
+    float *s;                  /* (rows, n): scores in, weights out */
+    float *stats;              /* (rows, K, 3): the segment's largest score, sum e_i, sum e_i^2 */
+} segexp_t;
+
+/* Rows [start, stop) of segment_exp: each score replaced by its weight relative to its segment's largest score,
+ * e_i = exp(s_i - max), dropped below exp(-40) as in window_sums. */
+static void segexp_rows(const job_t *J) {
+    const segexp_t *A = (const segexp_t *)J->arg;
+    for (int64_t r = J->start; r < J->stop; r++) {
+        float *s = A->s + r * A->n;
+        for (int64_t k = 0; k < A->K; k++) {
+            const int64_t i0 = A->bounds[k], i1 = A->bounds[k + 1];
+            float cm = -3.0e38f, s0 = 0.f, s2 = 0.f;
+            for (int64_t i = i0; i < i1; i++) cm = s[i] > cm ? s[i] : cm;
+            for (int64_t i = i0; i < i1; i++) {
+                const float a = s[i] - cm;
+                const float e = a < -40.f ? 0.f : exp_nonpositive(a);
+                s[i] = e;
+                s0 += e;
+                s2 += e * e;
+            }
+            float *o = A->stats + (r * A->K + k) * 3;
+            o[0] = cm, o[1] = s0, o[2] = s2;
+        }
+    }
+}
+
+int segment_exp(const segexp_t *A, int64_t nthreads) {
+    return run_segments(segexp_rows, A, A->bounds, A->K, A->n, A->rows, nthreads, (double)A->rows * A->n * 8.0);
 }
 
 /* Words or values [f0, f0 + count) of the sequence (key, tag, step, task): kind 0 words, 1 uniforms, 2 normals. */
