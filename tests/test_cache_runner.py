@@ -404,7 +404,41 @@ def test_a_figures_fingerprint_covers_its_own_folder_and_the_folders_it_imports_
     (package_copy / "figures" / "low_rank" / "zz_new.py").write_text("from ..norm_scaling import analysis\n")
     assert any(p.parent.name == "norm_scaling" for p in cache.compute_files("low_rank"))   # imported folder
     (package_copy / "tasks.py").write_text((package_copy / "tasks.py").read_text() + "\n# changed\n")
-    assert run("norm_scaling") == (5, False) and run("classification_kernel_gd") == (6, False)   # shared: all
+    assert run("norm_scaling") == (5, False) and run("classification_kernel_gd") == (6, False)   # both import it
+
+
+def test_a_shared_module_re_keys_only_the_figures_whose_code_imports_it(package_copy):
+    """The shared modules in a figure's fingerprint are those its code reaches through imports (at any depth, and
+    through the shared modules' own imports; engine.c comes with kernels/__init__.py)."""
+    def shared(figure):
+        return {p.relative_to(package_copy).as_posix() for p in cache.compute_files(figure)
+                if p.parent == package_copy or p.parent.name == "kernels"}
+
+    assert "theory.py" not in shared("window_adaptation") and "theory.py" in shared("norm_scaling")
+    assert "theory.py" in shared("classification_kernel_gd")             # refine_minimum
+    assert "training.py" not in shared("classification_kernel_gd") and "training.py" in shared("low_rank")
+    assert {"kernels/__init__.py", "kernels/engine.c", "kernels/philox.h", "streams.py"} <= shared("low_rank")
+    computed = []
+
+    def run(figure):
+        return cache.cached(f"{figure}-stage", {"L": 1.0}, "cpu", lambda: computed.append(figure) or len(computed),
+                            figure=figure)
+
+    figs = ("window_adaptation", "norm_scaling", "classification_kernel_gd")
+    assert [run(f) for f in figs] == [(1, False), (2, False), (3, False)]
+    theory = package_copy / "theory.py"
+    theory.write_text(theory.read_text() + "\n# changed\n")
+    assert [run(f) for f in figs] == [(1, True), (4, False), (5, False)]
+    training = package_copy / "training.py"
+    training.write_text(training.read_text() + "\n# changed\n")
+    assert [run(f) for f in figs] == [(6, False), (7, False), (5, True)]
+    # a new import inside a function of a figure's code brings the module in
+    own = package_copy / "figures" / "window_adaptation" / "analysis.py"
+    own.write_text(own.read_text() + "\n\ndef _later():\n    from ... import theory\n    return theory\n")
+    assert "theory.py" in shared("window_adaptation")
+    engine = package_copy / "kernels" / "engine.c"
+    engine.write_text(engine.read_text() + "\n/* changed */\n")
+    assert [run(f) for f in figs] == [(8, False), (9, False), (10, False)]
 
 
 def test_a_missing_compute_module_is_an_error_not_a_skip(package_copy):

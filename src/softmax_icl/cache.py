@@ -5,10 +5,11 @@ everything that determines them (what was computed, the resolved settings, the d
 version, a fingerprint of the computational modules' source and which CPU kernel ran). Writes go to a temporary file in the cache directory and are moved into place with
 ``os.replace``, so an interrupted run never leaves a half-written entry behind.
 
-A figure's entries are fingerprinted with the shared compute modules, its own folder ``figures/<figure>/`` and
-the compute folders that folder imports (``classification/`` for the classification chapter), not with the other
-figures' folders: editing one chapter's analysis retrains that chapter only, and a long run of one figure (the
-``paper`` profile, stage by stage) stays cached while another figure's code changes.
+A figure's entries are fingerprinted with its own folder ``figures/<figure>/``, the compute folders that folder
+imports (``classification/`` for the classification chapter) and the shared compute modules its code reaches through
+imports, not with the other figures' folders nor with shared modules it never imports: editing one chapter's
+analysis retrains that chapter only, a change to ``theory.py`` leaves the chapters that do not use it cached, and a
+long run of one figure (the ``paper`` profile, stage by stage) stays cached while another figure's code changes.
 
 Location: ``$SOFTMAX_ICL_CACHE_DIR``, else ``~/.cache/softmax_icl``.
 """
@@ -50,19 +51,21 @@ def _tree_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*.py") if p.name not in NOT_COMPUTE)
 
 
-def _imported_trees(path: Path, here: Path) -> set[Path]:
-    """The compute folders (``figures/<name>/``, ``classification/``) whose modules ``path`` imports, at any depth
-    of the file (imports inside functions count)."""
+def _imports(path: Path, here: Path) -> tuple[set[Path], set[str]]:
+    """What ``path`` imports (at any depth of the file: imports inside functions count): the compute folders
+    (``figures/<name>/``, ``classification/``) and the shared compute modules (names of :data:`COMPUTE_MODULES`)."""
     package = path.parent.relative_to(here).parts
-    trees = set()
+    trees, modules = set(), set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.ImportFrom) and node.level > 0:
             base = list(package[:len(package) - (node.level - 1)]) if node.level - 1 <= len(package) else []
             stem = base + (node.module.split(".") if node.module else [])
-            targets = [stem + [alias.name] for alias in node.names] if not node.module else [stem]
+            targets = [stem] + [stem + [alias.name] for alias in node.names]
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
             targets = [n.split(".")[1:] for n in names if n.split(".")[0] == here.name]
+            if isinstance(node, ast.ImportFrom) and targets:
+                targets += [targets[0] + [alias.name] for alias in node.names]
         else:
             continue
         for parts in targets:
@@ -70,27 +73,54 @@ def _imported_trees(path: Path, here: Path) -> set[Path]:
                 trees.add(here / "figures" / parts[1])
             elif parts and parts[0] in COMPUTE_TREES and parts[0] != "figures" and (here / parts[0]).is_dir():
                 trees.add(here / parts[0])
-    return trees
+            for name in ("/".join(parts) + ".py", "/".join(parts) + "/__init__.py"):
+                if parts and name in COMPUTE_MODULES:
+                    modules.add(name)
+    return trees, modules
+
+
+def _with_data(modules: set[str]) -> set[str]:
+    """The modules and the non-Python sources of the packages among them (``kernels/engine.c`` with
+    ``kernels/__init__.py``)."""
+    out = set(modules)
+    for name in COMPUTE_MODULES:
+        if not name.endswith(".py") and "/" in name and name.rsplit("/", 1)[0] + "/__init__.py" in modules:
+            out.add(name)
+    return out
 
 
 def compute_files(figure: str | None = None) -> list[Path]:
     """Every source file whose code determines a cached number, in a fixed order.
 
-    With ``figure``: the shared compute modules, ``figures/<figure>/`` and every compute folder it imports
-    (transitively); an unknown figure gets every file (a wider fingerprint is never wrong, a narrower one would be).
+    With ``figure``: ``figures/<figure>/``, every compute folder it imports, and the shared compute modules that
+    code imports, each followed through its own imports (``figures/window_adaptation`` imports ``training``, which
+    imports ``kernels``, whose ``engine.c`` comes with it), so a change to a shared module re-keys only the figures
+    whose code reaches it. An unknown figure gets every file (a wider fingerprint is never wrong, a narrower one
+    would be).
     """
     here = Path(__file__).resolve().parent
     files = _shared_files(here)
     if figure is not None and (here / "figures" / figure).is_dir():
-        todo, trees = [here / "figures" / figure], []
+        todo, trees, modules = [here / "figures" / figure], [], set()
+        scanned: set[Path] = set()
         while todo:
-            tree = todo.pop()
-            if tree in trees:
-                continue
-            trees.append(tree)
-            for path in _tree_files(tree):
-                todo += sorted(_imported_trees(path, here) - set(trees))
-        return files + [p for tree in sorted(trees) for p in _tree_files(tree)]
+            item = todo.pop()
+            paths = _tree_files(item) if item.is_dir() else [item]
+            if item.is_dir():
+                if item in trees:
+                    continue
+                trees.append(item)
+            for path in paths:
+                if path in scanned:
+                    continue
+                scanned.add(path)
+                new_trees, new_modules = _imports(path, here)
+                todo += sorted(new_trees - set(trees))
+                todo += [here / m for m in sorted(new_modules - modules)]
+                modules |= new_modules
+        shared = _with_data(modules)
+        return [p for name, p in zip(COMPUTE_MODULES, files) if name in shared] + [
+            p for tree in sorted(trees) for p in _tree_files(tree)]
     for tree in COMPUTE_TREES:
         if (here / tree).is_dir():
             files += _tree_files(here / tree)
