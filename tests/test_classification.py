@@ -333,7 +333,8 @@ def test_the_searchs_cross_entropy_from_margins_is_masked_ce():
 def test_searching_each_length_on_its_prefix_is_searching_the_padded_stack():
     """The figure's search reads every context length on the first n points of one draw (no padding to compute):
     the same hyperparameters and cross-entropies as the stack of all lengths, padded and masked, in one search."""
-    from softmax_icl.figures.classification_kernel_gd.sweeps import at_lengths, prefix
+    from softmax_icl.classification.tasks import prefix
+    from softmax_icl.figures.classification_kernel_gd.sweeps import at_lengths
 
     b = ctasks.sample_contexts(300, 40, 4, 3, 1, seed=8, dtype=D64)
     ns = [10, 25, 40]

@@ -541,6 +541,16 @@ def with_length(batch: ClsBatch, n: int) -> ClsBatch:
                     batch.protos)
 
 
+def prefix(batch: ClsBatch, n: int) -> ClsBatch:
+    """The first ``n`` points of every context of ``batch`` (tasks drawn at a longer length, read at ``n``), cut
+    rather than masked (:func:`with_length` masks): the batch's first ``n`` context slots must all be in use."""
+    m = batch.ctx_mask
+    if m is not None and not bool(m[..., :n].all()):
+        raise ValueError(f"prefix: the batch's first n = {n} context slots are not all in use")
+    return ClsBatch(batch.x_ctx[:, :, :n], batch.y_ctx[:, :, :n], batch.x_q, batch.label_q, batch.label_ctx[:, :, :n],
+                    None, batch.class_mask, batch.protos)
+
+
 def take(batch: ClsBatch, idx, sl: slice = slice(None)) -> ClsBatch:
     """Settings ``idx`` (and contexts ``sl``) of a batch."""
     idx = torch.as_tensor(idx, device=batch.x_ctx.device)

@@ -136,15 +136,6 @@ def dims(cfg: dict) -> tuple:
     return (max(max(cfg["n_values"]), cfg["n_main"]), cfg["C"], cfg["local_prototypes"], cfg["d"])
 
 
-def prefix(batch: ctasks.ClsBatch, n: int) -> ctasks.ClsBatch:
-    """The first ``n`` points of every context of ``batch`` (the tasks drawn at a longer length, read at ``n``)."""
-    m = batch.ctx_mask
-    if m is not None and not bool(m[..., :n].all()):
-        raise ValueError(f"prefix: the batch's first n = {n} context slots are not all in use")
-    return ctasks.ClsBatch(batch.x_ctx[:, :, :n], batch.y_ctx[:, :, :n], batch.x_q, batch.label_q,
-                           batch.label_ctx[:, :, :n], None, batch.class_mask, batch.protos)
-
-
 def at_lengths(batch: ctasks.ClsBatch, ns) -> ctasks.ClsBatch:
     """One task's contexts (K = 1) stacked once per length in ``ns``, each read at its length."""
     N, n_ctx = len(ns), batch.x_ctx.shape[2]
@@ -164,19 +155,21 @@ def search(run: Run) -> Search:
         parts = {name: [] for name in calg.ALGORITHMS}
         order, profiles = [], []
         bar = Progress(len(sets) * len(calg.ALGORITHMS), "search")
-        for task in tasks:                              # one task's contexts, drawn once at its longest n
-            ns = [n for t, n in sets if t == task]
-            one = ctasks.fixed_batch([setting_dict(cfg, task, max(ns))], dims(cfg), cfg["search_seed"],
-                                     cfg["search_contexts"], run.device)
-            for n in ns:                                # each n reads their first n points (no padding to compute)
-                batch = prefix(one, n)
-                for name in calg.ALGORITHMS:
-                    parts[name].append(calg.search_hyperparameters(name, batch))
-                    bar.update(sum(len(p) for p in parts.values()))
-                z = calg.algorithm_features_grid("gd", batch, [0.0])[0, 0]                      # (B, C)
-                profiles.append([float(cmetrics.masked_ce(e * z, batch.label_q[0]).mean()) for e in ETA_GRID])
-                order.append((task, n))
-        bar.close()
+        try:
+            for task in tasks:                              # one task's contexts, drawn once at its longest n
+                ns = [n for t, n in sets if t == task]
+                one = ctasks.fixed_batch([setting_dict(cfg, task, max(ns))], dims(cfg), cfg["search_seed"],
+                                         cfg["search_contexts"], run.device)
+                for n in ns:                                # each n reads their first n points (no padding to compute)
+                    batch = ctasks.prefix(one, n)
+                    for name in calg.ALGORITHMS:
+                        parts[name].append(calg.search_hyperparameters(name, batch))
+                        bar.update(sum(len(p) for p in parts.values()))
+                    z = calg.algorithm_features_grid("gd", batch, [0.0])[0, 0]                      # (B, C)
+                    profiles.append([float(cmetrics.masked_ce(e * z, batch.label_q[0]).mean()) for e in ETA_GRID])
+                    order.append((task, n))
+        finally:
+            bar.close()
         perm = [order.index(s) for s in sets]
         algs = {}
         for name, ps in parts.items():
