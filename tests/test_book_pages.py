@@ -140,6 +140,7 @@ def test_entries_are_counted_in_four_categories_at_both_scales(tmp_path):
     text = "\n".join(headline(book))
     assert "1 reproduced, 1 not reproduced, 1 inconclusive, 1 depend on a setting the sources leave open" in text
     assert "2 reproduced, 0 not reproduced" in text and "2 without a record" in text
+    assert "The paper runs of 1 of 2 chapters were computed by earlier code" in text     # says why, not just "none"
     table = landing_table(book)
     assert table.count("\n* - ") == 4 + 1 and ":class: claims-ledger" in table
     two = next(ev for ev in book.entries if ev.entry.id == "two")

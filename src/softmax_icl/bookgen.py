@@ -292,9 +292,12 @@ def headline(book: BookVerdicts) -> list[str]:
     for scale, what in (("default", f"default scale ({'audited with ' + ' or '.join(map(str, sets)) + ' fresh seed sets' if sets else 'not audited'})"),
                         ("paper", "paper scale (one seed set, not audited)")):
         c = book.counts(scale)
+        stale = [f for f, fv in book.figures.items() if fv.paper_note] if scale == "paper" else []
         parts = [f"{c[k]} {SHORT[k] if k != lg.DEPENDS else 'depend on a setting the sources leave open'}"
                  for k in lg.CATEGORIES] + ([f"{c['missing']} without a record"] if c["missing"] else [])
-        out.append(f"* **At the {what}:** {', '.join(parts)} (of {n} claims).")
+        out.append(f"* **At the {what}:** {', '.join(parts)} (of {n} claims)." + (
+            f" The paper runs of {len(stale)} of {len(book.figures)} chapters were computed by earlier code and are "
+            "not counted until they are rerun (see {doc}`scales`)." if stale else ""))
     out += ["", f"The headline counts the default scale: its verdicts are audited against fresh seed sets "
             f"({len(audited)} of {len(book.figures)} chapters), while the paper scale is one run per chapter. The "
             "paper profile is the more faithful scale (longer training, more seeds, larger contexts); where the two "
