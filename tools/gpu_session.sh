@@ -42,6 +42,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   >>"$LOG" 2>&1 || { say "wheel install failed"; exit 3; }
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
 export SOFTMAX_ICL_CACHE_DIR=$PWD/.devcache SOFTMAX_ICL_PROGRESS=0 SOFTMAX_ICL_REVISION=$REV
+# The device's copy may hold a .git of another revision (on 2026-11-27 its HEAD was 12836a4 while the tree was
+# f393730, and the records said "12836a4-dirty"): hide it, so every record names the stated revision.
+export GIT_DIR=$PWD/.no-such-git-dir
 mkdir -p "$SOFTMAX_ICL_CACHE_DIR"
 CLI="python3 -m softmax_icl.cli"
 ALL="window_adaptation norm_scaling generalization low_rank classification_kernel_gd"
