@@ -36,3 +36,12 @@ def test_roofline_names_the_allowed_stages_of_an_unknown_one(monkeypatch, capsys
         roofline.main()
     err = capsys.readouterr().err
     assert "train_nothing" in err and all(s.name in err for s in roofline.STAGES)
+
+
+@pytest.mark.parametrize("argv", [["8", "200", "5"], ["8", "200", "5", "x"], ["8", "0", "5", "256"]])
+def test_compile_probe_refuses_bad_shapes_before_any_measurement(monkeypatch, capsys, argv):
+    probe = _load("compile_probe")
+    monkeypatch.setattr(probe, "probe", lambda *a: pytest.fail("measured before refusing"))
+    with pytest.raises(SystemExit) as exit_:
+        probe.main(argv)
+    assert "groups of four: d n rows tasks" in str(exit_.value.code)
