@@ -39,7 +39,7 @@ def test_roofline_names_the_allowed_stages_of_an_unknown_one(monkeypatch, capsys
 
 
 @pytest.mark.parametrize("argv", [["8", "200", "5"], ["8", "200", "5", "x"], ["8", "0", "5", "256"]])
-def test_compile_probe_refuses_bad_shapes_before_any_measurement(monkeypatch, capsys, argv):
+def test_compile_probe_refuses_bad_shapes_before_any_measurement(monkeypatch, argv):
     probe = _load("compile_probe")
     monkeypatch.setattr(probe, "probe", lambda *a: pytest.fail("measured before refusing"))
     with pytest.raises(SystemExit) as exit_:
