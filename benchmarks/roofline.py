@@ -10,7 +10,9 @@ In one run it measures
 2. **each stage's training step**, through the trainer's own code (``train_sweep`` / ``train_cls_sweep`` on the
    stage's sweep at the paper profile with ``steps`` replaced; the time is the optimisation loop's own clock, a
    warm-up run of one step first), under each numerical backend (``SOFTMAX_ICL_KERNEL=auto``: the fused C kernel
-   where it builds; ``torch``), each (stage, backend) in a fresh process, interleaved over rounds;
+   where it builds; ``torch``; on a GPU ``torch``, whose steps replay one CUDA graph, and ``torch-eager``, without
+   graphs, timed as the difference of a run of k and of 2k steps, so the eager warm-up and the capture are not in
+   it), each (stage, backend) in a fresh process, interleaved over rounds;
 
 and prints, per stage, ``floor = max(FLOP / throughput, bytes / bandwidth)``, the measured step (median over rounds)
 and ``ratio = measured / floor``, for each backend. ``--json PATH`` writes the same numbers.
@@ -303,21 +305,35 @@ def child(stage_name: str, budget: float, device: str = "cpu") -> dict:
     else:
         from softmax_icl.training import train_sweep as train
 
+    graph = []
+
     def run(steps: int) -> float:
         res = train(dataclasses.replace(sw, steps=steps, log_every=max(1, sw.log_every)), device, progress=False)
+        graph.append(bool(res.timings.get("cuda_graph")))
         return res.timings["train_seconds"] / steps
 
     first = run(1)                                                   # warm-up: kernel build, first-touch pages
-    steps = max(2, min(50, int(budget / max(first, 1e-3))))
-    out = {"seconds_per_step": run(steps), "steps": steps, "warmup_step": first,
-           "backend": kernels.backend() if device == "cpu" else "torch", "threads": torch.get_num_threads()}
+    if device == "cpu":
+        steps = max(2, min(50, int(budget / max(first, 1e-3))))
+        per_step = run(steps)
+    else:
+        # On the GPU a run starts with eager warm-up steps and the capture of its graph: the step is the difference
+        # of two runs, of k and 2k steps, per extra step (what the later steps of a long stage cost).
+        steps = max(8, min(400, int(budget / 3 / max(first, 1e-4))))
+        per_step = (2 * steps * run(2 * steps) - steps * run(steps)) / steps
+    out = {"seconds_per_step": per_step, "steps": steps, "warmup_step": first,
+           "backend": kernels.backend() if device == "cpu" else ("torch, CUDA graph" if graph[-1] else "torch, eager"),
+           "threads": torch.get_num_threads()}
     if device != "cpu":
         out["peak_memory_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return out
 
 
 def run_child(stage: Stage, backend: str, budget: float, threads: int, device: str = "cpu") -> dict:
-    env = dict(os.environ, SOFTMAX_ICL_KERNEL=backend, SOFTMAX_ICL_PROGRESS="0", OMP_NUM_THREADS=str(threads))
+    """``backend``: ``auto``, ``torch`` or (a GPU) ``torch-eager``, the PyTorch path without CUDA graphs."""
+    env = dict(os.environ, SOFTMAX_ICL_KERNEL="torch" if backend == "torch-eager" else backend,
+               SOFTMAX_ICL_PROGRESS="0", OMP_NUM_THREADS=str(threads),
+               SOFTMAX_ICL_CUDA_GRAPH="0" if backend == "torch-eager" else "1")
     out = subprocess.run([sys.executable, __file__, "--child", stage.name, "--budget", str(budget),
                           "--device", device], env=env, capture_output=True, text=True)
     if out.returncode != 0:
@@ -328,7 +344,8 @@ def run_child(stage: Stage, backend: str, budget: float, threads: int, device: s
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--stages", nargs="+", default=[s.name for s in STAGES], help="stages (figure/tag or tag)")
-    ap.add_argument("--backends", nargs="+", default=["auto", "torch"], choices=["auto", "torch"])
+    ap.add_argument("--backends", nargs="+", default=None, choices=["auto", "torch", "torch-eager"],
+                    help="default: auto torch on the CPU; torch torch-eager on a GPU (with and without CUDA graphs)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget", type=float, default=12.0, help="seconds of timed steps per stage, backend and round")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -344,8 +361,12 @@ def main() -> int:
         import torch
         if not torch.cuda.is_available():
             ap.error("--device cuda: no CUDA GPU is visible (torch.cuda.is_available() is False)")
-        if "auto" in args.backends:
-            args.backends = ["torch"]          # off the CPU every stage takes the PyTorch path: time it once
+        # off the CPU every stage takes the PyTorch path: its step replayed as a CUDA graph, and eager
+        args.backends = [b for b in (args.backends or ["torch", "torch-eager"]) if b != "auto"] or ["torch"]
+    elif args.backends is None:
+        args.backends = ["auto", "torch"]
+    elif "torch-eager" in args.backends:
+        ap.error("--backends torch-eager: the PyTorch path without CUDA graphs is a GPU variant; use --device cuda")
     unknown = [s for s in args.stages if s not in BY_NAME]
     if unknown:
         ap.error(f"unknown stage(s) {unknown}; allowed: {', '.join(s.name for s in STAGES)}")

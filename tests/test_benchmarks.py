@@ -29,6 +29,15 @@ def test_roofline_refuses_cuda_without_a_gpu_before_any_measurement(monkeypatch,
     assert "--device cuda" in capsys.readouterr().err
 
 
+def test_roofline_refuses_the_eager_gpu_variant_on_the_cpu_before_any_measurement(monkeypatch, capsys):
+    roofline = _load("roofline")
+    monkeypatch.setattr(roofline, "build_fma", lambda *a: pytest.fail("measured before refusing"))
+    monkeypatch.setattr(sys, "argv", ["roofline.py", "--backends", "torch-eager"])
+    with pytest.raises(SystemExit) as exit_:
+        roofline.main()
+    assert exit_.value.code == 2 and "--device cuda" in capsys.readouterr().err
+
+
 def test_roofline_names_the_allowed_stages_of_an_unknown_one(monkeypatch, capsys):
     roofline = _load("roofline")
     monkeypatch.setattr(sys, "argv", ["roofline.py", "--stages", "train_nothing"])

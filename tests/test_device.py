@@ -403,3 +403,76 @@ def test_same_seeds_same_numbers_on_another_device(name, monkeypatch):
         ref = train_sweep(dataclasses.replace(sw, log_every=1), "cpu", progress=False).M_history
     assert got.shape == ref.shape and not np.array_equal(ref[-1], ref[0])
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The PyTorch step as a CUDA graph: a pure function of the parameters and the step tensor, replayed bit for bit
+
+
+def test_the_torch_step_reads_its_step_from_the_step_tensor_only(torch_path):
+    """What a CUDA graph replays must depend on nothing the host changes between steps except what ``optimise``
+    writes before each (the step tensor): the same tensor value draws the same tasks, call after call, and the k-th
+    step of :meth:`SweepProgram.loss` is :meth:`SweepProgram.step_loss` at ``step_t = k``."""
+    sw = SWEEPS["grid"]
+    prog = SweepProgram(sw, torch.device("cpu"))
+    counted = [prog.loss().detach().clone() for _ in range(3)]
+    for k in (3, 1, 3):
+        prog.step_t.fill_(k)
+        np.testing.assert_array_equal(prog.step_loss().detach(), counted[k - 1])
+    assert not torch.equal(counted[0], counted[2])
+
+
+def test_optimise_writes_each_step_into_the_step_tensor():
+    w = torch.nn.Parameter(torch.ones(2))
+    step_t = torch.zeros((), dtype=torch.int64)
+    seen = []
+
+    def step_loss():
+        seen.append(int(step_t))
+        return (w - step_t.to(w.dtype)) ** 2
+
+    hist, _ = base.optimise([w], step_loss, 5, 0.1, 2, lambda: {"w": w}, progress=False, step_tensor=step_t)
+    assert seen == [1, 2, 3, 4, 5] and hist["graph"] is False        # no graph off a GPU
+
+
+#: Sweeps the graph tests train: every parameterisation, a cosine schedule (the learning rate a tensor the graph
+#: reads), two context lengths, more steps than the eager warm-up.
+GRAPH_SWEEPS = {
+    "grid-cosine": dataclasses.replace(SWEEPS["grid"], steps=9, lr_schedule="cosine"),
+    "M-linear": dataclasses.replace(SWEEPS["M-linear"], steps=8),
+    "full": dataclasses.replace(SWEEPS["full"], steps=8),
+}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", sorted(GRAPH_SWEEPS))
+def test_cuda_graph_steps_equal_eager_steps_bit_for_bit(name, monkeypatch):
+    """Paper 1's trainer on the GPU: the steps replayed from one captured graph give exactly the numbers of the same
+    steps run eagerly (``SOFTMAX_ICL_CUDA_GRAPH=0``), at every log point and at the end."""
+    sw = dataclasses.replace(GRAPH_SWEEPS[name], log_every=1)
+    graphed = train_sweep(sw, "cuda", progress=False)
+    monkeypatch.setenv(base.CUDA_GRAPH_ENV, "0")
+    eager = train_sweep(sw, "cuda", progress=False)
+    assert graphed.timings["cuda_graph"] is True and eager.timings["cuda_graph"] is False
+    assert not np.array_equal(eager.M_history[-1], eager.M_history[base.GRAPH_WARMUP])   # replays moved M
+    np.testing.assert_array_equal(graphed.M_history, eager.M_history)
+    np.testing.assert_array_equal(graphed.loss_history, eager.loss_history)
+    for k in eager.final_state:
+        np.testing.assert_array_equal(graphed.final_state[k], eager.final_state[k])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("name", sorted(CLS_SWEEPS))
+def test_cuda_graph_classification_steps_equal_eager_steps_bit_for_bit(name, monkeypatch):
+    """Paper 2's trainer on the GPU (every reading, padded shapes, a mixture of lengths, a cosine schedule): graph
+    replays and eager steps give the same numbers bit for bit."""
+    from softmax_icl.classification.models import ClsSweep, train_cls_sweep
+
+    sw = ClsSweep(**CLS_SWEEPS[name], seeds=2, steps=8, batch_size=3, log_every=1, lr_schedule="cosine")
+    graphed = train_cls_sweep(sw, "cuda", progress=False)
+    monkeypatch.setenv(base.CUDA_GRAPH_ENV, "0")
+    eager = train_cls_sweep(sw, "cuda", progress=False)
+    assert graphed.timings["cuda_graph"] is True and eager.timings["cuda_graph"] is False
+    np.testing.assert_array_equal(graphed.A_history, eager.A_history)
+    np.testing.assert_array_equal(graphed.WV_history, eager.WV_history)
+    np.testing.assert_array_equal(graphed.loss_history, eager.loss_history)

@@ -27,6 +27,11 @@ PROGRESS_ENV = "SOFTMAX_ICL_PROGRESS"
 PROGRESS_FILE_ENV = "SOFTMAX_ICL_PROGRESS_FILE"
 #: ``auto`` (default: the fused CPU kernel where it builds) or ``torch``.
 KERNEL_ENV = "SOFTMAX_ICL_KERNEL"
+#: ``0`` runs every training step on a CUDA GPU eagerly instead of replaying it as a CUDA graph (the same numbers:
+#: for benchmarks and debugging; see :func:`optimise`).
+CUDA_GRAPH_ENV = "SOFTMAX_ICL_CUDA_GRAPH"
+#: Eager steps before a CUDA step is captured (they build the optimiser's state and the libraries' workspaces).
+GRAPH_WARMUP = 3
 
 
 def cache_dir() -> Path:
@@ -112,15 +117,25 @@ class Progress:
             self.bar.close()
 
 
-def adam(params: list[torch.Tensor], lr: float) -> torch.optim.Adam:
-    """Adam over stacked parameters (PyTorch's default implementation: for a handful of small stacked tensors
-    on the CPU its per-step cost is less than half the fused one's)."""
-    return torch.optim.Adam(params, lr=lr)
+def adam(params: list[torch.Tensor], lr: float, device_step: bool = False) -> torch.optim.Adam:
+    """Adam over stacked parameters.
+
+    On the CPU PyTorch's default implementation (for a handful of small stacked tensors its per-step cost is less
+    than half the fused one's). With ``device_step`` (a CUDA run that :func:`optimise` captures as a graph) the
+    *capturable* one, which keeps its step count on the device, and, when ``lr`` is a tensor, reads the learning
+    rate from it (a schedule then writes the tensor instead of the optimiser's float).
+    """
+    return torch.optim.Adam(params, lr=lr, capturable=True) if device_step else torch.optim.Adam(params, lr=lr)
+
+
+def cuda_graphs_enabled() -> bool:
+    """Whether :func:`optimise` replays CUDA steps as graphs (``SOFTMAX_ICL_CUDA_GRAPH``, default on)."""
+    return os.environ.get(CUDA_GRAPH_ENV, "1") not in ("0", "false", "no", "")
 
 
 def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], steps: int, lr: float,
              log_every: int, snapshot: Callable[[], dict], lr_factor: Callable[[int], float] | None = None,
-             progress=None, desc: str = "training") -> tuple[dict, float]:
+             progress=None, desc: str = "training", step_tensor: torch.Tensor | None = None) -> tuple[dict, float]:
     """The optimisation loop every batched trainer shares: Adam over stacked parameters.
 
     ``step_loss()`` samples a fresh batch and returns the per-configuration loss (C,); their *sum* is
@@ -130,6 +145,14 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
     the learning rate of step ``step`` (1-based). Returns the history (``steps``, ``loss``, and the
     snapshot keys, each stacked over log points, as numpy arrays) and the wall time in seconds.
 
+    ``step_tensor``: a 0-dim int64 tensor on the parameters' device from which ``step_loss`` reads the step it draws
+    (instead of counting steps itself); the loop writes 1, 2, ... into it before each step. On a CUDA GPU such a step
+    is a fixed sequence of kernels, and the loop runs it as one: after :data:`GRAPH_WARMUP` eager steps it captures
+    the next step (draw, loss, backward, Adam, running loss) as a CUDA graph and replays the graph for every later
+    step, so a step costs one launch instead of hundreds (``SOFTMAX_ICL_CUDA_GRAPH=0`` keeps every step eager). Eager
+    and replayed steps run the same kernels on the same numbers; Adam is PyTorch's capturable one on the GPU
+    (:func:`adam`) either way.
+
     The loop never waits for the device: the running loss and the snapshots stay where the parameters
     are (a snapshot tensor is copied there, since the optimiser updates parameters in place) and come to
     the host once, after the last step -- one copy per history key, instead of one per key and log point.
@@ -137,7 +160,9 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
     host-side scalar by design, so reading it is no device sync.) A ``snapshot`` that returns numpy
     arrays still works, but then waits for the device at every log point.
     """
-    opt = adam(params, lr)
+    device_step = step_tensor is not None and step_tensor.device.type == "cuda"
+    lr_value = torch.tensor(float(lr), device=step_tensor.device) if device_step and lr_factor is not None else lr
+    opt = adam(params, lr_value, device_step)
     hist: dict[str, list] = {"steps": [], "loss": []}
     running, since = None, 0
 
@@ -152,28 +177,87 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
             running.zero_()
         since = 0
 
-    bar = Progress(steps, desc, progress)
-    t0 = time.perf_counter()
-    log(0)
-    for step in range(1, steps + 1):
+    def prepare(step):
+        """What the host decides about step ``step`` before it runs: its number and its learning rate."""
+        if step_tensor is not None:
+            step_tensor.fill_(step)
+        if lr_factor is not None:
+            for group in opt.param_groups:
+                if isinstance(group["lr"], torch.Tensor):
+                    group["lr"].fill_(lr * lr_factor(step))
+                else:
+                    group["lr"] = lr * lr_factor(step)
+
+    def eager():
+        nonlocal running
         per_config = step_loss()
         opt.zero_grad(set_to_none=True)
         per_config.sum().backward()
-        if lr_factor is not None:
-            for group in opt.param_groups:
-                group["lr"] = lr * lr_factor(step)
         opt.step()
-        running = per_config.detach().clone() if running is None else running + per_config.detach()
+        if running is None:
+            running = per_config.detach().clone()
+        else:
+            running.add_(per_config.detach())
+
+    def finish(step):
+        nonlocal since
         since += 1
         if step % log_every == 0 or step == steps:
             log(step)
         bar.update(step)
+
+    graph = None
+    bar = Progress(steps, desc, progress)
+    t0 = time.perf_counter()
+    log(0)
+    step = 0
+    if device_step and cuda_graphs_enabled() and steps > GRAPH_WARMUP + 1:
+        dev = step_tensor.device
+        side = torch.cuda.Stream(dev)                  # warm-up off the default stream, as a capture wants it
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for step in range(1, GRAPH_WARMUP + 1):
+                prepare(step)
+                eager()
+                finish(step)
+        torch.cuda.current_stream(dev).wait_stream(side)
+        graph = _capture(opt, step_loss, lambda loss: running.add_(loss.detach()), dev)
+    for step in range(step + 1, steps + 1):
+        prepare(step)
+        if graph is not None:
+            graph.replay()
+        else:
+            eager()
+        finish(step)
     bar.close()
     last = hist["loss"][-1]
     hist["loss"][0] = np.zeros(0) if last is None else torch.zeros_like(last)      # nothing was trained before step 0
     out = {k: _stack_to_host(v) for k, v in hist.items() if k != "steps"}
     seconds = time.perf_counter() - t0                       # includes the one wait for the device, at the end
-    return {"steps": np.array(hist["steps"]), **out}, seconds
+    return {"steps": np.array(hist["steps"]), "graph": graph is not None, **out}, seconds
+
+
+def _capture(opt: torch.optim.Optimizer, step_loss: Callable[[], torch.Tensor], accumulate: Callable,
+             device: torch.device):
+    """One training step captured as a CUDA graph (nothing runs: :func:`optimise` replays it), or None, with a
+    warning, where the step cannot be captured (it then runs eagerly, with the same numbers)."""
+    import warnings
+
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)                # the gradients are made inside the graph, written at each replay
+    try:
+        with torch.cuda.graph(graph):
+            per_config = step_loss()
+            per_config.sum().backward()
+            opt.step()
+            accumulate(per_config)
+    except RuntimeError as err:
+        warnings.warn(f"a CUDA training step could not be captured as a graph ({str(err).splitlines()[0]}); "
+                      f"it runs eagerly (same numbers, slower). {CUDA_GRAPH_ENV}=0 skips the attempt.", stacklevel=3)
+        torch.cuda.synchronize(device)
+        opt.zero_grad(set_to_none=True)
+        return None
+    return graph
 
 
 def _stack_to_host(values: list) -> np.ndarray:

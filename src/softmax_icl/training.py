@@ -233,6 +233,7 @@ class SweepProgram:
         self.unit = AttentionUnit(sweep.model, sweep.param, sweep.d, seed_idx, init_seeds, sweep.init_scale, device,
                                   init_identity=sweep.init_identity, inner_dim=sweep.inner_dim)
         self.step = 0
+        self.step_t = torch.zeros((), dtype=torch.int64, device=device)      # the step the PyTorch path draws
         # the fused CPU step where the engine takes every stream's units (decided here, on the host, once)
         fused = [None if sweep.param == "full" else st.fused(sweep.model, sweep.batch_size) for st in self.streams]
         self.fused = fused if all(f is not None for f in fused) else None
@@ -250,9 +251,15 @@ class SweepProgram:
                 losses = [f.loss(M[st.start:st.start + f.R * f.G].view(f.R, f.G, *M.shape[1:]), self.step).flatten()
                           for st, f in zip(self.streams, self.fused)]
                 return torch.cat(losses) if len(losses) > 1 else losses[0]
-            batches = self.sample(self.step)
+            self.step_t.fill_(self.step)
+            batches = self.sample(self.step_t)
         losses = [self.unit.loss(b, st.start).flatten() for st, b in zip(self.streams, batches)]
         return torch.cat(losses) if len(losses) > 1 else losses[0]
+
+    def step_loss(self) -> torch.Tensor:
+        """:meth:`loss` on the tasks of the step held in ``step_t``, which the caller writes (the PyTorch path as
+        :func:`softmax_icl.base.optimise` runs it: a fixed sequence of kernels, which a CUDA graph can replay)."""
+        return self.loss(self.sample(self.step_t))
 
     def matrices(self) -> torch.Tensor:
         """Every configuration's key-query matrix M (C, d, d), in the order of ``configs``, on the device (a copy:
@@ -269,10 +276,12 @@ def train_sweep(sweep: Sweep, device="auto", configs: list[dict] | None = None, 
     """
     dev = resolve_device(device) if isinstance(device, str) else device
     prog = SweepProgram(sweep, dev, configs)
-    hist, seconds = optimise(list(prog.unit.parameters()), prog.loss, sweep.steps, sweep.lr, sweep.log_every,
-                             lambda: {"M": prog.matrices()}, lr_factor=sweep.lr_factor(),
-                             progress=progress, desc=desc)   # no host sync inside
+    torch_path = prog.fused is None                             # the step optimise may capture as a CUDA graph
+    hist, seconds = optimise(list(prog.unit.parameters()), prog.step_loss if torch_path else prog.loss, sweep.steps,
+                             sweep.lr, sweep.log_every, lambda: {"M": prog.matrices()}, lr_factor=sweep.lr_factor(),
+                             progress=progress, desc=desc, step_tensor=prog.step_t if torch_path else None)
     state = {k: v.detach().cpu()[prog.back].numpy() for k, v in prog.unit.state_dict().items()}
     return SweepResult(sweep=sweep.to_dict(), configs=prog.configs, log_steps=hist["steps"], M_history=hist["M"],
                        loss_history=hist["loss"][:, prog.back.numpy()], final_state=state,
-                       timings={"train_seconds": seconds, "configs": len(prog.configs), "device": str(dev)})
+                       timings={"train_seconds": seconds, "configs": len(prog.configs), "device": str(dev),
+                                "cuda_graph": hist["graph"]})

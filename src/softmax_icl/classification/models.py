@@ -259,10 +259,8 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     else:
         is_soft = model_kind(configs, dev)
 
-        def step_loss():
-            nonlocal step
-            step += 1
-            b = stream.sample(sweep.batch_size, step)
+        def step_loss():                  # the step optimise writes into the stream's step tensor
+            b = stream.sample(sweep.batch_size, stream.step_tensor)
             logits = sa_logits(is_soft, WK, WQ, WV, b.x_ctx, b.y_ctx, b.x_q, b.ctx_mask)
             return masked_ce(logits, b.label_q, b.class_mask).mean(-1)
 
@@ -275,13 +273,14 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     with torch_threads(1 if stream.native else torch.get_num_threads()):
         hist, seconds = optimise([WK, WQ, WV], step_loss, sweep.steps, sweep.lr, sweep.log_every, snapshot,
                                  lr_factor=cosine if sweep.lr_schedule == "cosine" else None, progress=progress,
-                                 desc=desc)
+                                 desc=desc, step_tensor=None if stream.native else stream.step_tensor)
     K = len(configs)
     final = {k: v.detach().cpu().numpy() for k, v in zip(("WK", "WQ", "WV"), (WK, WQ, WV))}
     return ClsResult(sweep=sweep.to_dict(), configs=configs, dims=dims, log_steps=hist["steps"],
                      A_history=hist["A"], WV_history=hist["WV"], loss_history=hist["loss"],
                      final=final, timings={"train_seconds": seconds, "configs": K, "device": str(dev),
-                                           "engine": "compiled" if stream.native else "torch"})
+                                           "engine": "compiled" if stream.native else "torch",
+                                           "cuda_graph": hist["graph"]})
 
 
 def model_logits_from(A: torch.Tensor, WV: torch.Tensor, is_soft: torch.Tensor, x_ctx, y_ctx, x_q, ctx_mask=None):

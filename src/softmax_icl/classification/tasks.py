@@ -430,7 +430,8 @@ class ClsStream:
         self.threads = torch.get_num_threads()              # the compiled engine's threads
         self._drawer = _native.Drawer(self.keys, self.plan, self.threads) if self.native else None
         self._buffers: Tasks | None = None
-        self._step = torch.zeros((), dtype=torch.int64, device=self.device)   # the step, as the streams take it
+        # the step, as the streams take it (a trainer writes it, then draws with ``step=step_tensor``)
+        self.step_tensor = torch.zeros((), dtype=torch.int64, device=self.device)
 
     @property
     def S(self) -> int:
@@ -444,14 +445,17 @@ class ClsStream:
             b = self._buffers = Tasks.empty(self.plan, self.S, T, self.device, self.dtype, protos)
         return b
 
-    def draw(self, step: int, T: int, first: int = 0, out: Tasks | None = None, protos: bool = False) -> Tasks:
-        """Contexts ``first .. first + T - 1`` of ``step`` of every task, into ``out`` (or :meth:`buffers`)."""
+    def draw(self, step, T: int, first: int = 0, out: Tasks | None = None, protos: bool = False) -> Tasks:
+        """Contexts ``first .. first + T - 1`` of ``step`` of every task, into ``out`` (or :meth:`buffers`). ``step``:
+        an int, or (PyTorch path) :attr:`step_tensor` holding it."""
         if out is None:
             out = self.buffers(T, protos)
         if self._drawer is not None:
             self._drawer.draw(step, first, out)
         else:
-            t = draw_torch(self.keys, self.plan, self._step.fill_(step), first, T, self.dtype)
+            if step is not self.step_tensor:
+                self.step_tensor.fill_(int(step))
+            t = draw_torch(self.keys, self.plan, self.step_tensor, first, T, self.dtype)
             n_max = self.plan.dims[0]
             out.xs[..., :n_max].copy_(t.xs)
             out.lab[..., :n_max].copy_(t.lab)
