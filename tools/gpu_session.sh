@@ -93,8 +93,8 @@ if has bench; then
 fi
 
 if has roofline; then
-  say "roofline: the heavy paper stages' steps on the GPU against its floor"
-  timeout 150 python3 benchmarks/roofline.py --device cuda --rounds 1 --budget 3 --json "$OUT/roofline_cuda.json" \
+  say "roofline: the heavy paper stages' steps on the GPU against its floor (CUDA graph and eager)"
+  timeout 200 python3 benchmarks/roofline.py --device cuda --rounds 1 --budget 1.5 --json "$OUT/roofline_cuda.json" \
     2>&1 | tee "$LOGS/roofline.txt" | tail -20 >>"$LOG"
   say "roofline done"
 fi
