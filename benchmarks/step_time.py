@@ -9,11 +9,13 @@ the fixed cost dominates.
 
 On a CUDA GPU it also compares, at every batch size and in one run, three ways of running the same step:
 
-* **eager**: the trainer as it is;
+* **eager**: the step run eagerly, as the trainer did before it captured its step (and does with
+  ``SOFTMAX_ICL_CUDA_GRAPH=0``);
 * **compile**: ``torch.compile`` of the sampling + loss (backward through AOTAutograd; Adam eager);
 * **graph**: forward, backward and Adam (``capturable=True``) captured once as a CUDA graph and replayed, with the
-  sampling run eagerly into its static inputs (the sampler's step counter is a host integer, which a capture
-  would freeze).
+  sampling run eagerly into its static inputs (this probe keeps the sampler outside the graph, as it was written
+  before the trainer read its step from a device tensor; the trainer's own graph of the whole step, sampling
+  included, is timed against its eager step by ``benchmarks/roofline.py --device cuda``).
 
 The variants are timed in interleaved blocks (every round times each once, in rotating order), so drift on a shared
 machine hits them alike; the ratios eager / variant are medians over rounds with their interquartile range. A
@@ -111,7 +113,7 @@ def graphed_step(sw: Sweep, dev: torch.device):
             fn()
         return graph
 
-    # The sampler fills its counters with the step as a host integer, which a capture would freeze: the graph holds
+    # Sampling stays outside this graph (the probe predates the trainer's device-side step): the graph holds
     # forward, backward and Adam, and sampling runs eagerly into static copies of the batches.
     static = [type(b)(*(t.clone() for t in (b.x_ctx, b.y_ctx, b.x_q, b.f_q))) for b in prog.sample(1)]
     graph = capture(lambda: body(static))

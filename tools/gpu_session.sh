@@ -29,7 +29,9 @@
 # (utilisation 100 %), so notebooks run at once share it rather than overlap; a stage is cached only when it
 # finishes, so give a call at least the length of its longest stage. On an H200 (2026-11-27, benchmarks/gpu_h200.md)
 # `env,tests,default` took about 4 minutes of device time: the CUDA tests 50 s, the five default notebooks at once
-# 130 s.
+# 130 s. With the graphed step (fourth session of 2026-11-27): tests 64 s, roofline (both variants) 146 s; the five
+# paper notebooks at once finished low_rank, generalization and window_adaptation in 184-266 s and classification in
+# 329 + 245 s (two calls), while norm_scaling needs more than 590 s: give it a call of its own.
 set -uo pipefail
 REV=${1:?revision}; PHASES=${2:-env,tests,default}; BUDGET=${3:-520}; shift 3 || true
 T0=$(date +%s)
