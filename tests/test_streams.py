@@ -124,3 +124,69 @@ def test_cuda_draws_the_cpus_numbers():
         b = fn(key.cuda(), 1, 9, range(100, 200), 24).cpu()
         tol = 2e-6 if fn is streams.normal else 0
         torch.testing.assert_close(b, a, rtol=tol, atol=tol)
+
+
+def _has_triton() -> bool:
+    import importlib.util
+    return importlib.util.find_spec("triton") is not None
+
+
+TRITON_CHECK = r"""
+import torch
+from softmax_icl import streams
+from softmax_icl.kernels import philox_triton
+cases = [([1, 2**50, 2**64 - 1], 9, range(100, 164), [0, 1, 2, 7], [1, 1, 7, 0x205]),
+         ([0], 0, range(0, 3), [0], [0]),
+         ([12345], torch.tensor(2**32 - 1), torch.tensor([5, 2**31, 2**32 - 1]), list(range(1000)), [3] * 1000)]
+for seeds, step, tasks, block, tag in cases:
+    key = streams.keys(seeds, "cpu")
+    block, tag = torch.tensor(block), torch.tensor(tag)
+    t = streams._task_tensor(tasks, "cpu")
+    ours = philox_triton.blocks(key, step, t, block, tag)
+    ref = streams.blocks(key, step, tasks, block, tag)
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape, (ours.shape, ref.shape)
+    assert torch.equal(ours, ref), (ours - ref).abs().max()
+print("triton words equal")
+"""
+
+
+@pytest.mark.skipif(not _has_triton(), reason="Triton is not installed (it comes with CUDA builds of PyTorch)")
+def test_the_triton_kernel_draws_pytorchs_words_bit_for_bit_in_the_interpreter(tmp_path):
+    """The CUDA kernel of :mod:`softmax_icl.kernels.philox_triton`, run by Triton's interpreter on the CPU, against
+    PyTorch's words: keys at both ends of 64 bits, tasks and steps up to 2^32 - 1, a step as a tensor, many blocks."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    out = subprocess.run([sys.executable, "-c", TRITON_CHECK], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "triton words equal" in out.stdout
+
+
+def test_the_triton_switch_names_its_allowed_values(monkeypatch):
+    monkeypatch.setenv(streams.TRITON_ENV, "yes")
+    with pytest.raises(ValueError, match="SOFTMAX_ICL_TRITON='yes' is not allowed; allowed values: '1'"):
+        streams.triton_enabled()
+    monkeypatch.setenv(streams.TRITON_ENV, "1")
+    assert streams._fused_blocks(torch.device("cpu")) is None           # the CPU never uses the CUDA kernel
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.skipif(not _has_triton(), reason="Triton is not installed")
+def test_cuda_triton_words_equal_pytorchs_bit_for_bit(monkeypatch):
+    monkeypatch.setenv(streams.TRITON_ENV, "1")
+    assert streams._fused_blocks(torch.device("cuda")) is not None
+    key = streams.keys([1, 2**50, 2**64 - 1], "cuda")
+    block = torch.arange(3000, device="cuda")
+    tag = torch.full_like(block, 7)
+    step = torch.tensor(2**32 - 1, device="cuda")
+    fused = streams.blocks(key, step, range(5, 517), block, tag)
+    monkeypatch.setenv(streams.TRITON_ENV, "0")
+    plain = streams.blocks(key, step, range(5, 517), block, tag)
+    assert torch.equal(fused, plain)
+    monkeypatch.setenv(streams.TRITON_ENV, "1")
+    for fn in (streams.words, streams.uniform, streams.normal):         # and the CPU's numbers, as without Triton
+        a = fn(key.cpu(), 1, 9, range(100, 200), 24)
+        b = fn(key, 1, 9, range(100, 200), 24).cpu()
+        tol = 2e-6 if fn is streams.normal else 0
+        torch.testing.assert_close(b, a, rtol=tol, atol=tol)

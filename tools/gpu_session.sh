@@ -76,13 +76,14 @@ if has env; then
   python3 -c "import sys, torch, numpy, matplotlib, papermill; print(sys.version.split()[0], 'torch', torch.__version__,
   'cuda', torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name(0), 'numpy', numpy.__version__,
   'mpl', matplotlib.__version__, 'papermill', papermill.__version__, 'cpus', __import__('os').cpu_count())" 2>&1 | tee -a "$LOG"
+  python3 -c "import triton; print('triton', triton.__version__)" 2>&1 | tail -1 | tee -a "$LOG"
   ls -a | tr '\n' ' ' | tee -a "$LOG"; echo | tee -a "$LOG"
 fi
 
 if has tests; then
   say "tests: every CUDA test (draws, training and a smoke notebook, CPU against GPU)"
   timeout 180 python3 -m pytest -q -p no:cacheprovider tests/test_streams.py tests/test_device.py \
-    tests/test_classification.py -k "${TESTS_K:-cuda or smoke or another_device}" -rA 2>&1 | tee "$LOGS/tests.txt" | tail -40 \
+    tests/test_classification.py -k "${TESTS_K:-cuda or smoke or another_device or triton}" -rA 2>&1 | tee "$LOGS/tests.txt" | tail -40 \
     | tee -a "$LOG"
   say "tests done"
 fi
@@ -95,8 +96,9 @@ if has bench; then
 fi
 
 if has roofline; then
-  say "roofline: the heavy paper stages' steps on the GPU against its floor (CUDA graph and eager)"
+  say "roofline: the heavy paper stages' steps on the GPU against its floor (graphed, with and without Triton)"
   timeout 200 python3 benchmarks/roofline.py --device cuda --rounds 1 --budget 1.5 --json "$OUT/roofline_cuda.json" \
+    --backends ${ROOFLINE_BACKENDS:-torch torch-no-triton} \
     2>&1 | tee "$LOGS/roofline.txt" | tail -20 >>"$LOG"
   say "roofline done"
 fi

@@ -40,12 +40,16 @@ kernel's) ``log``, ``sqrt``, ``cos``, ``sin``: equal to rounding (a few units in
 modulo 2^64 on every device, its low word is ``p & 0xFFFFFFFF`` and its high word ``(p >> 32) & 0xFFFFFFFF``. All
 functions are vectorised over keys (rows), tasks and values, work on any device, and can write into caller-owned
 buffers (``out=``). The fused CPU kernel (:mod:`softmax_icl.kernels`) implements the same scheme in C; the tests
-hold both against a reference implementation in NumPy and Random123's known-answer vectors.
+hold both against a reference implementation in NumPy and Random123's known-answer vectors. On a CUDA GPU
+:func:`blocks` computes the words in one Triton kernel (:mod:`softmax_icl.kernels.philox_triton`: the same integers,
+so the same numbers, without a hundred passes of int64 tensors through memory) where Triton imports, else as above.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import warnings
 
 import torch
 
@@ -76,6 +80,9 @@ TAGS = {
     "fold": 0xF01D,
 }
 
+#: ``0`` draws CUDA words with PyTorch operations instead of the Triton kernel (the same bits; for tests and
+#: benchmarks).
+TRITON_ENV = "SOFTMAX_ICL_TRITON"
 _TWO_PI = 2.0 * math.pi
 _U24 = 2.0 ** -24
 
@@ -152,6 +159,9 @@ def blocks(key: torch.Tensor, step, tasks, block: torch.Tensor, tag: torch.Tenso
     key = key.view(-1, 2)
     dev = key.device
     t = _task_tensor(tasks, dev)
+    fused = _fused_blocks(dev)
+    if fused is not None:
+        return fused(key, step, t, block, tag)
     R, T, J = key.shape[0], t.numel(), block.numel()
     shape = (R, T, J)
     c = [torch.empty(shape, dtype=torch.int64, device=dev) for _ in range(4)]
@@ -163,6 +173,34 @@ def blocks(key: torch.Tensor, step, tasks, block: torch.Tensor, tag: torch.Tenso
         c[2].fill_(int(step))
     c[3].copy_(tag.view(1, 1, J).expand(shape))
     return torch.stack(_rounds(c, key[:, 0].view(R, 1, 1), key[:, 1].view(R, 1, 1)), dim=-1)
+
+
+def triton_enabled() -> bool:
+    """Whether CUDA draws may use the Triton kernel (``SOFTMAX_ICL_TRITON``: ``1``, the default, or ``0``)."""
+    value = os.environ.get(TRITON_ENV, "1")
+    if value not in ("0", "1"):
+        raise ValueError(f"{TRITON_ENV}={value!r} is not allowed; allowed values: '1' (default), '0'")
+    return value == "1"
+
+
+_triton_blocks: list = []          # [function or None], once per process
+
+
+def _fused_blocks(device: torch.device):
+    """The Triton kernel's :func:`blocks` for a CUDA device (:mod:`softmax_icl.kernels.philox_triton`), or None: on
+    other devices, with ``SOFTMAX_ICL_TRITON=0``, or where Triton does not import (then PyTorch draws the same
+    words, slower)."""
+    if device.type != "cuda" or not triton_enabled():
+        return None
+    if not _triton_blocks:
+        try:
+            from .kernels import philox_triton
+            _triton_blocks.append(philox_triton.blocks)
+        except ImportError as err:
+            warnings.warn(f"Triton is not available ({err}); CUDA draws run as PyTorch operations (the same "
+                          "numbers, slower)", stacklevel=3)
+            _triton_blocks.append(None)
+    return _triton_blocks[0]
 
 
 def words(key: torch.Tensor, tag: int, step, tasks, count: int) -> torch.Tensor:

@@ -206,16 +206,20 @@ def draw_plan(d: int, k: int, n: int, device: torch.device) -> tuple:
 
 def _draw_torch(spec: InputSpec, keys: torch.Tensor, n: int, tasks: range, step: int, out: dict) -> None:
     """:func:`draw_rows`'s draws by PyTorch (any device), into ``out``'s tensors: one pass of the generator over
-    every kind of draw of the tasks, then Box-Muller on all its words (the two uniform kinds' few words included)."""
+    every kind of draw of the tasks, then Box-Muller on the normal kinds' words and uniforms from the last two
+    kinds' few words."""
     R, T, d = keys.shape[0], len(tasks), spec.d
     block, tag, where = draw_plan(d, spec.k, n, keys.device)
     w = streams.blocks(keys, step, tasks, block, tag).view(R, T, -1)
-    z = streams.normal_from_words(w)
-    u = streams.uniform_from_words(w)
+    first_uniform = 4 * min(at for at, _, normal in where.values() if not normal)      # the uniform kinds come last
+    z = streams.normal_from_words(w[:, :, :first_uniform])
+    u = streams.uniform_from_words(w[:, :, first_uniform:])
 
     def part(name):
         at, count, normal = where[name]
-        return (z if normal else u)[:, :, 4 * at:4 * at + count]
+        if normal:
+            return z[:, :, 4 * at:4 * at + count]
+        return u[:, :, 4 * at - first_uniform:4 * at - first_uniform + count]
 
     pts = _unit(torch.cat([part("x").view(R, T, n, d), part("query").view(R, T, 1, d)], dim=2))
     sq = spec.sqrt_cov(keys.device)
