@@ -31,7 +31,9 @@
 # `env,tests,default` took about 4 minutes of device time: the CUDA tests 50 s, the five default notebooks at once
 # 130 s. With the graphed step (fourth session of 2026-11-27): tests 64 s, roofline (both variants) 146 s; the five
 # paper notebooks at once finished low_rank, generalization and window_adaptation in 184-266 s and classification in
-# 329 + 245 s (two calls), while norm_scaling needs more than 590 s: give it a call of its own.
+# 329 + 245 s (two calls), while norm_scaling needed more than 590 s. With the Triton words (fifth session):
+# `env,tests,paper 545` ran the 18 CUDA tests in 79 s and the five paper notebooks at once in 451 s (norm_scaling last,
+# just inside the budget: give `paper` at least 470 s), `roofline` (Triton and PyTorch words) 145 s.
 set -uo pipefail
 REV=${1:?revision}; PHASES=${2:-env,tests,default}; BUDGET=${3:-520}; shift 3 || true
 T0=$(date +%s)
