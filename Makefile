@@ -19,6 +19,8 @@ TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(os.cpu_count() or 1)")
 XDIST := $(if $(filter 1,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 WORKER_THREADS := $(shell $(PYTHON) -c "import os; print(max(1, (os.cpu_count() or 1) // max(1, int('$(TEST_WORKERS)'))))")
 BACKENDS ?= auto torch
+# The slowest tests (and notebooks) of each run, listed at its end: where CI's time goes.
+DURATIONS ?= --durations=8
 # Both papers' trainers have a compiled CPU engine (paper 1: softmax_icl.kernels; paper 2: classification/engine.c),
 # so the PyTorch pass re-executes every notebook.
 NOTEBOOKS_auto ?= notebooks
@@ -50,13 +52,13 @@ test: setup
 	export OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(WORKER_THREADS)}; \
 	echo "== unit tests ($(TEST_WORKERS) processes, $$OMP_NUM_THREADS threads each)"; \
 	SOFTMAX_ICL_CACHE_DIR=$$tmp/unit/cache SOFTMAX_ICL_OUTPUT_DIR=$$tmp/unit/output SOFTMAX_ICL_PROGRESS=0 \
-	  $(BIN)/python -m pytest $(XDIST) $(UNIT_ARGS) || status=1; \
+	  $(BIN)/python -m pytest $(XDIST) $(DURATIONS) $(UNIT_ARGS) || status=1; \
 	for k in $(BACKENDS); do \
 	  echo "== notebooks (nbval) and regression against book/results, SOFTMAX_ICL_KERNEL=$$k"; \
 	  export SOFTMAX_ICL_KERNEL=$$k SOFTMAX_ICL_CACHE_DIR=$$tmp/$$k/cache SOFTMAX_ICL_OUTPUT_DIR=$$tmp/$$k/output \
 	    SOFTMAX_ICL_PROGRESS=0; \
 	  if [ $$k = torch ]; then nbs="$(NOTEBOOKS_torch)"; skip="$(SKIP_torch)"; else nbs="$(NOTEBOOKS_auto)"; skip=""; fi; \
-	  $(BIN)/python -m pytest $(XDIST) $$nbs $(NB_ARGS) || status=1; \
+	  $(BIN)/python -m pytest $(XDIST) $(DURATIONS) $$nbs $(NB_ARGS) || status=1; \
 	  SOFTMAX_ICL_REQUIRE_FRESH=1 $(BIN)/python -m pytest tests/test_regression.py::test_fresh_record_matches_the_book \
 	    $${skip:+-k "not $$skip"} || status=1; \
 	done; exit $$status
