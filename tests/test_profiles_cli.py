@@ -67,6 +67,18 @@ def test_cli_rejects_bad_input_with_nonzero_exit_before_compute(argv, message, c
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("name, value, message", [
+    ("SOFTMAX_ICL_TRITON", "yes", "SOFTMAX_ICL_TRITON='yes' is not allowed; allowed values: '1' (default), '0'"),
+    ("SOFTMAX_ICL_KERNEL", "c", "SOFTMAX_ICL_KERNEL='c' is not allowed; allowed values: 'auto', 'torch'"),
+])
+def test_cli_rejects_a_bad_numerics_switch_before_compute(name, value, message, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv(name, value)
+    monkeypatch.setattr("softmax_icl.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["run", "window_adaptation", "--output", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_cli_entry_point_exit_code():
     proc = subprocess.run([sys.executable, "-m", "softmax_icl.cli", "run", "window_adaptation", "-p", "sigma", "-1"],
                           cwd=ROOT, capture_output=True, text=True)

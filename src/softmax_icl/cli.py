@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -414,6 +415,20 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _check_switches() -> None:
+    """The environment switches of the numerics, checked before any compute (a notebook's kernel would only meet a
+    bad value at its first draw or step)."""
+    from . import streams
+    from .base import KERNEL_ENV
+    kernel = os.environ.get(KERNEL_ENV, "auto")
+    if kernel not in ("auto", "torch"):
+        raise ParameterError(f"{KERNEL_ENV}={kernel!r} is not allowed; allowed values: 'auto', 'torch'")
+    try:
+        streams.triton_enabled()
+    except ValueError as exc:
+        raise ParameterError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "profile", None) not in (None, *PROFILES):
@@ -424,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"softmax-icl: unknown figure {args.figure!r}; allowed values: {', '.join(FIGURES)}", file=sys.stderr)
         return 2
     try:
+        _check_switches()
         return args.func(args)
     except ParameterError as exc:
         print(f"softmax-icl: {exc}", file=sys.stderr)
