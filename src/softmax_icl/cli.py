@@ -415,18 +415,20 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+#: The environment switches of the numerics and their allowed values (the first is the default): read by
+#: softmax_icl.kernels (SOFTMAX_ICL_KERNEL) and softmax_icl.streams (SOFTMAX_ICL_TRITON) when they first run, and
+#: checked here, without importing them, before any compute.
+SWITCHES = {"SOFTMAX_ICL_KERNEL": ("auto", "torch"), "SOFTMAX_ICL_TRITON": ("1", "0")}
+
+
 def _check_switches() -> None:
-    """The environment switches of the numerics, checked before any compute (a notebook's kernel would only meet a
-    bad value at its first draw or step)."""
-    from . import streams
-    from .base import KERNEL_ENV
-    kernel = os.environ.get(KERNEL_ENV, "auto")
-    if kernel not in ("auto", "torch"):
-        raise ParameterError(f"{KERNEL_ENV}={kernel!r} is not allowed; allowed values: 'auto', 'torch'")
-    try:
-        streams.triton_enabled()
-    except ValueError as exc:
-        raise ParameterError(str(exc)) from None
+    """A bad value of a numerics switch stops the command before any compute (a notebook's kernel would meet it only
+    at its first draw or step)."""
+    for name, allowed in SWITCHES.items():
+        value = os.environ.get(name, allowed[0])
+        if value not in allowed:
+            raise ParameterError(f"{name}={value!r} is not allowed; allowed values: "
+                                 + ", ".join(f"'{v}'" + (" (default)" if v == allowed[0] else "") for v in allowed))
 
 
 def main(argv: list[str] | None = None) -> int:
