@@ -312,6 +312,7 @@ def test_cuda_training_uses_the_torch_path(monkeypatch):
         raise AssertionError("the fused CPU kernel was called in a CUDA run")
 
     monkeypatch.setattr(kernels.FusedStream, "run", boom)
+    monkeypatch.setattr(kernels.FusedProgram, "run", boom)
     res = train_sweep(SWEEPS["grid"], "cuda", progress=False)
     assert res.timings["device"].startswith("cuda") and np.isfinite(res.M_history).all()
 

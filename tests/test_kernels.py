@@ -119,6 +119,31 @@ def test_no_number_depends_on_the_thread_count():
 
 
 @needs_kernel
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_one_call_for_every_stream_equals_a_call_per_stream(threads):
+    """The sweep's step in one call of the engine (``fused_steps``: every context length's tasks shared out over the
+    threads together) gives each stream's loss and gradient bit for bit, at any thread count; a stream of very short
+    contexts (n = 1) and one of long ones included."""
+    sw = dataclasses.replace(SWEEPS[0], n=(1, 6, 70, 300), batch_size=24)
+    prog = SweepProgram(sw, torch.device("cpu"))
+    assert prog.program is not None and len(prog.streams) == 4
+    M = prog.unit.matrix().detach() * 3
+    old = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads)
+        loss, grad = prog.program.run(M, 5)
+        for st, f in zip(prog.streams, prog.fused):
+            part = slice(st.start, st.start + f.R * f.G)
+            l1, g1 = f.run(M[part].reshape(f.R, f.G, sw.d, sw.d), 5)
+            torch.testing.assert_close(loss[part], l1.flatten(), rtol=0, atol=0)
+            torch.testing.assert_close(grad[part], g1.view(-1, sw.d, sw.d), rtol=0, atol=0)
+    finally:
+        torch.set_num_threads(old)
+    with pytest.raises(ValueError, match="shape"):
+        prog.program.run(M[:-1], 5)
+
+
+@needs_kernel
 @pytest.mark.parametrize("model", ["softmax", "linear"])
 def test_training_with_the_engine_matches_training_with_pytorch(model, monkeypatch):
     sw = Sweep(model=model, classes=("relu", "cosine"), L=(0.5, 3.0), sigma=(0.1,), n=(8, 16), seeds=2, d=3,

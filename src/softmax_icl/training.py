@@ -14,8 +14,8 @@ its configurations are stacked along a leading axis C and trained together:
 * the loss is the *sum* over configurations of each one's mean squared error, so no configuration's
   gradient is scaled by how many others share the batch; Adam is elementwise, so each keeps its
   own optimiser state;
-* on the CPU a stream's step (draw, label, readout, gradient) runs fused in the engine of
-  :mod:`softmax_icl.kernels`, in buffers made once; elsewhere (and with ``SOFTMAX_ICL_KERNEL=torch``) it runs as
+* on the CPU a step (draw, label, readout, gradient) of every stream runs fused in the engine of
+  :mod:`softmax_icl.kernels`, in one call per step and in buffers made once; elsewhere (and with ``SOFTMAX_ICL_KERNEL=torch``) it runs as
   PyTorch code (:func:`softmax_icl.tasks.draw_rows`, :func:`softmax_icl.models.mse_loss`): the same draws, the
   same numbers to float rounding.
 
@@ -237,6 +237,9 @@ class SweepProgram:
         # the fused CPU step where the engine takes every stream's units (decided here, on the host, once)
         fused = [None if sweep.param == "full" else st.fused(sweep.model, sweep.batch_size) for st in self.streams]
         self.fused = fused if all(f is not None for f in fused) else None
+        # every stream's fused step in one call of the engine
+        self.program = None if self.fused is None else kernels.FusedProgram(self.fused,
+                                                                            [st.start for st in self.streams])
 
     def sample(self, step: int) -> list[TaskBatch]:
         """Every stream's tasks of training step ``step`` (each valid until that stream's next draw)."""
@@ -246,11 +249,8 @@ class SweepProgram:
         """Per-configuration loss (C,) in slot order, on the next step's tasks (or on the given batches)."""
         if batches is None:
             self.step += 1
-            if self.fused is not None:
-                M = self.unit.matrix()
-                losses = [f.loss(M[st.start:st.start + f.R * f.G].view(f.R, f.G, *M.shape[1:]), self.step).flatten()
-                          for st, f in zip(self.streams, self.fused)]
-                return torch.cat(losses) if len(losses) > 1 else losses[0]
+            if self.program is not None:
+                return self.program.loss(self.unit.matrix(), self.step)
             self.step_t.fill_(self.step)
             batches = self.sample(self.step_t)
         losses = [self.unit.loss(b, st.start).flatten() for st, b in zip(self.streams, batches)]

@@ -7,7 +7,8 @@ task from the counter-based streams (``philox.h``, the scheme of :mod:`softmax_i
 every configuration of its row, and runs the readout's forward and backward pass on it while it is in cache,
 splitting the tasks over ``torch.get_num_threads()`` threads (each task's results in its own slot, summed in a
 fixed order: no number depends on the thread count). The buffers it works in are made once per stream
-(:class:`FusedStream`), never in the training loop. :func:`sample_raw` draws the same tasks into tensors (the
+(:class:`FusedStream`), never in the training loop; a sweep's streams (one per context length) run in one call a step
+(:class:`FusedProgram`, ``fused_steps``), every stream's tasks shared out over the threads together. :func:`sample_raw` draws the same tasks into tensors (the
 evaluation sets on the CPU); :func:`stream_values` exposes the counter scheme itself, for the tests;
 :func:`window_sums` is the inner loop of :func:`softmax_icl.theory.relu_window_scan`, :func:`segment_exp` the softmax
 weights of an evaluation at several prefix lengths (:func:`softmax_icl.models.segment_weights`).
@@ -160,8 +161,9 @@ def _load() -> ctypes.CDLL | None:
         _status = how
         return None
     spec, step = ctypes.POINTER(_Spec), ctypes.POINTER(_Step)
-    lib.fused_step.restype = lib.sample_raw.restype = ctypes.c_int
+    lib.fused_step.restype = lib.sample_raw.restype = lib.fused_steps.restype = ctypes.c_int
     lib.fused_step.argtypes = [spec, step]
+    lib.fused_steps.argtypes = [spec, step, ctypes.c_int64, ctypes.c_int64]
     lib.sample_raw.argtypes = [spec] + [ctypes.c_void_p] * 7
     lib.scratch_floats.restype = ctypes.c_int64
     lib.scratch_floats.argtypes = [ctypes.c_int64, ctypes.c_int64]
@@ -349,6 +351,59 @@ class FusedStream:
 
     def loss(self, M: torch.Tensor, step: int) -> torch.Tensor:
         """Every configuration's loss (R, G) at training step ``step``, differentiable in ``M`` (R, G, d, d)."""
+        return _FusedLoss.apply(M, self, int(step))
+
+
+class FusedProgram:
+    """The fused training step of several task streams in one call of the engine (``fused_steps``): a sweep's
+    streams, one per context length, whose units' matrices lie one after the other in one (C, d, d) tensor, stream
+    ``i`` at rows ``starts[i]`` to ``starts[i] + R_i G_i``.
+
+    One call per step instead of one per stream: the engine cuts every stream's tasks over the threads by their work
+    (short contexts share the threads with long ones) and starts its threads twice a step, not twice per stream, and
+    autograd sees one operation. The numbers are each stream's :meth:`FusedStream.run`, bit for bit (every task's
+    results in its own slot, summed in task order).
+    """
+
+    def __init__(self, streams: list[FusedStream], starts: list[int]):
+        lib = _require()
+        if not streams or len(streams) != len(starts) or len(streams) > 256:
+            raise ValueError(f"a fused program takes 1 to 256 streams with one start each; got {len(streams)} "
+                             f"streams and {len(starts)} starts")
+        d = streams[0].d
+        if any(f.d != d for f in streams):
+            raise ValueError("the streams of a fused program must share the input dimension d")
+        self.streams, self.d, self._lib = list(streams), d, lib
+        self.starts = [int(s) for s in starts]
+        self.size = max(s + f.R * f.G for s, f in zip(self.starts, self.streams))
+        self.specs = (_Spec * len(streams))()
+        self.steps = (_Step * len(streams))()
+        for i, f in enumerate(streams):
+            self.specs[i] = _spec(f.R, f.B, f.n, f.d, f.k, 0, 0, f.input_dist, f.keys, f.sqrt_cov, f.basis)
+            self.steps[i] = _Step(G=f.G, softmax=int(f.softmax), cls=_ptr(f.cls), L=_ptr(f.L), sigma=_ptr(f.sigma),
+                                  cmean=_ptr(f.cmean), results=_ptr(f.results), queries=_ptr(f.queries),
+                                  scratch=_ptr(f.scratch))
+
+    def run(self, M: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Loss (C,) and its gradient in M (C, d, d) at training step ``step``, for matrices ``M`` (C, d, d)."""
+        M = M.detach().contiguous()
+        if M.shape != (self.size, self.d, self.d) or M.dtype != torch.float32 or M.device.type != "cpu":
+            raise ValueError(f"M must be a float32 CPU tensor of shape {(self.size, self.d, self.d)}; got "
+                             f"{tuple(M.shape)}, {M.dtype}, {M.device}")
+        loss = torch.empty(self.size)
+        grad = torch.empty(self.size, self.d, self.d)
+        threads = min([torch.get_num_threads()] + [f.slots for f in self.streams])
+        dd = self.d * self.d * 4
+        for i, start in enumerate(self.starts):
+            self.specs[i].step, self.specs[i].nthreads = int(step), threads
+            st = self.steps[i]
+            st.M, st.loss, st.grad = M.data_ptr() + start * dd, loss.data_ptr() + start * 4, grad.data_ptr() + start * dd
+        if not self._lib.fused_steps(self.specs, self.steps, len(self.streams), threads):
+            raise ValueError(f"the engine takes 1 <= d, k <= {DMAX} and at most 256 streams")
+        return loss, grad
+
+    def loss(self, M: torch.Tensor, step: int) -> torch.Tensor:
+        """Every configuration's loss (C,) at training step ``step``, differentiable in ``M`` (C, d, d)."""
         return _FusedLoss.apply(M, self, int(step))
 
 

@@ -23,7 +23,9 @@
  *
  * Threads: tasks are split over the threads, each writing its task's results (err, and sum_i dloss/ds_i x_i per
  * configuration) to the task's own slot; the sums over tasks are then taken per configuration in task order, in
- * double. No number depends on the thread count.
+ * double. No number depends on the thread count. fused_steps runs the steps of several streams (a sweep's context
+ * lengths) in one call: thread t takes part t of every stream, so the threads start twice a step, not twice per
+ * stream, and short contexts do not leave one idle.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -261,6 +263,8 @@ typedef struct job {
     int64_t start, stop;
     void (*fn)(const struct job *);   /* window_sums, segment_exp: items [start, stop) of ``arg`` (S, P NULL) */
     const void *arg;
+    int64_t count;             /* fused_steps: the streams S[0 .. count), P[0 .. count) */
+    int64_t slot, parts;       /* the thread's index (its scratch slot) of ``parts`` threads */
 } job_t;
 
 /* Context points [i0, i0 + m) of a task for the step: inputs into the rows of X (stride np), their projections on
@@ -407,9 +411,29 @@ static void scan_tasks(const job_t *J) {
     }
 }
 
+static void stream_tasks(const job_t *J) { CASES(step_tasks) }
+
+/* Part ``slot`` of ``parts`` of the items of every one of fused_steps' streams (tasks in phase 1, configurations
+ * in phase 2), each with the stream's scratch slot ``slot``. */
+static void multi_items(const job_t *J) {
+    const int64_t t = J->slot, parts = J->parts;
+    for (int64_t c = 0; c < J->count; c++) {
+        const spec_t *S = J->S + c;
+        const step_t *P = J->P + c;
+        const int64_t items = J->phase2 ? S->R * P->G : S->R * S->B;
+        job_t K = *J;
+        K.S = S, K.P = P, K.start = items * t / parts, K.stop = items * (t + 1) / parts, K.count = 0;
+        K.scratch = P->scratch + t * scratch_floats(S->n, S->d);
+        if (K.start >= K.stop) continue;
+        if (K.phase2) step_reduce(&K);
+        else stream_tasks(&K);
+    }
+}
+
 static void *worker(void *arg) {
     job_t *J = (job_t *)arg;
     if (J->fn) J->fn(J);
+    else if (J->count) multi_items(J);
     else if (J->phase2) step_reduce(J);
     else if (J->P) { CASES(step_tasks) }
     else { CASES(raw_tasks) }
@@ -418,19 +442,17 @@ static void *worker(void *arg) {
 
 /* ``items`` (tasks, or configurations in phase 2) split over ``nthreads`` threads, each with its scratch; a thread
  * that cannot be started leaves its share to this one (the same numbers). */
-static void run(const job_t *proto, int phase2, int64_t items, int64_t nthreads, int64_t scratch) {
-    if (items <= 0) return;
-    if (nthreads > items) nthreads = items;
-    if (nthreads > 64) nthreads = 64;
-    if (nthreads < 1) nthreads = 1;
+static void run_cuts(const job_t *proto, int phase2, const int64_t *cuts, int64_t nthreads, int64_t scratch) {
     job_t jobs[64];
     pthread_t threads[64];
     int started[64] = {0};
     for (int64_t t = 0; t < nthreads; t++) {
         jobs[t] = *proto;
         jobs[t].phase2 = phase2;
-        jobs[t].start = items * t / nthreads;
-        jobs[t].stop = items * (t + 1) / nthreads;
+        jobs[t].start = cuts[t];
+        jobs[t].stop = cuts[t + 1];
+        jobs[t].slot = t;
+        jobs[t].parts = nthreads;
         jobs[t].scratch = proto->scratch ? proto->scratch + t * scratch : NULL;
     }
     for (int64_t t = 1; t < nthreads; t++) started[t] = pthread_create(&threads[t], NULL, worker, &jobs[t]) == 0;
@@ -441,20 +463,55 @@ static void run(const job_t *proto, int phase2, int64_t items, int64_t nthreads,
     }
 }
 
+static int64_t clamp_threads(int64_t nthreads, int64_t items) {
+    if (nthreads > items) nthreads = items;
+    if (nthreads > 64) nthreads = 64;
+    return nthreads < 1 ? 1 : nthreads;
+}
+
+static void run(const job_t *proto, int phase2, int64_t items, int64_t nthreads, int64_t scratch) {
+    if (items <= 0) return;
+    nthreads = clamp_threads(nthreads, items);
+    int64_t cuts[65];
+    for (int64_t t = 0; t <= nthreads; t++) cuts[t] = items * t / nthreads;
+    run_cuts(proto, phase2, cuts, nthreads, scratch);
+}
+
 /* Threads worth starting for ``work`` (about one unit per drawn or read number): one costs tens of microseconds. */
 static int64_t threads_for(int64_t nthreads, double work) {
     const int64_t most = (int64_t)(work / 65536.0);
     return nthreads < most ? nthreads : (most < 1 ? 1 : most);
 }
 
-int fused_step(const spec_t *S, const step_t *P) {
-    if (S->d < 1 || S->d > DMAX || S->k < 1 || S->k > DMAX) return 0;
-    job_t J = {S, P, NULL, NULL, NULL, NULL, NULL, NULL, NULL, P->scratch, 0, 0, 0};
-    const double work = (double)S->R * S->B * (S->n + 1) * (S->d + 1 + P->G);
-    run(&J, 0, S->R * S->B, threads_for(S->nthreads, work), scratch_floats(S->n, S->d));
-    run(&J, 1, S->R * P->G, threads_for(S->nthreads, (double)S->R * P->G * S->B * S->d * S->d), 0);
+/* The training step of ``count`` task streams in one call (every context length of a sweep): phase 1 draws, labels
+ * and reads out every stream's tasks, phase 2 sums every stream's configurations; thread t of T takes the t-th of T
+ * equal parts of every stream's items (so short contexts do not leave a thread idle), in its own scratch slot t,
+ * and the threads start twice a step, not twice per stream. As in fused_step, every task's results go to its own
+ * slot and the sums run in task order: no number depends on the thread count. */
+int fused_steps(const spec_t *S, const step_t *P, int64_t count, int64_t nthreads) {
+    if (count < 1) return 0;
+    double work1 = 0.0, work2 = 0.0;
+    int64_t items1 = 0, items2 = 0;
+    for (int64_t c = 0; c < count; c++) {
+        if (S[c].d < 1 || S[c].d > DMAX || S[c].k < 1 || S[c].k > DMAX) return 0;
+        work1 += (double)S[c].R * S[c].B * (S[c].n + 1) * (S[c].d + 1 + P[c].G);
+        work2 += (double)S[c].R * P[c].G * S[c].B * S[c].d * S[c].d;
+        items1 += S[c].R * S[c].B, items2 += S[c].R * P[c].G;
+    }
+    job_t J = {0};
+    J.S = S, J.P = P, J.count = count;
+    int64_t cuts[65], T;
+    for (int phase = 0; phase < 2; phase++) {
+        if ((phase ? items2 : items1) < 1) continue;
+        T = clamp_threads(threads_for(nthreads, phase ? work2 : work1), phase ? items2 : items1);
+        for (int64_t t = 0; t <= T; t++) cuts[t] = t;          /* job t: part t of T of every stream */
+        run_cuts(&J, phase, cuts, T, 0);
+    }
     return 1;
 }
+
+/* One stream's step (fused_steps of one stream). */
+int fused_step(const spec_t *S, const step_t *P) { return fused_steps(S, P, 1, S->nthreads); }
 
 int sample_raw(const spec_t *S, float *x, float *x_task, float *u, float *a, float *coef, float *phase, float *noise) {
     if (S->d < 1 || S->d > DMAX || S->k < 1 || S->k > DMAX) return 0;

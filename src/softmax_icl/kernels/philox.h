@@ -263,11 +263,17 @@ static inline void convert_avx2(const __m256i x[4], float *normals, float *unifo
     }
 }
 
-/* LANES consecutive blocks j0 + l of the sequence (key, tag, step, task) as normals (normal = 1) or uniforms. */
+/* LANES consecutive blocks j0 + l of the sequence (key, tag, step, task) as normals (normal = 1) or uniforms; only
+ * the first eight when ``wanted`` <= 8 blocks are (out[32 ..] is then left as it was). */
 static inline void lanes(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag, const int normal,
-                         float out[4 * LANES]) {
+                         int64_t wanted, float out[4 * LANES]) {
     __m256i x[4], y[4];
     consecutive_avx2(j0, task, step, tag, x);
+    if (wanted <= 8) {
+        philox_avx2(key, x, NULL, 1);
+        convert_avx2(x, normal ? out : NULL, normal ? NULL : out);
+        return;
+    }
     consecutive_avx2(j0 + 8, task, step, tag, y);
     philox_avx2(key, x, y, 2);
     convert_avx2(x, normal ? out : NULL, normal ? NULL : out);
@@ -307,7 +313,8 @@ static inline void words_to(key_t2 key, const uint32_t *c0, uint32_t task, uint3
 }
 
 static inline void lanes(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag, const int normal,
-                         float out[4 * LANES]) {
+                         int64_t wanted, float out[4 * LANES]) {
+    (void)wanted;
     uint32_t c0[LANES], c3[LANES];
     for (int l = 0; l < LANES; l++) { c0[l] = j0 + (uint32_t)l; c3[l] = tag; }
     words_to(key, c0, task, step, c3, LANES, normal ? out : NULL, normal ? NULL : out);
@@ -330,7 +337,7 @@ static inline __attribute__((always_inline)) void fill(key_t2 key, uint32_t tag,
         const int64_t j0 = f / 4, skip = f - 4 * j0;
         const int whole = skip == 0 && end - f >= 4 * LANES;
         float *dst = whole ? out + (f - f0) : buf;
-        lanes(key, (uint32_t)j0, task, step, tag, normal, dst);
+        lanes(key, (uint32_t)j0, task, step, tag, normal, (end - 4 * j0 + 3) / 4, dst);
         int64_t take = 4 * LANES - skip;
         if (take > end - f) take = end - f;
         if (!whole) memcpy(out + (f - f0), buf + skip, sizeof(float) * (size_t)take);
