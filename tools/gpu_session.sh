@@ -33,7 +33,8 @@
 # paper notebooks at once finished low_rank, generalization and window_adaptation in 184-266 s and classification in
 # 329 + 245 s (two calls), while norm_scaling needed more than 590 s. With the Triton words (fifth session):
 # `env,tests,paper 545` ran the 18 CUDA tests in 79 s and the five paper notebooks at once in 451 s (norm_scaling last,
-# just inside the budget: give `paper` at least 470 s), `roofline` (Triton and PyTorch words) 145 s.
+# just inside the budget: give `paper` at least 470 s), `roofline` (Triton and PyTorch words) 145 s. On an H100 (sixth
+# session): `env,paper 585` finished all five in 488 s (norm_scaling last), `tests,roofline` took 225 s.
 set -uo pipefail
 REV=${1:?revision}; PHASES=${2:-env,tests,default}; BUDGET=${3:-520}; shift 3 || true
 T0=$(date +%s)
