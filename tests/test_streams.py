@@ -151,7 +151,7 @@ print("triton words equal")
 
 
 @pytest.mark.skipif(not _has_triton(), reason="Triton is not installed (it comes with CUDA builds of PyTorch)")
-def test_the_triton_kernel_draws_pytorchs_words_bit_for_bit_in_the_interpreter(tmp_path):
+def test_the_triton_kernel_draws_pytorchs_words_bit_for_bit_in_the_interpreter():
     """The CUDA kernel of :mod:`softmax_icl.kernels.philox_triton`, run by Triton's interpreter on the CPU, against
     PyTorch's words: keys at both ends of 64 bits, tasks and steps up to 2^32 - 1, a step as a tensor, many blocks."""
     import os
