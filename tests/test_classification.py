@@ -316,6 +316,21 @@ def test_rate_search_finds_the_brute_force_minimum():
     assert min(ce) - 1e-6 <= found["ce"][0] <= min(ce) + 1e-12
 
 
+def test_unit_rows_of_the_pytorch_sampler_equal_dividing_by_the_norm():
+    """The PyTorch sampler scales rows to unit length with a multiply-add loop over the few coordinates on the CPU
+    (a norm over a short last axis is slow there): the same rows as ``z / |z|`` to float rounding, zero rows kept
+    finite, and a long last axis through the norm."""
+    g = torch.Generator().manual_seed(5)
+    for d in (1, 2, 5, 16, 17, 40):
+        for dtype in (torch.float32, D64):
+            z = torch.randn(3, 7, d, generator=g, dtype=dtype)
+            z[0, 0] = 0.0
+            got = ctasks._normalise(z)
+            torch.testing.assert_close(got, z / z.norm(dim=-1, keepdim=True).clamp_min(1e-30))
+            assert bool(torch.isfinite(got).all())
+            torch.testing.assert_close(got[1:].norm(dim=-1), torch.ones(2, 7, dtype=dtype))
+
+
 def test_the_searchs_cross_entropy_from_margins_is_masked_ce():
     """The search evaluates CE(t z) as t top + log sum exp(t e) from margins computed once: the same numbers as
     masked_ce (with a class mask, at rates from tiny to huge, where logsumexp of the raw logits loses digits)."""

@@ -111,19 +111,24 @@ def _margins(z: torch.Tensor, label: torch.Tensor, class_mask=None) -> tuple[tor
     ``d_c = z_c - z_label`` (masked classes -inf), ``top = max_c d_c`` (>= 0: d_label = 0), ``margin = d - top``
     (<= 0). Computed once per search, so each evaluation of the CE is one product, one exp and one sum over the
     classes (no max, gather or mask per evaluation), and no digits are lost to the difference of two large logits.
+    ``margin`` is laid out classes first, (C, ..., B) for ``z`` (..., B, C): the sum over the few classes is then
+    C - 1 additions of whole contiguous slices (a reduction over a last axis of 2 to 20 entries is several times
+    slower on the CPU); ``top`` is (..., B).
     """
     if class_mask is not None:
         z = z.masked_fill(~class_mask, float("-inf"))
     label = label.expand(z.shape[:-1])
     d = z - z.gather(-1, label.unsqueeze(-1))
     top = d.amax(-1, keepdim=True)
-    return d - top, top.squeeze(-1)
+    return (d - top).movedim(-1, 0).contiguous(), top.squeeze(-1)
 
 
 def _ce_of_margins(margin: torch.Tensor, top: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """Mean CE over the contexts of logits ``t z`` from :func:`_margins`: t (...,) -> (...). A CE that is not finite
     (a logit that is not, as where linear_norm's normaliser vanishes) counts as infinite."""
-    ce = (t[..., None] * top + torch.exp(t[..., None, None] * margin).sum(-1).log()).mean(-1)
+    tt = t[..., None]
+    e = torch.mul(margin, tt).exp_()                                          # (C, ..., B)
+    ce = e.sum(0).log_().add_(tt * top).mean(-1)
     return ce.nan_to_num(nan=math.inf)
 
 
