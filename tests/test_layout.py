@@ -107,6 +107,21 @@ def test_every_notebook_the_backend_can_change_is_re_executed_under_torch():
             assert f"notebooks/{fig}.ipynb" in torch_nbs and fig not in skipped, fig
 
 
+def test_make_test_re_executes_every_notebook_under_each_backend():
+    """The Makefile lists the notebooks (longest first, for the scheduling of its test processes) rather than the
+    folder: a notebook added to notebooks/ must be added to both lists, or `make test` would not check it."""
+    import re
+
+    makefile = (PKG.parents[1] / "Makefile").read_text()
+    nbs = sorted(f"notebooks/{p.name}" for p in (PKG.parents[1] / "notebooks").glob("*.ipynb"))
+    assert nbs
+    for name in ("NOTEBOOKS_auto", "NOTEBOOKS_torch"):
+        m = re.search(rf"^{name} \?=((?:.*\\\n)*.*)$", makefile, re.M)
+        assert m, name
+        listed = m.group(1).replace("\\\n", " ").split()
+        assert sorted(listed) == nbs, name
+
+
 def test_every_notebook_has_the_answer_first_layout():
     """notebooks/LAYOUT.md's mechanical part holds for every figure notebook (tools/apply_layout.py --check): the
     answer under the title, the claim checks removed from the page but executed, one anchored paragraph per ledger
