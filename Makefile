@@ -24,11 +24,12 @@ BACKENDS ?= auto torch
 # The slowest tests (and notebooks) of each run, listed at its end: where CI's time goes.
 DURATIONS ?= --durations=8
 # Both papers' trainers have a compiled CPU engine (paper 1: softmax_icl.kernels; paper 2: classification/engine.c),
-# so the PyTorch pass re-executes every notebook. The notebooks are listed longest first (fresh-clone CI of
-# 2026-11-27, PyTorch pass: classification 752 s, generalization 435, norm_scaling 357, low_rank 130,
-# window_adaptation 100) and handed out in this order (NB_SCHEDULE): each process that runs out of work takes the next
-# one, so the longest start first and the processes finish close together. (pytest-xdist's default orders them by
-# their number of cells, which once left one process with classification alone and the other with the other four.)
+# so the PyTorch pass re-executes every notebook. The notebooks are listed longest first (fresh-clone CI at 4d9d28f,
+# PyTorch pass, seconds of their slowest cells: classification 526, generalization 420, norm_scaling 327, low_rank
+# 111, window_adaptation 87) and handed out in this order (NB_SCHEDULE): each process that runs out of work takes the
+# next one, so the longest start first and the processes finish close together. (pytest-xdist's default orders them
+# by their number of cells, which left one process with classification alone and the other with the other four,
+# about 940 s of cells in a 985 s pass; with this order, and classification's faster sampler, the pass took 785 s.)
 NOTEBOOKS_auto ?= notebooks/classification_kernel_gd.ipynb notebooks/generalization.ipynb notebooks/norm_scaling.ipynb \
   notebooks/low_rank.ipynb notebooks/window_adaptation.ipynb
 NOTEBOOKS_torch ?= notebooks/classification_kernel_gd.ipynb notebooks/generalization.ipynb notebooks/norm_scaling.ipynb \
