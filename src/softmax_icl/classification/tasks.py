@@ -65,6 +65,7 @@ import torch
 
 from .. import streams
 from ..base import derive_seed
+from ..tasks import dot_last
 from . import native as _native
 from .native import row_length
 
@@ -250,15 +251,12 @@ def context_lengths(plan: TaskPlan, length_words: torch.Tensor | None) -> torch.
 # -- the PyTorch builder ----------------------------------------------------------------------------------------
 
 def _normalise(z: torch.Tensor) -> torch.Tensor:
-    """Rows of ``z`` scaled to unit length. On the CPU the squared norm of the few coordinates (at most 16) is a loop
-    of multiply-adds over them: a norm over a last axis of 2 to 16 entries takes several times longer there."""
-    d = z.shape[-1]
-    if z.device.type != "cpu" or d > 16:
+    """Rows of ``z`` scaled to unit length. On the CPU the squared norm is paper 1's :func:`softmax_icl.tasks.dot_last`
+    (a loop of multiply-adds over the few coordinates: a norm over a last axis of 2 to 16 entries takes several times
+    longer there)."""
+    if z.device.type != "cpu":
         return z / z.norm(dim=-1, keepdim=True).clamp_min(1e-30)
-    sq = z[..., 0] * z[..., 0]
-    for k in range(1, d):
-        sq = torch.addcmul(sq, z[..., k], z[..., k])
-    return z / sq.sqrt_().clamp_min_(1e-30).unsqueeze(-1)
+    return z / dot_last(z, z).sqrt_().clamp_min_(1e-30).unsqueeze(-1)
 
 
 def _score_bias(C: torch.Tensor, P: torch.Tensor, C_max: int, P_max: int, dtype) -> torch.Tensor:
