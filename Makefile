@@ -30,10 +30,10 @@ DURATIONS ?= --durations=8
 # next one, so the longest start first and the processes finish close together. (pytest-xdist's default orders them
 # by their number of cells, which left one process with classification alone and the other with the other four,
 # about 940 s of cells in a 985 s pass; with this order, and classification's faster sampler, the pass took 785 s.)
-NOTEBOOKS_auto ?= notebooks/classification_kernel_gd.ipynb notebooks/generalization.ipynb notebooks/norm_scaling.ipynb \
+NOTEBOOKS ?= notebooks/classification_kernel_gd.ipynb notebooks/generalization.ipynb notebooks/norm_scaling.ipynb \
   notebooks/low_rank.ipynb notebooks/window_adaptation.ipynb
-NOTEBOOKS_torch ?= notebooks/classification_kernel_gd.ipynb notebooks/generalization.ipynb notebooks/norm_scaling.ipynb \
-  notebooks/low_rank.ipynb notebooks/window_adaptation.ipynb
+NOTEBOOKS_auto ?= $(NOTEBOOKS)
+NOTEBOOKS_torch ?= $(NOTEBOOKS)
 NB_SCHEDULE := $(if $(filter 1,$(TEST_WORKERS)),,--no-loadscope-reorder)
 SKIP_torch ?=
 # `make audit`: fresh seed sets per figure (see `softmax-icl audit --help`); EXECUTOR: serial | local | slurm | gpus

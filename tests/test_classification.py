@@ -319,7 +319,7 @@ def test_rate_search_finds_the_brute_force_minimum():
 def test_unit_rows_of_the_pytorch_sampler_equal_dividing_by_the_norm():
     """The PyTorch sampler scales rows to unit length with a multiply-add loop over the few coordinates on the CPU
     (a norm over a short last axis is slow there): the same rows as ``z / |z|`` to float rounding, zero rows kept
-    finite, and a long last axis through the norm."""
+    finite, and more than 16 coordinates (a plain sum of squares there)."""
     g = torch.Generator().manual_seed(5)
     for d in (1, 2, 5, 16, 17, 40):
         for dtype in (torch.float32, D64):

@@ -81,20 +81,28 @@ def test_cycle_detector_sees_a_cycle(tmp_path, monkeypatch):
         raise AssertionError("a cycle went unnoticed")
 
 
+def makefile_list(name: str) -> list[str]:
+    """The words of a ``NAME ?= ...`` assignment of the Makefile (continued lines joined), with ``$(OTHER)``
+    references to other such assignments replaced by their words."""
+    import re
+
+    makefile = (PKG.parents[1] / "Makefile").read_text()
+    m = re.search(rf"^{name} \?=((?:.*\\\n)*.*)$", makefile, re.M)
+    if not m:
+        return []
+    out = []
+    for word in m.group(1).replace("\\\n", " ").split():
+        ref = re.fullmatch(r"\$\((\w+)\)", word)
+        out += makefile_list(ref.group(1)) if ref else [word]
+    return out
+
+
 def test_every_notebook_the_backend_can_change_is_re_executed_under_torch():
     """`make test` re-executes under SOFTMAX_ICL_KERNEL=torch the notebooks the backend can change: every figure whose
     computation (its package modules and what they import) reaches the kernel switch (softmax_icl.kernels, which the
     classification engine's build also reads) must be in the Makefile's NOTEBOOKS_torch and not in SKIP_torch."""
-    import re
-
     graph = _graph()
-    makefile = (PKG.parents[1] / "Makefile").read_text()
-
-    def var(name):
-        m = re.search(rf"^{name} \?=((?:.*\\\n)*.*)$", makefile, re.M)
-        return m.group(1).replace("\\\n", " ").split() if m else []
-
-    torch_nbs, skipped = var("NOTEBOOKS_torch"), var("SKIP_torch")
+    torch_nbs, skipped = makefile_list("NOTEBOOKS_torch"), makefile_list("SKIP_torch")
     roots = {"classification_kernel_gd": ("softmax_icl.classification", "softmax_icl.figures.classification_kernel_gd")}
     for fig in ("window_adaptation", "norm_scaling", "generalization", "low_rank", "classification_kernel_gd"):
         reach, todo = set(), [m for m in graph if m.startswith(roots.get(fig, (f"softmax_icl.figures.{fig}",)))]
@@ -110,16 +118,10 @@ def test_every_notebook_the_backend_can_change_is_re_executed_under_torch():
 def test_make_test_re_executes_every_notebook_under_each_backend():
     """The Makefile lists the notebooks (longest first, for the scheduling of its test processes) rather than the
     folder: a notebook added to notebooks/ must be added to both lists, or `make test` would not check it."""
-    import re
-
-    makefile = (PKG.parents[1] / "Makefile").read_text()
     nbs = sorted(f"notebooks/{p.name}" for p in (PKG.parents[1] / "notebooks").glob("*.ipynb"))
     assert nbs
     for name in ("NOTEBOOKS_auto", "NOTEBOOKS_torch"):
-        m = re.search(rf"^{name} \?=((?:.*\\\n)*.*)$", makefile, re.M)
-        assert m, name
-        listed = m.group(1).replace("\\\n", " ").split()
-        assert sorted(listed) == nbs, name
+        assert sorted(makefile_list(name)) == nbs, name
 
 
 def test_every_notebook_has_the_answer_first_layout():
