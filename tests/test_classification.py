@@ -177,6 +177,32 @@ def test_the_compiled_engine_draws_the_torch_builders_tasks():
         assert torch.equal(getattr(one, name), getattr(got, name)), name
 
 
+@pytest.mark.parametrize("pool_factor", [16, 1])
+def test_the_balanced_pool_scanned_in_chunks_gives_the_tasks_of_the_whole_pool(monkeypatch, pool_factor):
+    """The PyTorch sampler scans the class-balanced pool in chunks on the CPU and stops once every point has its
+    candidate: the same tasks, bit for bit, as one pass over the whole pool (a GPU's way), whatever the chunk, with
+    padded rows of other lengths, and where the pool runs short (one candidate per point: classes reuse or borrow
+    candidates, and the chunks must read the whole pool)."""
+    monkeypatch.setattr(ctasks, "POOL_FACTOR", pool_factor)
+    cfgs = [dict(seed=s, reading="balanced", P=1, tau=0.0, k=0, C=C, d=d, n=n)
+            for s in (0, 1) for C, d in ((4, 3), (3, 2), (2, 5)) for n in (12, 40)]
+    stream = _stream(cfgs, (40, 4, 1, 5), [11, 12], False)
+    original = ctasks._balanced_torch
+
+    def draw(devices, chunk=None):
+        monkeypatch.setattr(ctasks, "CHUNKED_POOL_DEVICES", devices)
+        monkeypatch.setattr(ctasks, "_balanced_torch", lambda *a, **kw: original(*a, chunk=chunk, **kw))
+        return ctasks.draw_torch(stream.keys, stream.plan, 5, 7, 40)
+
+    whole = draw(())
+    for chunk in (None, 4, 24, 128):
+        got = draw(("cpu",), chunk)
+        for name in ("xs", "xq", "lab", "lq"):
+            assert torch.equal(getattr(got, name), getattr(whole, name)), (chunk, name)
+    with pytest.raises(ValueError, match="chunk=6 must be a positive multiple of 4"):
+        draw(("cpu",), 6)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_draws_the_cpus_classification_tasks():
     """The PyTorch builder on the GPU draws the CPU's tasks from the same seeds: integers (labels, classes, lengths)
@@ -494,6 +520,7 @@ def test_neither_trainer_waits_for_the_device_or_allocates_in_its_loop(compiled,
         pytest.skip(native.backend())
     if not compiled:
         monkeypatch.setattr(native, "available", lambda: False)
+        monkeypatch.setattr(ctasks, "CHUNKED_POOL_DEVICES", ())   # the CPU as a GPU: the pool in one pass
     for sw in (cmodels.ClsSweep(models=("softmax", "linear_sum"), shapes=((2, 3), (3, 2)), n=(5, 7), seeds=2,
                                 tasks=tuple(ctasks.task_spec(*t) for t in (("uniform",), ("balanced",),
                                             ("clustered", 1, 0.5), ("subspace", 1, 0.0, 1), ("uniform", 2)))),

@@ -54,7 +54,8 @@ numbers): the readings differ only in what they make of them.
 CPU with float32 a compiled kernel (:mod:`.native`) draws and builds a context while it is in cache, on every
 thread, and stops scanning the class-balanced pool as soon as every class has the candidates its points take (the
 same candidates as the whole pool gives); elsewhere (CUDA, float64, no C compiler) the PyTorch code below builds
-the same tasks from the same streams, vectorised over tasks and contexts.
+the same tasks from the same streams, vectorised over tasks and contexts (on the CPU it too reads the pool in chunks
+until every point has its candidate; a GPU's captured step reads it in one pass).
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ from .native import row_length
 READINGS = {"uniform": 0, "balanced": 1, "clustered": 2, "subspace": 3}
 #: Candidates per point of the class-balanced reading's pool.
 POOL_FACTOR = 16
+#: Devices on which the PyTorch sampler scans the class-balanced pool in chunks, stopping once every point has its
+#: candidate (a read on the host after each chunk; the same tasks as the whole pool gives).
+CHUNKED_POOL_DEVICES = ("cpu",)
 TAGS = streams.TAGS
 
 
@@ -317,34 +321,71 @@ def draw_torch(keys: Keys, plan: TaskPlan, step, first: int, T: int, dtype=torch
     return out
 
 
-def _balanced_torch(keys: Keys, plan: TaskPlan, rows: torch.Tensor, m24, pr, dmask, step, tasks, dtype):
-    """Inputs (G', T, n1, d_max) and labels (G', T, n1) of the class-balanced tasks ``rows`` (module docstring)."""
+def _pool_normals(keys: torch.Tensor, step, tasks, j0: int, count: int) -> torch.Tensor:
+    """Candidates ``j0 .. j0 + count - 1`` of the class-balanced pools of ``keys`` (one per coordinate): normals
+    (rows, T, count) of the ``cls_pool`` streams, value ``f = candidate`` (``j0`` a multiple of 4: a whole block)."""
+    block = torch.arange(j0 // 4, -(-(j0 + count) // 4), dtype=torch.int64, device=keys.device)
+    w = streams.blocks(keys, step, tasks, block, torch.full_like(block, TAGS["cls_pool"]))
+    return streams.normal_from_words(w.view(*w.shape[:2], -1))[..., :count]
+
+
+def _balanced_torch(keys: Keys, plan: TaskPlan, rows: torch.Tensor, m24, pr, dmask, step, tasks, dtype,
+                    chunk: int | None = None):
+    """Inputs (G', T, n1, d_max) and labels (G', T, n1) of the class-balanced tasks ``rows`` (module docstring).
+
+    The pool is scanned in chunks of ``chunk`` candidates (a multiple of 4; default: ``max(128, n + 1)`` rounded up
+    on the devices of :data:`CHUNKED_POOL_DEVICES`, the whole pool elsewhere: a GPU's step is one captured graph,
+    which cannot read a value on the host), and the scan stops after the first chunk at which every class of every
+    task has the candidates its points take. The points then take the candidates the whole pool gives them (a point
+    of class ``k`` that is the ``r``-th of its class takes the ``r``-th candidate of class ``k``, and ``r`` is below
+    the count found so far), as in the compiled engine. In a step measured at the book's default n = 100, every task
+    had its candidates within the first 430 of its 1616.
+    """
     n_max, C_max, _, d_max = plan.dims
     n1, Gb, T, dev = n_max + 1, len(rows), len(tasks), keys.seed.device
     nb = plan.n[rows]                                                                      # (G',) points - 1
     R = POOL_FACTOR * (nb + 1)
     Rm = POOL_FACTOR * (max(n for n, c in zip(plan.host["n"], plan.host["code"]) if c == READINGS["balanced"]) + 1)
+    if chunk is not None and (chunk <= 0 or chunk % 4):
+        raise ValueError(f"chunk={chunk} must be a positive multiple of 4 (whole Philox blocks)")
+    if chunk is None:
+        chunk = 4 * -(-max(128, n1) // 4) if dev.type in CHUNKED_POOL_DEVICES else Rm
     seeds = plan.seed[rows]
-    zc = streams.normal(keys.coord[seeds].reshape(-1, 2), TAGS["cls_pool"], step, tasks, Rm)
-    cand = _normalise(zc.view(Gb, d_max, T, Rm).permute(0, 2, 3, 1).to(dtype) * dmask[rows].view(Gb, 1, 1, d_max))
     C = plan.C[rows]
-    cv = pr[rows][:, :, :, 0]                                                              # (G', T, C_max, d)
-    sc = torch.matmul(cand, cv.transpose(-1, -2)) + _score_bias(C, torch.ones_like(C), C_max, 1, dtype).view(Gb, 1, 1, C_max)
-    j = torch.arange(Rm, device=dev)
-    lp = torch.where(j.view(1, 1, -1) < R.view(-1, 1, 1), sc.argmax(-1), C_max)            # C_max: not in the pool
     cls = torch.arange(C_max, device=dev)
-    cum = torch.cumsum((lp.unsqueeze(-1) == cls).to(torch.int32), dim=2)                     # (G', T, Rm, C_max)
-    cnt = cum[:, :, -1].long()                                                             # candidates per class
-    rank = cum.gather(-1, lp.clamp_max(C_max - 1).unsqueeze(-1)).squeeze(-1).long() - 1    # rank within its class
-    # table[g, t, k, r] = the r-th candidate of class k (r < n1); the rest of the candidates go to a dump slot
-    slot = (lp * n1 + rank).where((lp < C_max) & (rank < n1), C_max * n1)
-    table = torch.zeros(Gb, T, C_max * n1 + 1, dtype=torch.long, device=dev)
-    table.scatter_(-1, slot, j.view(1, 1, -1).expand_as(slot))
-    # the points: drawn class, its rank among the points (query first), reuse when the class has too few
     point = torch.arange(n1, device=dev)
+    used = (point.view(1, 1, -1) <= nb.view(-1, 1, 1))                                      # the task's n + 1 points
     kc = scaled_index(m24[seeds], C.view(-1, 1, 1))                                         # (G', T, n1)
-    pcum = torch.cumsum((kc.unsqueeze(-1) == cls).to(torch.int32), dim=2)
-    prank = pcum.gather(-1, kc.unsqueeze(-1)).squeeze(-1).long() - 1
+    ofk = kc.unsqueeze(-2) == cls.view(-1, 1)                                               # (G', T, C_max, n1)
+    need = (ofk & used.unsqueeze(-2)).sum(-1)                                              # points per class
+    cv = pr[rows][:, :, :, 0]                                                              # (G', T, C_max, d)
+    bias = _score_bias(C, torch.ones_like(C), C_max, 1, dtype).view(Gb, 1, 1, C_max)
+    key_rows, dmask_rows = keys.coord[seeds].reshape(-1, 2), dmask[rows].view(Gb, 1, 1, d_max)
+    cnt = torch.zeros(Gb, T, C_max, dtype=torch.long, device=dev)                          # candidates per class
+    # table[g, t, k, r] = the r-th candidate of class k (r < n1); the rest of the candidates go to a dump slot
+    table = torch.zeros(Gb, T, C_max * n1 + 1, dtype=torch.long, device=dev)
+    parts = []
+    for j0 in range(0, Rm, chunk):
+        J = min(chunk, Rm - j0)
+        zc = _pool_normals(key_rows, step, tasks, j0, J)
+        cand = _normalise(zc.view(Gb, d_max, T, J).permute(0, 2, 3, 1).to(dtype) * dmask_rows)
+        parts.append(cand)
+        sc = torch.matmul(cand, cv.transpose(-1, -2)) + bias
+        j = torch.arange(j0, j0 + J, device=dev)
+        lp = torch.where(j.view(1, 1, -1) < R.view(-1, 1, 1), sc.argmax(-1), C_max)        # C_max: not in the pool
+        onehot = (lp.unsqueeze(-2) == cls.view(-1, 1)).to(torch.int32)                      # (G', T, C_max, J)
+        cum = torch.cumsum(onehot, dim=-1)
+        own = lp.clamp_max(C_max - 1).unsqueeze(-2)
+        rank = cnt.gather(-1, own.squeeze(-2)) + cum.gather(-2, own).squeeze(-2).long() - 1   # rank within class
+        slot = (lp * n1 + rank).where((lp < C_max) & (rank < n1), C_max * n1)
+        table.scatter_(-1, slot, j.view(1, 1, -1).expand_as(slot))
+        cnt += cum[..., -1].long()
+        if J < Rm - j0 and bool((cnt >= need).all()):                 # a host read: CPU only (by default)
+            break                                             # every point has its candidate: the rest is unread
+    cand = parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
+    # the points: drawn class, its rank among the points (query first), reuse when the class has too few
+    pcum = torch.cumsum(ofk.to(torch.int32), dim=-1)
+    prank = pcum.gather(-2, kc.unsqueeze(-2)).squeeze(-2).long() - 1
     ck = cnt.gather(-1, kc)
     # a class with no candidate: the next class (cyclically, among the C in use) that has one
     off = torch.arange(C_max, device=dev)
@@ -358,7 +399,6 @@ def _balanced_torch(keys: Keys, plan: TaskPlan, rows: torch.Tensor, m24, pr, dma
     r_eff = torch.where(empty, 0, torch.remainder(prank, ck.clamp_min(1)))
     pick = table.gather(-1, k_eff * n1 + r_eff)                                            # (G', T, n1)
     x = cand.gather(2, pick.unsqueeze(-1).expand(Gb, T, n1, d_max))
-    used = (point.view(1, 1, -1) <= nb.view(-1, 1, 1))                                      # the task's n + 1 points
     return x * used.unsqueeze(-1).to(dtype), k_eff * used
 
 
