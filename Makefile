@@ -9,9 +9,10 @@ STAMP := $(VENV)/.installed
 # `make test`: unit tests once (UNIT_ARGS), then for each numerical backend (BACKENDS: the fused CPU kernel, PyTorch)
 # nbval re-executes every notebook (NB_ARGS; it compares the verdict lines only) with a fresh result cache and records
 # written outside the repo, and tests/test_regression.py holds those fresh records against book/results within the
-# declared tolerances (verdicts exactly). The C engines are compiled once first (paper 1's takes about a minute on two
-# cores) and their libraries copied into each pass's fresh cache: a build product keyed by its sources, compiler,
-# flags and CPU, not a result (without this, the test processes of each pass compiled them again, side by side).
+# declared tolerances (verdicts exactly). The C engines are compiled once first, in two processes at once (paper 1's
+# takes about a minute of one core, paper 2's seven seconds), and their libraries copied into each pass's fresh cache:
+# a build product keyed by its sources, compiler, flags and CPU, not a result (without this, the test processes of
+# each pass compiled them again, side by side).
 UNIT_ARGS ?= tests
 NB_ARGS ?= --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 # Test processes at once (pytest-xdist): each takes whole test files or whole notebooks (--dist loadfile) and an even
@@ -59,10 +60,12 @@ book: setup
 test: setup
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; status=0; \
 	export OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(WORKER_THREADS)}; \
-	echo "== the C engines: compiled once here, then put in every pass's fresh result cache"; \
+	echo "== the C engines: compiled once here, side by side, then put in every pass's fresh result cache"; \
 	SOFTMAX_ICL_CACHE_DIR=$$tmp/engines $(BIN)/python -c "from softmax_icl import kernels; \
-	  from softmax_icl.classification import native; print(' paper 1:', kernels.backend()); \
+	  print(' paper 1:', kernels.backend())" & engine=$$!; \
+	SOFTMAX_ICL_CACHE_DIR=$$tmp/engines $(BIN)/python -c "from softmax_icl.classification import native; \
 	  print(' paper 2:', native.backend())" || status=1; \
+	wait $$engine || status=1; \
 	for p in unit $(BACKENDS); do mkdir -p $$tmp/$$p/cache; \
 	  if [ -d $$tmp/engines/kernels ]; then cp -r $$tmp/engines/kernels $$tmp/$$p/cache/; fi; done; \
 	echo "== unit tests ($(TEST_WORKERS) processes, $$OMP_NUM_THREADS threads each)"; \
