@@ -11,6 +11,11 @@ PyTorch path's step that dominates it on the CPU, ``benchmarks/roofline.md``) th
 and prints the times, the ratios and the largest difference of the three outputs (the same counter scheme: equal to
 float32 rounding). Usage: ``python benchmarks/compile_probe.py [d n rows tasks ...]`` (groups of four; default two
 paper-sized shapes). Run it on an otherwise idle machine.
+
+``--words [rows tasks blocks ...]`` (groups of three) times the integer part alone: the Philox rounds of
+``softmax_icl.streams.blocks`` eager against the same rounds under ``torch.compile`` with dynamic shapes (one compiled
+program for every shape; the floats stay eager), checks that the words are the same integers, and prints the first
+call's time (the compile; about 30 s with an empty inductor cache, 3 s with a warm one).
 """
 
 from __future__ import annotations
@@ -60,7 +65,60 @@ def probe(d: int, n: int, R: int, T: int, reps: int = 5) -> str:
             f"engine {diff['engine']:.1e}")
 
 
+def _rounds(c0, c1, c2, c3, k0, k1):
+    """Philox4x32-10 on int64 tensors as plain expressions (``streams._rounds`` writes into buffers in place, which
+    a compiler need not be shown): the words of the counters ``(c0, c1, c2, c3)`` under the key ``(k0, k1)``."""
+    (m0, m1), (w0, w1), mask = streams.PHILOX_M, streams.PHILOX_W, streams.MASK32
+    for r in range(streams.ROUNDS):
+        if r:
+            k0, k1 = (k0 + w0) & mask, (k1 + w1) & mask
+        p0, p1 = c0 * m0, c2 * m1
+        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0) & mask, p1, ((p0 >> 32) ^ c3 ^ k1) & mask, p0
+    return torch.stack((c0, c1 & mask, c2, c3 & mask), dim=-1)
+
+
+def words_probe(R: int, T: int, J: int, compiled, reps: int = 3) -> str:
+    """Blocks (R, T, J) of one step: ``streams.blocks`` eager against ``compiled`` (:func:`_rounds` under
+    ``torch.compile``)."""
+    keys = streams.keys(list(range(1, R + 1)), "cpu")
+    block, tag = torch.arange(J, dtype=torch.int64), torch.full((J,), streams.TAGS["x"], dtype=torch.int64)
+    shape = (R, T, J)
+
+    def comp(s: int) -> torch.Tensor:
+        return compiled(block.view(1, 1, J).expand(shape), torch.arange(T).view(1, T, 1).expand(shape),
+                        torch.tensor(s).view(1, 1, 1).expand(shape), tag.view(1, 1, J).expand(shape),
+                        keys[:, 0].view(R, 1, 1), keys[:, 1].view(R, 1, 1))
+
+    def eager(s: int) -> torch.Tensor:
+        return streams.blocks(keys, s, range(T), block, tag)
+
+    t0 = time.perf_counter()
+    comp(1)
+    first = time.perf_counter() - t0
+    times = {}
+    for name, f in (("eager", eager), ("compiled", comp)):
+        t0 = time.perf_counter()
+        for s in range(2, 2 + reps):
+            f(s)
+        times[name] = (time.perf_counter() - t0) / reps
+    same = torch.equal(eager(7), comp(7))
+    return (f"rows={R} tasks={T} blocks={J}: eager {times['eager'] * 1e3:.1f} ms, compiled "
+            f"{times['compiled'] * 1e3:.1f} ms (first call {first:.1f} s); eager/compiled "
+            f"{times['eager'] / times['compiled']:.1f}x; the same words: {same}")
+
+
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--words"]:
+        argv = argv[1:]
+        usage = "give the shapes as positive integers in groups of three: rows tasks blocks (e.g. 5 128 1024)"
+        if not all(a.isdigit() and int(a) > 0 for a in argv) or len(argv) % 3:
+            sys.exit(f"compile_probe.py --words: got {' '.join(argv)!r}; {usage}")
+        nums = [int(a) for a in argv] or [5, 128, 1024, 5, 512, 256, 5, 64, 4000]
+        warnings.filterwarnings("ignore", module="torch")
+        compiled = torch.compile(_rounds, dynamic=True)
+        for i in range(0, len(nums), 3):
+            print(words_probe(*nums[i:i + 3], compiled), flush=True)
+        return
     usage = "give the shapes as positive integers in groups of four: d n rows tasks (e.g. 8 200 5 256)"
     if not all(a.isdigit() and int(a) > 0 for a in argv) or len(argv) % 4:
         sys.exit(f"compile_probe.py: got {' '.join(argv)!r}; {usage}")

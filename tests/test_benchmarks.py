@@ -47,10 +47,13 @@ def test_roofline_names_the_allowed_stages_of_an_unknown_one(monkeypatch, capsys
     assert "train_nothing" in err and all(s.name in err for s in roofline.STAGES)
 
 
-@pytest.mark.parametrize("argv", [["8", "200", "5"], ["8", "200", "5", "x"], ["8", "0", "5", "256"]])
+@pytest.mark.parametrize("argv", [["8", "200", "5"], ["8", "200", "5", "x"], ["8", "0", "5", "256"],
+                                  ["--words", "5", "128"], ["--words", "5", "0", "8"], ["--words", "a", "1", "2"]])
 def test_compile_probe_refuses_bad_shapes_before_any_measurement(monkeypatch, argv):
     probe = _load("compile_probe")
-    monkeypatch.setattr(probe, "probe", lambda *a: pytest.fail("measured before refusing"))
+    for name in ("probe", "words_probe"):
+        monkeypatch.setattr(probe, name, lambda *a: pytest.fail("measured before refusing"))
     with pytest.raises(SystemExit) as exit_:
         probe.main(argv)
-    assert "groups of four: d n rows tasks" in str(exit_.value.code)
+    expected = "groups of three: rows tasks blocks" if argv[0] == "--words" else "groups of four: d n rows tasks"
+    assert expected in str(exit_.value.code)
