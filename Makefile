@@ -25,13 +25,14 @@ BACKENDS ?= auto torch
 # The slowest tests (and notebooks) of each run, listed at its end: where CI's time goes.
 DURATIONS ?= --durations=8
 # Both papers' trainers have a compiled CPU engine (paper 1: softmax_icl.kernels; paper 2: classification/engine.c),
-# so the PyTorch pass re-executes every notebook. The notebooks are listed longest first (fresh-clone CI at 4d9d28f,
-# PyTorch pass, seconds of their slowest cells: classification 526, generalization 420, norm_scaling 327, low_rank
-# 111, window_adaptation 87) and handed out in this order (NB_SCHEDULE): each process that runs out of work takes the
-# next one, so the longest start first and the processes finish close together. (pytest-xdist's default orders them
-# by their number of cells, which left one process with classification alone and the other with the other four,
-# about 940 s of cells in a 985 s pass; with this order, and classification's faster sampler, the pass took 785 s.)
-NOTEBOOKS ?= notebooks/classification_kernel_gd.ipynb notebooks/generalization.ipynb notebooks/norm_scaling.ipynb \
+# so the PyTorch pass re-executes every notebook. The notebooks are listed longest first (fresh-clone CI at 1c010e0,
+# PyTorch pass, seconds of their slowest cells: generalization 366 + 43, classification 383, norm_scaling 307 + 22 +
+# 17, low_rank 109, window_adaptation 102) and handed out in this order (NB_SCHEDULE): each process that runs out of
+# work takes the next one, so the longest start first and the processes finish close together. (pytest-xdist's
+# default orders them by their number of cells, which left one process with classification alone and the other with
+# the other four, about 940 s of cells in a 985 s pass.) A notebook runs on one process, so the pass takes at least
+# the larger half of the best split of the five (about 750 s at 1c010e0, whose pass took 786 s).
+NOTEBOOKS ?= notebooks/generalization.ipynb notebooks/classification_kernel_gd.ipynb notebooks/norm_scaling.ipynb \
   notebooks/low_rank.ipynb notebooks/window_adaptation.ipynb
 NOTEBOOKS_auto ?= $(NOTEBOOKS)
 NOTEBOOKS_torch ?= $(NOTEBOOKS)
