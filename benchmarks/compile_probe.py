@@ -15,7 +15,8 @@ paper-sized shapes). Run it on an otherwise idle machine.
 ``--words [rows tasks blocks ...]`` (groups of three) times the integer part alone: the Philox rounds of
 ``softmax_icl.streams.blocks`` eager against the same rounds under ``torch.compile`` with dynamic shapes (one compiled
 program for every shape; the floats stay eager), checks that the words are the same integers, and prints the first
-call's time (the compile; about 30 s with an empty inductor cache, 3 s with a warm one).
+call's time (the compile: 17-19 s with an empty inductor cache in the runs of ``roofline.md``, 3 s with a warm
+one).
 """
 
 from __future__ import annotations
