@@ -12,11 +12,10 @@ and prints the times, the ratios and the largest difference of the three outputs
 float32 rounding). Usage: ``python benchmarks/compile_probe.py [d n rows tasks ...]`` (groups of four; default two
 paper-sized shapes). Run it on an otherwise idle machine.
 
-``--words [rows tasks blocks ...]`` (groups of three) times the integer part alone: the Philox rounds of
-``softmax_icl.streams.blocks`` eager against the same rounds under ``torch.compile`` with dynamic shapes (one compiled
-program for every shape; the floats stay eager), checks that the words are the same integers, and prints the first
-call's time (the compile: 17-19 s with an empty inductor cache in the runs of ``roofline.md``, 3 s with a warm
-one).
+``--words [rows tasks blocks ...]`` (groups of three) times the integer part alone: ``softmax_icl.streams.blocks``
+eager against its rounds (``streams._rounds``) under ``torch.compile`` with dynamic shapes (one compiled program for
+every shape; the floats stay eager), checks that the words are the same integers, and prints the first call's time
+(the compile, with an empty inductor cache or a warm one: ``roofline.md``).
 """
 
 from __future__ import annotations
@@ -67,15 +66,9 @@ def probe(d: int, n: int, R: int, T: int, reps: int = 5) -> str:
 
 
 def _rounds(c0, c1, c2, c3, k0, k1):
-    """Philox4x32-10 on int64 tensors as plain expressions (``streams._rounds`` writes into buffers in place, which
-    a compiler need not be shown): the words of the counters ``(c0, c1, c2, c3)`` under the key ``(k0, k1)``."""
-    (m0, m1), (w0, w1), mask = streams.PHILOX_M, streams.PHILOX_W, streams.MASK32
-    for r in range(streams.ROUNDS):
-        if r:
-            k0, k1 = (k0 + w0) & mask, (k1 + w1) & mask
-        p0, p1 = c0 * m0, c2 * m1
-        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ k0) & mask, p1, ((p0 >> 32) ^ c3 ^ k1) & mask, p0
-    return torch.stack((c0, c1 & mask, c2, c3 & mask), dim=-1)
+    """``streams._rounds`` itself (the function a compiled PyTorch path would compile) on copies of the counters:
+    their words (R, T, J, 4) under the key ``(k0, k1)``."""
+    return torch.stack(streams._rounds([c.clone() for c in (c0, c1, c2, c3)], k0, k1), dim=-1)
 
 
 def words_probe(R: int, T: int, J: int, compiled, reps: int = 3) -> str:

@@ -117,7 +117,8 @@ def test_every_notebook_the_backend_can_change_is_re_executed_under_torch():
 
 def test_make_test_re_executes_every_notebook_under_each_backend():
     """The Makefile lists the notebooks (longest first, for the scheduling of its test processes) rather than the
-    folder: a notebook added to notebooks/ must be added to both lists, or `make test` would not check it."""
+    folder: a notebook added to notebooks/ must be added to that list (NOTEBOOKS, which both passes take), or `make
+    test` would not check it."""
     nbs = sorted(f"notebooks/{p.name}" for p in (PKG.parents[1] / "notebooks").glob("*.ipynb"))
     assert nbs
     for name in ("NOTEBOOKS_auto", "NOTEBOOKS_torch"):
