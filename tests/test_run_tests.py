@@ -1,0 +1,78 @@
+"""tools/run_tests.py (`make test`'s runner): its jobs, their order, and what a failing job does."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "run_tests.py"
+spec = importlib.util.spec_from_file_location("run_tests", TOOL)
+rt = importlib.util.module_from_spec(spec)
+sys.modules["run_tests"] = rt
+spec.loader.exec_module(rt)
+
+NBS = ["notebooks/generalization.ipynb", "notebooks/low_rank.ipynb"]
+
+
+def test_the_plan_has_every_pass_and_orders_the_jobs_on_their_predecessors(tmp_path):
+    jobs = rt.plan(tmp_path, ["auto", "torch"], {"auto": NBS, "torch": NBS}, ["tests"], ["--nbval-lax"],
+                   ["--durations=8"], {"torch": "low_rank"}, threads=1)
+    by = {j.name: j for j in jobs}
+    assert {"unit tests", "unit tests/test_book_browser.py", "auto generalization", "torch low_rank",
+            "auto regression", "torch regression"} <= set(by)
+    assert "--ignore=tests/test_book_browser.py" in by["unit tests"].commands[0]
+    # the compiled-engine notebooks and the unit tests wait for the engines; the PyTorch pass does not
+    assert by["auto generalization"].after == ("engines shared",) == by["unit tests"].after
+    assert by["torch generalization"].after == ()
+    assert set(by["torch regression"].after) == {"torch generalization", "torch low_rank"}
+    assert by["torch regression"].commands[0][-2:] == ["-k", "not (low_rank)"]
+    assert by["torch low_rank"].env["SOFTMAX_ICL_KERNEL"] == "torch"
+    assert by["auto low_rank"].env["SOFTMAX_ICL_CACHE_DIR"] != by["torch low_rank"].env["SOFTMAX_ICL_CACHE_DIR"]
+    # at the start the compilations go first, then the longest ready job
+    assert [j.name for j in rt._ready(jobs)][:3] == ["engine paper 1", "engine paper 2", "torch generalization"]
+
+
+def test_a_bad_backend_is_refused_naming_the_allowed_ones(tmp_path):
+    with pytest.raises(SystemExit, match="auto.*torch"):
+        rt.plan(tmp_path, ["cuda"], {"cuda": NBS}, [], [], [], {}, threads=1)
+
+
+def test_every_job_runs_after_its_predecessors_and_a_failure_fails_the_run(tmp_path, capsys):
+    mark = tmp_path / "order.txt"
+
+    def sh(text):
+        return [["bash", "-c", text]]
+
+    jobs = [rt.Job("slow", sh(f"sleep 0.5; echo slow >> {mark}; echo out-of-slow"), expected=9),
+            rt.Job("bad", sh(f"echo bad >> {mark}; echo out-of-bad; exit 3"), expected=1),
+            rt.Job("join", [], after=("slow", "bad"), then=lambda: mark.open("a").write("join\n")),
+            rt.Job("last", sh(f"echo last >> {mark}"), after=("join",))]
+    assert rt.run(jobs, 2, tmp_path) == 1
+    assert mark.read_text().split() == ["bad", "slow", "join", "last"]
+    out = capsys.readouterr().out
+    assert "== bad: failed" in out and "(exit status 3)" in out and "FAILED: bad" in out
+    # each job's output comes in one block after its line
+    assert out.index("== slow: passed") < out.index("out-of-slow") and out.index("out-of-bad") < out.index("== slow")
+    assert [j.status for j in jobs] == ["passed", "failed", "passed", "passed"]
+
+
+def test_one_worker_runs_the_jobs_one_at_a_time_longest_first(tmp_path):
+    mark = tmp_path / "order.txt"
+    jobs = [rt.Job(n, [["bash", "-c", f"echo {n} >> {mark}"]], expected=e) for n, e in [("a", 1), ("b", 5), ("c", 3)]]
+    assert rt.run(jobs, 1, tmp_path) == 0
+    assert mark.read_text().split() == ["b", "c", "a"]
+
+
+def test_a_job_graph_with_an_unknown_predecessor_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown predecessors"):
+        rt.run([rt.Job("a", [["true"]], after=("nope",))], 1, tmp_path)
+
+
+def test_bad_arguments_are_refused_before_any_job(capsys):
+    with pytest.raises(SystemExit):
+        rt.main(["--workers", "0"])
+    assert "--workers must be at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        rt.main(["--notebooks", "notebooks/nope.ipynb"])
+    assert "no such notebook" in capsys.readouterr().err

@@ -1,0 +1,243 @@
+"""`make test`'s runner: every test job of the unit pass and of each backend's notebook pass, on a fixed number of
+processes at once, the longest first.
+
+`make test` used to run its passes one after the other (the C engines' compilation, the unit tests, then nbval and
+the regression test under each backend), each spread over the cores by pytest-xdist. A pass ends with its longest
+file: the cores idled while the last notebook of a pass ran alone, and the unit tests and the compiled-engine pass
+waited for the compilation although the PyTorch pass does not need it. Here every piece is one job (a compilation,
+a group of unit-test files, one notebook under one backend, a backend's regression test), and ``--workers`` jobs
+run at once: a free process takes the ready job expected to take longest (the compilations first: the unit tests
+and the compiled-engine notebooks wait for them). The expected times (:data:`EXPECTED`) are seconds measured on the
+book's 2-core machine; they only order the jobs. What each job runs, its environment and its checks are those of
+the passes it replaces: nbval compares each notebook's verdict lines, and after a backend's last notebook
+``tests/test_regression.py`` holds its fresh records against ``book/results`` (verdicts exactly, numbers within the
+declared tolerances).
+
+A job's output is printed in one block when it ends (never interleaved with another's), after a line with its
+name, status and time; every job runs even when one fails, and the exit status is 1 when any failed. Ctrl-C stops
+every running job and removes the temporary folders.
+
+    python tools/run_tests.py [--workers N] [--backends auto torch] [--notebooks NB ...] [--unit ARGS] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BACKENDS = ("auto", "torch")
+# The unit-test files that run as a job of their own (the rest of the unit tests is one job): the browser test
+# builds the book strictly and opens every page twice.
+ALONE = ("tests/test_book_browser.py",)
+# Seconds, measured (fresh-clone CI at 73a0a96, and the unit tests' files timed alone): they only order the jobs.
+EXPECTED = {
+    "engine paper 1": 62, "engine paper 2": 7,
+    "unit tests/test_book_browser.py": 215, "unit tests": 240,
+    "torch generalization": 440, "torch classification_kernel_gd": 405, "torch norm_scaling": 350,
+    "torch low_rank": 115, "torch window_adaptation": 105,
+    "auto classification_kernel_gd": 75, "auto norm_scaling": 80, "auto generalization": 65,
+    "auto low_rank": 35, "auto window_adaptation": 30,
+}
+
+
+@dataclass
+class Job:
+    name: str
+    commands: list[list[str]]                  # run one after the other; the job fails if any fails (none: the
+    #                                            job is ``then``, run in this process)
+    env: dict = field(default_factory=dict)
+    after: tuple = ()                          # names of the jobs that must have ended first
+    expected: float = 60.0
+    then: object = None                        # called (no arguments) once the job has ended well
+    status: str = "waiting"
+    order: int = 0                             # when it started (1, 2, ...)
+    seconds: float = 0.0
+
+
+def _pytest(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+
+
+def plan(tmp: Path, backends, notebooks: dict, unit_args: list[str], nb_args: list[str], durations: list[str],
+         skip: dict, threads: int) -> list[Job]:
+    """The jobs of `make test` (see the module's docstring), with their environments and order constraints."""
+    bad = [b for b in backends if b not in BACKENDS]
+    if bad:
+        raise SystemExit(f"--backends: {bad} not among {BACKENDS}")
+    common = {"OMP_NUM_THREADS": str(threads), "SOFTMAX_ICL_PROGRESS": "0"}
+    engines = {"SOFTMAX_ICL_CACHE_DIR": str(tmp / "engines")}
+    passes = ["unit", *backends]
+
+    def share_engines():   # a build product keyed by its sources, compiler, flags and CPU, not a result
+        src = tmp / "engines" / "kernels"
+        for p in passes:
+            (tmp / p / "cache").mkdir(parents=True, exist_ok=True)
+            if src.is_dir() and not (tmp / p / "cache" / "kernels").exists():
+                shutil.copytree(src, tmp / p / "cache" / "kernels")
+
+    jobs = [
+        Job("engine paper 1", [[sys.executable, "-c",
+                                "from softmax_icl import kernels; print('paper 1:', kernels.backend())"]],
+            {**common, **engines}),
+        Job("engine paper 2", [[sys.executable, "-c", "from softmax_icl.classification import native; "
+                                "print('paper 2:', native.backend())"]], {**common, **engines}),
+        Job("engines shared", [], after=("engine paper 1", "engine paper 2"), then=share_engines, expected=0),
+    ]
+    built = ("engines shared",)
+    unit_env = {**common, "SOFTMAX_ICL_CACHE_DIR": str(tmp / "unit" / "cache"),
+                "SOFTMAX_ICL_OUTPUT_DIR": str(tmp / "unit" / "output")}
+    if unit_args == ["tests"]:
+        alone = [a for a in ALONE if (ROOT / a).is_file()]
+        for a in alone:
+            jobs.append(Job(f"unit {a}", [_pytest(*durations, a)], unit_env, after=built))
+        jobs.append(Job("unit tests", [_pytest(*durations, "tests", *[f"--ignore={a}" for a in alone])], unit_env,
+                        after=built))
+    elif unit_args:
+        jobs.append(Job("unit " + " ".join(unit_args), [_pytest(*durations, *unit_args)], unit_env, after=built))
+    for k in backends:
+        env = {**common, "SOFTMAX_ICL_KERNEL": k, "SOFTMAX_ICL_CACHE_DIR": str(tmp / k / "cache"),
+               "SOFTMAX_ICL_OUTPUT_DIR": str(tmp / k / "output")}
+        # the PyTorch pass needs no compiled engine (SOFTMAX_ICL_KERNEL=torch runs no C at all)
+        names = []
+        for nb in notebooks[k]:
+            name = f"{k} {Path(nb).stem}"
+            names.append(name)
+            jobs.append(Job(name, [_pytest(*durations, nb, *nb_args)], env, after=() if k == "torch" else built))
+        regression = ["tests/test_regression.py::test_fresh_record_matches_the_book"]
+        if skip.get(k):
+            regression += ["-k", f"not ({skip[k]})"]
+        jobs.append(Job(f"{k} regression", [_pytest(*regression)], {**env, "SOFTMAX_ICL_REQUIRE_FRESH": "1"},
+                        after=tuple(names), expected=3))
+    for j in jobs:
+        j.expected = EXPECTED.get(j.name, j.expected)
+    return jobs
+
+
+def _ready(jobs: list[Job]) -> list[Job]:
+    """Waiting jobs whose predecessors have ended, the compilations first, then the longest expected first."""
+    ended = {j.name for j in jobs if j.status in ("passed", "failed")}
+    ready = [j for j in jobs if j.status == "waiting" and all(a in ended for a in j.after)]
+    return sorted(ready, key=lambda j: (not j.name.startswith("engine"), -j.expected))
+
+
+def run(jobs: list[Job], workers: int, log_dir: Path, out=None) -> int:
+    """Run ``jobs`` on ``workers`` processes at once; 0 when every job passed, else 1."""
+    out = out or sys.stdout
+    names = [j.name for j in jobs]
+    unknown = {a for j in jobs for a in j.after} - set(names)
+    if unknown or len(set(names)) != len(names):
+        raise ValueError(f"bad job graph: unknown predecessors {sorted(unknown)} or repeated names")
+    t0 = time.monotonic()
+    running: dict[str, tuple] = {}
+
+    def stamp() -> str:
+        return f"[{time.monotonic() - t0:6.0f} s]"
+
+    started = 0
+
+    def start(job: Job):
+        nonlocal started
+        started += 1
+        job.order = started
+        if not job.commands:
+            job.then()
+            job.status = "passed"
+            return
+        log = open(log_dir / f"{started:02d}-{job.name.replace('/', '_').replace(' ', '_')}.log", "w+")
+        job.status, job.seconds = "running", time.monotonic()
+        cmds = " && ".join(shlex.join(c) for c in job.commands)
+        proc = subprocess.Popen(["bash", "-c", cmds], cwd=ROOT, env={**os.environ, **job.env}, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        running[job.name] = (job, proc, log)
+        print(f"{stamp()} start {job.name}", file=out, flush=True)
+
+    try:
+        while True:
+            while len(running) < workers and (ready := _ready(jobs)):
+                start(ready[0])            # (a job without commands ends as it starts)
+            if not running:
+                break
+            time.sleep(0.2)
+            for name, (job, proc, log) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                del running[name]
+                job.seconds = time.monotonic() - job.seconds
+                job.status = "passed" if proc.returncode == 0 else "failed"
+                if job.status == "passed" and job.then is not None:
+                    job.then()
+                log.seek(0)
+                print(f"{stamp()} == {job.name}: {job.status} in {job.seconds:.0f} s"
+                      + ("" if job.status == "passed" else f" (exit status {proc.returncode})"), file=out)
+                print(log.read().rstrip(), file=out, flush=True)
+                log.close()
+            if any(j.status == "waiting" for j in jobs) and not running and not _ready(jobs):
+                raise RuntimeError("no job can start")  # unreachable with a checked graph; never spin silently
+    except BaseException:
+        for job, proc, log in running.values():
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            log.close()
+        raise
+    failed = [j.name for j in jobs if j.status != "passed"]
+    width = max(len(n) for n in names)
+    print(f"\n{stamp()} jobs, in the order they started:", file=out)
+    for j in sorted(jobs, key=lambda j: j.order or len(jobs) + 1):
+        print(f"  {j.name:<{width}}  {j.status:<7} {j.seconds:6.0f} s", file=out)
+    print("all jobs passed" if not failed else f"FAILED: {', '.join(failed)}", file=out, flush=True)
+    return 1 if failed else 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="jobs at once (default: the cores)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="OMP_NUM_THREADS of each job (default: $OMP_NUM_THREADS, else cores // workers)")
+    ap.add_argument("--backends", nargs="*", default=list(BACKENDS), help=f"among {BACKENDS}")
+    ap.add_argument("--notebooks", nargs="*", default=None, help="every backend's notebooks (default: all)")
+    ap.add_argument("--notebooks-auto", nargs="*", default=None)
+    ap.add_argument("--notebooks-torch", nargs="*", default=None)
+    ap.add_argument("--skip-torch", default="", help="figures (a -k expression) the PyTorch regression leaves out")
+    ap.add_argument("--unit", default="tests", help="the unit tests' pytest arguments ('' for none)")
+    ap.add_argument("--nb-args", default="--nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg")
+    ap.add_argument("--durations", default="--durations=8")
+    args = ap.parse_args(argv)
+    if args.workers < 1:
+        ap.error(f"--workers must be at least 1, not {args.workers}")
+    every = args.notebooks if args.notebooks is not None else sorted(str(p.relative_to(ROOT))
+                                                                       for p in (ROOT / "notebooks").glob("*.ipynb"))
+    notebooks = {"auto": args.notebooks_auto if args.notebooks_auto is not None else every,
+                 "torch": args.notebooks_torch if args.notebooks_torch is not None else every}
+    missing = [nb for k in args.backends for nb in notebooks.get(k, []) if not (ROOT / nb).is_file()]
+    if missing:
+        ap.error(f"no such notebook(s): {missing}")
+    threads = args.threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or max(1, (os.cpu_count() or 1)
+                                                                                 // args.workers)
+    with tempfile.TemporaryDirectory(prefix="softmax-icl-test-") as tmp:
+        tmp = Path(tmp)
+        (tmp / "logs").mkdir()
+        jobs = plan(tmp, args.backends, notebooks, shlex.split(args.unit), shlex.split(args.nb_args),
+                    shlex.split(args.durations), {"torch": args.skip_torch}, threads)
+        print(f"== {len(jobs)} jobs on {args.workers} processes at once, {threads} thread(s) each", flush=True)
+        try:
+            return run(jobs, args.workers, tmp / "logs")
+        except KeyboardInterrupt:
+            print("\ninterrupted: every running job was stopped", file=sys.stderr)
+            return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
