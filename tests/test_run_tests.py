@@ -1,6 +1,8 @@
 """tools/run_tests.py (`make test`'s runner): its jobs, their order, and what a failing job does."""
 
 import importlib.util
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -76,3 +78,18 @@ def test_bad_arguments_are_refused_before_any_job(capsys):
     with pytest.raises(SystemExit):
         rt.main(["--notebooks", "notebooks/nope.ipynb"])
     assert "no such notebook" in capsys.readouterr().err
+
+
+def test_the_makefiles_test_command_parses(tmp_path):
+    """`make test`'s command line (as ``make -n`` prints it) is one that tools/run_tests.py accepts, with the
+    Makefile's defaults arriving intact."""
+    root = TOOL.parents[1]
+    (tmp_path / "stamp").touch()                      # setup counts as done
+    out = subprocess.run(["make", "-n", "test", f"STAMP={tmp_path}/stamp"], cwd=root, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    line = out.stdout.replace("\\\n", " ").strip().splitlines()[-1]
+    argv = shlex.split(line)
+    argv = argv[argv.index("tools/run_tests.py") + 1:]
+    args = rt.parser().parse_args(argv)
+    assert args.durations == "--durations=8" and args.nb_args.startswith("--nbval-lax") and args.unit == "tests"
+    assert args.backends == ["auto", "torch"] and len(args.notebooks_torch) == 5 and args.skip_torch == ""

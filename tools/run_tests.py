@@ -17,7 +17,9 @@ A job's output is printed in one block when it ends (never interleaved with anot
 name, status and time; every job runs even when one fails, and the exit status is 1 when any failed. Ctrl-C stops
 every running job and removes the temporary folders.
 
-    python tools/run_tests.py [--workers N] [--backends auto torch] [--notebooks NB ...] [--unit ARGS] ...
+    python tools/run_tests.py [--workers N] [--backends auto torch] [--notebooks NB ...] [--unit=ARGS] ...
+
+(an option's value that starts with ``--``, such as ``--nb-args=--nbval-lax``, is given after ``=``)
 """
 
 from __future__ import annotations
@@ -201,7 +203,7 @@ def run(jobs: list[Job], workers: int, log_dir: Path, out=None) -> int:
     return 1 if failed else 0
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="jobs at once (default: the cores)")
     ap.add_argument("--threads", type=int, default=0,
@@ -213,7 +215,12 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-torch", default="", help="figures (a -k expression) the PyTorch regression leaves out")
     ap.add_argument("--unit", default="tests", help="the unit tests' pytest arguments ('' for none)")
     ap.add_argument("--nb-args", default="--nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg")
-    ap.add_argument("--durations", default="--durations=8")
+    ap.add_argument("--durations", default="--durations=8", help="pytest's --durations for every job")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = parser()
     args = ap.parse_args(argv)
     if args.workers < 1:
         ap.error(f"--workers must be at least 1, not {args.workers}")
