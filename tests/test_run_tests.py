@@ -1,6 +1,7 @@
 """tools/run_tests.py (`make test`'s runner): its jobs, their order, and what a failing job does."""
 
 import importlib.util
+import os
 import shlex
 import subprocess
 import sys
@@ -85,9 +86,12 @@ def test_the_makefiles_test_command_parses(tmp_path):
     Makefile's defaults arriving intact."""
     root = TOOL.parents[1]
     (tmp_path / "stamp").touch()                      # setup counts as done
-    out = subprocess.run(["make", "-n", "test", f"STAMP={tmp_path}/stamp"], cwd=root, capture_output=True, text=True)
+    # (run inside `make test`, a sub-make would inherit its flags and print "Entering directory" lines)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    out = subprocess.run(["make", "-n", "test", f"STAMP={tmp_path}/stamp"], cwd=root, capture_output=True, text=True,
+                         env=env)
     assert out.returncode == 0, out.stderr
-    line = out.stdout.replace("\\\n", " ").strip().splitlines()[-1]
+    line = [ln for ln in out.stdout.replace("\\\n", " ").splitlines() if "tools/run_tests.py" in ln][-1]
     argv = shlex.split(line)
     argv = argv[argv.index("tools/run_tests.py") + 1:]
     args = rt.parser().parse_args(argv)
