@@ -122,8 +122,9 @@ static void stream_words(key2 key, uint32_t tag, uint32_t step, uint32_t task, i
     uint32_t w[CHUNK];
     for (int64_t f = 0; f < count; f += CHUNK) {
         int64_t m = count - f < CHUNK ? count - f : CHUNK;
-        philox_blocks(key, (uint32_t)((f0 + f) / 4), task, step, tag, (int)((m + 3) / 4), w);
-        memcpy(out + f, w, (size_t)m * sizeof(uint32_t));
+        uint32_t *dst = m == CHUNK ? out + f : w;       /* a whole chunk straight into place, a last part via w */
+        philox_blocks(key, (uint32_t)((f0 + f) / 4), task, step, tag, (int)((m + 3) / 4), dst);
+        if (dst == w) memcpy(out + f, w, (size_t)m * sizeof(uint32_t));
     }
 }
 
@@ -146,8 +147,9 @@ static void stream_normals(key2 key, uint32_t tag, uint32_t step, uint32_t task,
         for (int q = 0; q < np; q++) rad[q] = sqrtf(-2.0f * rad[q]);
         for (int q = 0; q < np; q++) cs[q] = cosf(ut[q]);
         for (int q = 0; q < np; q++) sn[q] = sinf(ut[q]);
-        for (int q = 0; q < np; q++) { z[2 * q] = rad[q] * cs[q]; z[2 * q + 1] = rad[q] * sn[q]; }
-        memcpy(out + f, z, (size_t)m * sizeof(float));
+        float *dst = m == CHUNK ? out + f : z;          /* a whole chunk (2 np == CHUNK) straight into place */
+        for (int q = 0; q < np; q++) { dst[2 * q] = rad[q] * cs[q]; dst[2 * q + 1] = rad[q] * sn[q]; }
+        if (dst == z) memcpy(out + f, z, (size_t)m * sizeof(float));
     }
 }
 
@@ -294,19 +296,18 @@ static void label_points(const float *pr, int64_t Pm, int64_t dm, int64_t C, int
 }
 
 /* Write the points 0 .. m-1 (0: the query) of task g, context t: their d_max coordinates from xh (zero from d on;
- * scaled by inv on the way when it is given, through the scratch row tmp) and their labels. */
+ * scaled by inv on the way when it is given) and their labels. */
 static void put_points(const draw_spec *s, int64_t g, int64_t t, const float *xh, int64_t ld, int64_t d,
-                       const int32_t *lbl, int64_t m, const float *inv, float *tmp) {
-    int64_t dm = s->d_max, nm = round_up(s->n_max, VEC), gt = g * s->T + t, mv = round_up(m, VEC);
+                       const int32_t *lbl, int64_t m, const float *inv) {
+    int64_t dm = s->d_max, nm = round_up(s->n_max, VEC), gt = g * s->T + t;
     float *xq = s->xq + gt * dm, *xs = s->xs + gt * dm * nm;
     int32_t *lab = s->lab + gt * nm;
     for (int64_t c = 0; c < dm; c++) {
         float *row = xs + c * nm;
-        if (c < d && inv) {                       /* the points normalised on the way (whole vectors) */
+        if (c < d && inv) {                       /* the points normalised on the way */
             const float *x = xh + c * ld;
-            for (int64_t p = 0; p < mv; p++) tmp[p] = x[p] * inv[p];
-            xq[c] = tmp[0];
-            memcpy(row, tmp + 1, (size_t)(m - 1) * sizeof(float));
+            xq[c] = x[0] * inv[0];
+            for (int64_t p = 1; p < m; p++) row[p - 1] = x[p] * inv[p];
             memset(row + (m - 1), 0, (size_t)(nm - (m - 1)) * sizeof(float));
         } else if (c < d) {
             xq[c] = xh[c * ld];
@@ -435,7 +436,7 @@ static void draw_item(const draw_spec *s, scratch *w, int64_t sd, int64_t t) {
         } else {
             balanced(s, w, sd, t, C, d, m);
         }
-        put_points(s, g, t, w->xh, n1p, d, w->lbl, m, code == READ_CLUSTERED ? w->norm : NULL, w->score);
+        put_points(s, g, t, w->xh, n1p, d, w->lbl, m, code == READ_CLUSTERED ? w->norm : NULL);
     }
 }
 
