@@ -15,7 +15,8 @@ STAMP := $(VENV)/.installed
 # compiled-engine notebooks wait for them, and get their libraries copied into their fresh caches, a build product
 # keyed by its sources, compiler, flags and CPU, not a result; the PyTorch pass runs no C and starts at once). Run
 # one after the other, each pass spread over the cores by pytest-xdist, the passes left cores idle while their
-# longest file ran alone (fresh-clone CI at 73a0a96: 62 + 258 + 164 + 773 s after the install).
+# longest file ran alone (fresh-clone CI at 73a0a96: 62 + 258 + 164 + 773 s after the install; as jobs, at 39c21fd:
+# 1153 s, the two processes busy to the end; .ci/run 1411 -> 1238 s with the install's --no-compile).
 UNIT_ARGS ?= tests
 NB_ARGS ?= --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 # Jobs at once; each gets an even share of the cores as its thread count (OMP_NUM_THREADS, unless you set it): no

@@ -41,14 +41,14 @@ BACKENDS = ("auto", "torch")
 # The unit-test files that run as a job of their own (the rest of the unit tests is one job): the browser test
 # builds the book strictly and opens every page twice.
 ALONE = ("tests/test_book_browser.py",)
-# Seconds, measured (fresh-clone CI at 73a0a96, and the unit tests' files timed alone): they only order the jobs.
+# Seconds, measured (fresh-clone CI at 39c21fd, each job beside one other): they only order the jobs.
 EXPECTED = {
-    "engine paper 1": 62, "engine paper 2": 7,
-    "unit tests/test_book_browser.py": 215, "unit tests": 240,
-    "torch generalization": 440, "torch classification_kernel_gd": 405, "torch norm_scaling": 350,
-    "torch low_rank": 115, "torch window_adaptation": 105,
-    "auto classification_kernel_gd": 75, "auto norm_scaling": 80, "auto generalization": 65,
-    "auto low_rank": 35, "auto window_adaptation": 30,
+    "engine paper 1": 57, "engine paper 2": 12,
+    "unit tests/test_book_browser.py": 236, "unit tests": 260,
+    "torch generalization": 397, "torch classification_kernel_gd": 379, "torch norm_scaling": 366,
+    "torch low_rank": 117, "torch window_adaptation": 104,
+    "auto classification_kernel_gd": 91, "auto norm_scaling": 90, "auto generalization": 79,
+    "auto low_rank": 53, "auto window_adaptation": 50,
 }
 
 
