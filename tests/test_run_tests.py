@@ -97,3 +97,25 @@ def test_the_makefiles_test_command_parses(tmp_path):
     args = rt.parser().parse_args(argv)
     assert args.durations == "--durations=8" and args.nb_args.startswith("--nbval-lax") and args.unit == "tests"
     assert args.backends == ["auto", "torch"] and len(args.notebooks_torch) == 5 and args.skip_torch == ""
+
+
+def test_a_terminated_run_stops_its_jobs(tmp_path):
+    """SIGTERM to the runner (a CI timeout) ends the jobs it started, not only the runner."""
+    import signal
+    import time
+    pidfile = tmp_path / "pid"
+    script = (f"import sys; sys.path.insert(0, {str(TOOL.parent)!r}); import run_tests as rt, pathlib\n"
+              f"job = rt.Job('sleep', [['bash', '-c', 'echo $$ > {pidfile}; exec sleep 60']])\n"
+              f"try:\n    rt.run([job], 1, pathlib.Path({str(tmp_path)!r}))\nexcept KeyboardInterrupt:\n"
+              "    print('stopped')\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    for _ in range(100):
+        if pidfile.exists() and pidfile.read_text().strip():
+            break
+        time.sleep(0.05)
+    job_pid = int(pidfile.read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert "stopped" in proc.communicate(timeout=20)[0]
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        os.kill(job_pid, 0)

@@ -14,8 +14,8 @@ the passes it replaces: nbval compares each notebook's verdict lines, and after 
 declared tolerances).
 
 A job's output is printed in one block when it ends (never interleaved with another's), after a line with its
-name, status and time; every job runs even when one fails, and the exit status is 1 when any failed. Ctrl-C stops
-every running job and removes the temporary folders.
+name, status and time; every job runs even when one fails, and the exit status is 1 when any failed. Ctrl-C (or a
+SIGTERM) stops every running job and removes the temporary folders.
 
     python tools/run_tests.py [--workers N] [--backends auto torch] [--notebooks NB ...] [--unit=ARGS] ...
 
@@ -163,6 +163,10 @@ def run(jobs: list[Job], workers: int, log_dir: Path, out=None) -> int:
         running[job.name] = (job, proc, log)
         print(f"{stamp()} start {job.name}", file=out, flush=True)
 
+    def stop(signum, frame):       # a SIGTERM (a CI timeout, kill) stops the jobs too, as Ctrl-C does
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
         while True:
             while len(running) < workers and (ready := _ready(jobs)):
@@ -194,6 +198,8 @@ def run(jobs: list[Job], workers: int, log_dir: Path, out=None) -> int:
             proc.wait()
             log.close()
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     failed = [j.name for j in jobs if j.status != "passed"]
     width = max(len(n) for n in names)
     print(f"\n{stamp()} jobs, in the order they started:", file=out)
