@@ -56,7 +56,8 @@ $(STAMP): pyproject.toml
 book: setup
 	$(BIN)/softmax-icl build
 
-## Unit tests, then nbval + the regression test under each backend (fresh cache, records outside the repo).
+## The unit tests, and nbval + the regression test under each backend (fresh cache, records outside the repo), as
+## one queue of jobs (tools/run_tests.py).
 test: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(WORKER_THREADS)} $(BIN)/python tools/run_tests.py --workers $(TEST_WORKERS) \
 	  --backends $(BACKENDS) --notebooks-auto $(NOTEBOOKS_auto) --notebooks-torch $(NOTEBOOKS_torch) \
