@@ -79,6 +79,9 @@ def test_bad_arguments_are_refused_before_any_job(capsys):
     with pytest.raises(SystemExit):
         rt.main(["--notebooks", "notebooks/nope.ipynb"])
     assert "no such notebook" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        rt.main(["--backends", "cuda"])
+    assert "--backends: ['cuda'] not among ('auto', 'torch')" in capsys.readouterr().err
 
 
 def test_the_makefiles_test_command_parses(tmp_path):

@@ -230,6 +230,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.workers < 1:
         ap.error(f"--workers must be at least 1, not {args.workers}")
+    if set(args.backends) - set(BACKENDS):
+        ap.error(f"--backends: {sorted(set(args.backends) - set(BACKENDS))} not among {BACKENDS}")
     every = args.notebooks if args.notebooks is not None else sorted(str(p.relative_to(ROOT))
                                                                        for p in (ROOT / "notebooks").glob("*.ipynb"))
     notebooks = {"auto": args.notebooks_auto if args.notebooks_auto is not None else every,
