@@ -36,11 +36,6 @@ def test_the_plan_has_every_pass_and_orders_the_jobs_on_their_predecessors(tmp_p
     assert [j.name for j in rt._ready(jobs)][:3] == ["engine paper 1", "engine paper 2", "torch generalization"]
 
 
-def test_a_bad_backend_is_refused_naming_the_allowed_ones(tmp_path):
-    with pytest.raises(SystemExit, match="auto.*torch"):
-        rt.plan(tmp_path, ["cuda"], {"cuda": NBS}, [], [], [], {}, threads=1)
-
-
 def test_every_job_runs_after_its_predecessors_and_a_failure_fails_the_run(tmp_path, capsys):
     mark = tmp_path / "order.txt"
 
