@@ -35,9 +35,10 @@ NOTEBOOKS ?= notebooks/generalization.ipynb notebooks/classification_kernel_gd.i
 NOTEBOOKS_auto ?= $(NOTEBOOKS)
 NOTEBOOKS_torch ?= $(NOTEBOOKS)
 SKIP_torch ?=
-# `make audit`: fresh seed sets per figure (see `softmax-icl audit --help`); EXECUTOR: serial | local | slurm | gpus
+# `make audit`: fresh seed sets per figure (see `softmax-icl audit --help`); EXECUTOR: auto | serial | cores | local |
+# slurm | gpus
 AUDIT_SETS ?= 5
-EXECUTOR ?= serial
+EXECUTOR ?= auto
 
 .PHONY: setup book test audit figures pages bench clean
 

@@ -94,7 +94,7 @@ def test_runner_names_the_same_environment_variables_as_base():
 
 
 def test_unknown_executor_is_refused():
-    with pytest.raises(ValueError, match="allowed values: serial, local, slurm, gpus"):
+    with pytest.raises(ValueError, match="allowed values: auto, serial, cores, local, slurm, gpus"):
         run_jobs([], "threads")
 
 
@@ -112,3 +112,117 @@ def test_slurm_executor_takes_partition_gpus_and_time(tmp_path, monkeypatch):
     ex = submitit_executor("slurm", tmp_path / "logs", timeout_min=30, slurm_partition="gpu", slurm_gpus_per_node=1)
     params = ex._executor.parameters
     assert (params["partition"], params["gpus_per_node"], params["time"]) == ("gpu", 1, 30)
+
+
+def test_core_pool_runs_the_longest_first_with_a_share_of_the_cores_and_reports_failures(tmp_path, monkeypatch):
+    """The ``cores`` executor: one job per worker at a time, the largest expected time first, each with the cores
+    shared among the workers as its thread count; a failure is reported with its job and the others still run;
+    results come back in the order of the jobs."""
+    import io
+
+    from softmax_icl.dispatch import THREAD_ENV, usable_cores
+
+    for k in THREAD_ENV:
+        monkeypatch.delenv(k, raising=False)
+    jobs = [_job(tmp_path, "short", 1), _job(tmp_path, "long", 2), _job(tmp_path, "middle", 3)]
+    bad = NotebookJob("bad", str(tmp_path / "missing.ipynb"), str(tmp_path / "bad" / "nb.ipynb"), {}, str(tmp_path))
+    out = io.StringIO()
+    results = run_jobs(jobs + [bad], "cores", workers=1, expected=[1.0, 30.0, 10.0, 0.0], build_engines=False,
+                       out=out)
+    assert [r.label for r in results] == ["short", "long", "middle", "bad"]
+    assert [r.ok for r in results] == [True, True, True, False] and "missing.ipynb" in results[-1].error
+    assert [_printed(r)["x2"] for r in results[:3]] == [2, 4, 6]
+    started = [line.split("started ")[1].split(" (")[0] for line in out.getvalue().splitlines() if "started " in line]
+    assert started == ["long", "middle", "short", "bad"]                 # one worker: strictly longest first
+    assert "bad: FAILED" in out.getvalue()
+    assert {_printed(r)["threads"] for r in results[:3]} == {str(usable_cores())}     # one worker: every core
+    two = run_jobs(jobs[:2], "cores", workers=2, build_engines=False, out=io.StringIO())
+    assert {_printed(r)["threads"] for r in two} == {str(max(1, usable_cores() // 2))}
+
+
+def test_core_pool_builds_the_engines_first_and_shows_training_progress(tmp_path, monkeypatch):
+    """The engines are built before any notebook starts (stand-ins here: the real ones take a minute to compile),
+    a build that fails is reported and the notebooks still run, and the pool's periodic line shows what a running
+    notebook's training loop last wrote to its progress file."""
+    import io
+
+    from softmax_icl import dispatch
+
+    monkeypatch.setattr(dispatch, "ENGINE_BUILDS", (("engine A", "print('compiled engine (stand-in)')"),
+                                                    ("engine B", "raise SystemExit('no compiler')")))
+    body = ("import os, time\n"
+            "open(os.environ['SOFTMAX_ICL_PROGRESS_FILE'], 'w').write('train_softmax\\t3\\t10\\n')\n"
+            "time.sleep(3)\nprint('{}')")
+    job = _job(tmp_path, "slow", 1, body=body)
+    out = io.StringIO()
+    [result] = dispatch.run_jobs([job], "cores", build_engines=True, out=out, heartbeat_s=0.5)
+    text = out.getvalue()
+    assert result.ok, result.error
+    assert "engine A: built" in text and "engine B: not built" in text and "no compiler" in text
+    assert text.index("engine A: built") < text.index("started slow")
+    assert "running: slow" in text and "(train_softmax 3/10)" in text
+
+
+@pytest.mark.parametrize("device, jobs, cores, expected", [("cpu", 5, 2, "cores"), ("cpu", 5, 1, "serial"),
+                                                           ("cpu", 1, 16, "serial"), ("cuda", 5, 16, "serial"),
+                                                           ("cuda:1", 5, 16, "serial")])
+def test_auto_executor_pools_cpu_runs_on_a_machine_with_cores_to_share(device, jobs, cores, expected):
+    from softmax_icl.dispatch import auto_executor
+
+    assert auto_executor(device, jobs, cores) == expected
+
+
+def test_auto_executor_with_device_auto_follows_cuda(monkeypatch):
+    import torch
+
+    from softmax_icl.dispatch import auto_executor
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert auto_executor("auto", 5, 2) == "cores"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert auto_executor("auto", 5, 2) == "serial"
+
+
+def test_expected_seconds_sum_the_last_records_stages(tmp_path):
+    from softmax_icl.cli import expected_seconds
+
+    (tmp_path / "book" / "results" / "paper").mkdir(parents=True)
+    (tmp_path / "book" / "results" / "low_rank.json").write_text(json.dumps({"compute_seconds": {"a": 2, "b": 3.5}}))
+    (tmp_path / "book" / "results" / "paper" / "low_rank.json").write_text(json.dumps({"compute_seconds": {"a": 60}}))
+    job = lambda label, profile: NotebookJob(label, "s", "d", {"profile": profile}, str(tmp_path))  # noqa: E731
+    assert expected_seconds(tmp_path, job("low_rank", "default")) == 5.5
+    assert expected_seconds(tmp_path, job("low_rank set 2", "default")) == 5.5
+    assert expected_seconds(tmp_path, job("low_rank", "paper")) == 60
+    assert expected_seconds(tmp_path, job("window_adaptation", "default")) == 0.0       # no record yet
+
+
+def test_core_pool_stops_on_sigterm_without_starting_another_job(tmp_path, monkeypatch):
+    """SIGTERM to the process running the pool: the running notebook ends the way Ctrl-C ends it (nothing written
+    to its destination), the next job never starts, and the pool raises KeyboardInterrupt."""
+    import io
+    import os
+    import signal
+    import threading
+
+    from softmax_icl import dispatch
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    long_job = _job(tmp_path / "a", "long", 1, body="import time\ntime.sleep(60)")
+    next_job = _job(tmp_path / "b", "next", 2)
+    out = io.StringIO()
+
+    def term_once_started():
+        for _ in range(300):
+            if "started long" in out.getvalue():
+                break
+            threading.Event().wait(0.1)
+        threading.Event().wait(2.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=term_once_started, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        dispatch.run_jobs([long_job, next_job], "cores", workers=1, expected=[10, 1], build_engines=False, out=out)
+    text = out.getvalue()
+    assert "started long" in text and "started next" not in text and "stopping:" in text
+    assert not (tmp_path / "a" / "long" / "nb.ipynb").exists()

@@ -3,7 +3,8 @@
     softmax-icl list                                   figures, their parameters and profile values
     softmax-icl run window_adaptation --profile paper -p sigma 0.5 --device cuda
     softmax-icl build                                  every notebook at the default profile, then the HTML
-    softmax-icl build --executor local                 the same, the notebooks at once (submitit; also slurm, gpus)
+    softmax-icl build --executor serial                the same, one notebook after another (progress bars)
+    softmax-icl build --executor local                 the notebooks all at once (submitit; also slurm, gpus)
     softmax-icl audit --sets 5                         every figure with 5 fresh seed sets -> book/results/audit/
     softmax-icl compare book runs/low_rank-default     number by number, within the regression tolerances
     softmax-icl pages                                  regenerate the generated book pages only
@@ -106,7 +107,7 @@ def paper_on_cpu_note(profile: str, device: str) -> bool:
         if torch.cuda.is_available():
             return False
     print("note: the paper profile on a CPU takes from 8 to 53 minutes per figure on two cores, 1 h 44 min for all "
-          "five (benchmarks/cpu_paper.md). Every stage it finishes is cached: stop it (Ctrl-C) "
+          "five one after another (benchmarks/cpu_paper.md). Every stage it finishes is cached: stop it (Ctrl-C) "
           "whenever you like and run the same command again to resume. For a run that spans machine sessions, put "
           "the cache on a lasting disk (SOFTMAX_ICL_CACHE_DIR) and leave the computational modules unedited until "
           "it is done (their source is part of every stage's cache key).", file=sys.stderr, flush=True)
@@ -182,8 +183,14 @@ def dispatch(args, root: Path, jobs: list, what: str) -> bool:
     """Run ``jobs`` through ``args.executor``; print one line per job; True when all succeeded."""
     from .dispatch import run_jobs
 
+    from .dispatch import auto_executor, devices_hint
+
     devices = args.gpus.split(",") if getattr(args, "gpus", None) else None
+    if args.executor == "auto":
+        args.executor = auto_executor(devices_hint(jobs), len(jobs))
     options = {}
+    if args.executor == "cores":
+        options = {"expected": [expected_seconds(root, job) for job in jobs]}
     if args.executor in ("local", "slurm"):
         options = {"timeout_min": args.time}
         if args.executor == "slurm":
@@ -199,6 +206,20 @@ def dispatch(args, root: Path, jobs: list, what: str) -> bool:
     for r in results:
         print(f"  {r.label}: " + (f"{r.seconds:.0f} s -> {r.destination}" if r.ok else f"FAILED: {r.error}"))
     return all(r.ok for r in results)
+
+
+def expected_seconds(root: Path, job) -> float:
+    """How long a figure's stages took last time at the job's profile (the sum of its committed record's
+    ``compute_seconds``; 0 when there is none): the ``cores`` executor starts the longest first."""
+    from .scales import PAPER_SUBDIR
+
+    name, profile = job.label.split()[0], job.parameters.get("profile", BOOK_PROFILE)
+    folder = root / "book" / "results" / (PAPER_SUBDIR if profile == PAPER_SUBDIR else "")
+    try:
+        seconds = json.loads((folder / f"{name}.json").read_text()).get("compute_seconds") or {}
+        return float(sum(seconds.values()) if isinstance(seconds, dict) else seconds)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0.0
 
 
 def job_device(args) -> str:
@@ -244,7 +265,7 @@ def cmd_build(args) -> int:
     in_place = args.profile == BOOK_PROFILE     # another profile never replaces the book: runs/<figure>-<profile>/
     t0 = time.perf_counter()
     if not args.skip_run:
-        if args.executor in ("serial", "local"):
+        if args.executor in ("auto", "serial", "cores", "local"):
             paper_on_cpu_note(args.profile, device)
         jobs = [figure_job(root, name, args.profile, {}, device, not args.no_cache, in_place, None) for name in names]
         if not dispatch(args, root, jobs, f"build ({args.profile} profile)"):
@@ -372,10 +393,12 @@ def build_parser() -> argparse.ArgumentParser:
     def executor(p):
         from .dispatch import EXECUTORS
 
-        p.add_argument("--executor", choices=EXECUTORS, default="serial",
-                       help="where the independent notebook runs go: serial (here, one after another), local "
-                            "(submitit.LocalExecutor, all at once), slurm (submitit on a Slurm cluster), gpus (one "
-                            "notebook per local GPU)")
+        p.add_argument("--executor", choices=EXECUTORS, default="auto",
+                       help="where the independent notebook runs go: auto (the default: cores for CPU runs on a "
+                            "machine with two or more cores, else serial), serial (here, one after another, with "
+                            "progress bars), cores (one notebook per CPU core at a time, one thread each, the longest "
+                            "first, after building the compiled engines once), local (submitit.LocalExecutor, all "
+                            "at once), slurm (submitit on a Slurm cluster), gpus (one notebook per local GPU)")
         p.add_argument("--gpus", help="gpus executor: the device ids to use, e.g. 0,1 (default: every visible GPU)")
         p.add_argument("--slurm-partition", help="slurm executor: the partition")
         p.add_argument("--slurm-gpus-per-node", type=int, help="slurm executor: GPUs per job")

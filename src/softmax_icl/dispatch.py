@@ -3,7 +3,13 @@
 Each run is a :class:`NotebookJob`: one notebook executed by :func:`softmax_icl.runner.execute_notebook` into its
 own destination, with its own environment (where its record goes, the shared result cache). Nothing here schedules:
 
-* ``serial``: one after another in this process (the default; the terminal shows the progress bars);
+* ``serial``: one after another in this process (the terminal shows the progress bars);
+* ``cores``: one notebook per CPU core at a time, each its own process with one thread, the longest expected first
+  (a pool of :data:`usable_cores` workers; :func:`_core_pool`); the compiled CPU engines are built first, so the
+  notebooks do not each compile them; a line per job as it starts and ends, and every minute what is running and how
+  far its training has come;
+* ``auto`` (the default of ``softmax-icl build`` and ``audit``): ``cores`` for CPU runs on a machine with two cores
+  or more, else ``serial`` (:func:`auto_executor`);
 * ``local``: ``submitit.LocalExecutor``, every job its own process on this machine, all at once;
 * ``slurm``: ``submitit.AutoExecutor`` on a Slurm cluster (``--slurm-partition``, ``--slurm-gpus-per-node``,
   ``--slurm-time``); the result cache must be on a path every node sees (``SOFTMAX_ICL_CACHE_DIR``);
@@ -25,15 +31,19 @@ from __future__ import annotations
 import json
 import os
 import queue
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-EXECUTORS = ("serial", "local", "slurm", "gpus")
+EXECUTORS = ("auto", "serial", "cores", "local", "slurm", "gpus")
 #: Passed through to every job (the cache on a shared path; the numerical backend) when set here.
 PASS_THROUGH_ENV = ("SOFTMAX_ICL_CACHE_DIR", "SOFTMAX_ICL_KERNEL")
 #: The thread counts a job's numerical libraries read when they load (PyTorch's intra-op pool, the fused kernel).
@@ -107,16 +117,38 @@ def run_job(job: NotebookJob, progress_bar: bool = False) -> JobResult:
     return JobResult(job.label, job.destination, time.perf_counter() - t)
 
 
-def _run_in_subprocess(job: NotebookJob, env: dict) -> JobResult:
-    """``python -m softmax_icl.dispatch`` with the job as JSON on stdin (its own process: its own environment)."""
+def auto_executor(device: str, jobs: int, cores: int | None = None) -> str:
+    """``cores`` where the notebooks compute on the CPU (``device`` ``cpu``, or ``auto`` on a machine without CUDA)
+    and there are at least two jobs and two cores; ``serial`` otherwise (a GPU's notebooks run one after another on
+    it, with the progress bars in this terminal)."""
+    cores = usable_cores() if cores is None else cores
+    if jobs < 2 or cores < 2:
+        return "serial"
+    if device == "auto":
+        try:
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        except ImportError:
+            device = "cpu"
+    return "cores" if device == "cpu" else "serial"
+
+
+def _run_in_subprocess(job: NotebookJob, env: dict, started: Callable[[subprocess.Popen], None] | None = None
+                       ) -> JobResult:
+    """``python -m softmax_icl.dispatch`` with the job as JSON on stdin (its own process: its own environment).
+    ``started`` receives the process once it runs (so a caller can stop it)."""
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "softmax_icl.dispatch"], input=json.dumps(asdict(job)),
-                          capture_output=True, text=True, env={**os.environ, **env})
+    proc = subprocess.Popen([sys.executable, "-m", "softmax_icl.dispatch"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
+    if started is not None:
+        started(proc)
+    stdout, stderr = proc.communicate(json.dumps(asdict(job)))
     try:
-        return JobResult(**json.loads(proc.stdout.strip().splitlines()[-1]))
+        return JobResult(**json.loads(stdout.strip().splitlines()[-1]))
     except (ValueError, IndexError, TypeError):
         return JobResult(job.label, job.destination, time.perf_counter() - t,
-                         f"job process exited with {proc.returncode}: {proc.stderr[-2000:]}")
+                         f"job process exited with {proc.returncode}: {stderr[-2000:]}")
 
 
 def visible_gpus() -> list[str]:
@@ -145,6 +177,163 @@ def _gpu_pool(jobs: Sequence[NotebookJob], devices: Sequence[str]) -> list[JobRe
 
     with ThreadPoolExecutor(max_workers=len(devices)) as pool:
         return list(pool.map(one, jobs))
+
+
+#: Built before the ``cores`` pool's notebooks start (each process would otherwise compile the engine it loads
+#: first, at the same time as the others): paper 1's engine (which every figure's cache keys consult) and paper 2's.
+ENGINE_BUILDS = (("engine paper 1", "from softmax_icl import kernels; print(kernels.backend())"),
+                 ("engine paper 2", "from softmax_icl.classification import native; print(native.backend())"))
+#: Seconds between the ``cores`` pool's lines on what is running.
+HEARTBEAT_S = 60.0
+
+
+def _training_status(path: Path) -> str:
+    """The training loop's last line in a job's progress file (``desc<TAB>step<TAB>total``), as ``desc step/total``."""
+    try:
+        desc, step, total = path.read_text().strip().split("\t")
+        return f"{desc} {step}/{total}"
+    except (OSError, ValueError):
+        return ""
+
+
+def _core_pool(jobs: Sequence[NotebookJob], workers: int | None = None, expected: Sequence[float] | None = None,
+               build_engines: bool = True, out=None, heartbeat_s: float = HEARTBEAT_S) -> list[JobResult]:
+    """Run ``jobs`` as subprocesses, ``workers`` (default: the usable cores, at most one per job) at once, each with
+    an even share of the cores as its thread count (:func:`thread_share`); the job with the largest ``expected``
+    seconds first (the order of ``jobs`` breaks ties). With ``build_engines`` the compiled CPU engines
+    (:data:`ENGINE_BUILDS`) are built first, at once, and the notebooks start once both are there (a build that
+    fails is reported; the notebooks then fall back to PyTorch as they would anyway). Results in the order of
+    ``jobs``; a failed job does not stop the others.
+
+    Ctrl-C (or SIGTERM to this process) starts no further job and stops the running ones the way Ctrl-C stops a
+    notebook (each keeps its previous notebook and leaves the partial one as ``.failed``), then raises
+    KeyboardInterrupt."""
+    out = out or sys.stdout
+    jobs = list(jobs)
+    workers = max(1, min(workers or usable_cores(), max(1, len(jobs))))
+    share = thread_share(workers)
+    jobs = _with_env(jobs, share)
+    expected = list(expected) if expected is not None else [0.0] * len(jobs)
+    order = sorted(range(len(jobs)), key=lambda i: -expected[i])
+    results: list[JobResult | None] = [None] * len(jobs)
+    t0 = time.monotonic()
+    lock = threading.Lock()
+    running: dict[str, tuple[float, Path]] = {}
+    procs: set = set()
+    stop = threading.Event()
+
+    def say(text: str) -> None:
+        with lock:
+            print(f"  [{time.monotonic() - t0:5.0f} s] {text}", file=out, flush=True)
+
+    def started(proc) -> None:
+        with lock:
+            procs.add(proc)
+        if stop.is_set():                 # stopped while this one was starting
+            proc.terminate()
+
+    def build(item) -> None:
+        label, code = item
+        t = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, **jobs[0].env, **share})
+        started(proc)
+        stdout, stderr = proc.communicate()
+        with lock:
+            procs.discard(proc)
+        how = (stdout.strip().splitlines() or [""])[-1]
+        if stop.is_set():
+            return
+        if proc.returncode != 0 or how.startswith("torch"):
+            say(f"{label}: not built ({how or stderr.strip()[-300:]}); the notebooks use PyTorch")
+        else:
+            say(f"{label}: built in {time.perf_counter() - t:.0f} s ({how})")
+
+    pending: queue.Queue = queue.Queue()
+    for i in order:
+        pending.put(i)
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                i = pending.get_nowait()
+            except queue.Empty:
+                return
+            job = jobs[i]
+            status = progress_dir / f"{i}.txt"
+            with lock:
+                running[job.label] = (time.monotonic(), status)
+            say(f"started {job.label} ({_threads_text(job.env)})")
+            results[i] = r = _run_in_subprocess(job, {**job.env, "SOFTMAX_ICL_PROGRESS_FILE": str(status)}, started)
+            with lock:
+                running.pop(job.label, None)
+                procs.difference_update({p for p in procs if p.poll() is not None})
+            say(f"{r.label}: " + (f"{r.seconds:.0f} s" if r.ok else f"FAILED after {r.seconds:.0f} s"))
+
+    def heartbeat() -> None:
+        while not stop.wait(heartbeat_s):
+            with lock:
+                now = [(label, time.monotonic() - start, _training_status(path))
+                       for label, (start, path) in running.items()]
+            if now:
+                say("running: " + "; ".join(f"{label} {sec:.0f} s" + (f" ({st})" if st else "")
+                                            for label, sec, st in now))
+
+    def run_threads(target, args_list) -> None:
+        threads = [threading.Thread(target=target, args=a, daemon=True) for a in args_list]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():           # a join with a timeout, so Ctrl-C reaches this (main) thread
+                t.join(0.2)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"stopped by signal {signum} (SIGTERM)")
+
+    def wait(alive, seconds) -> list:
+        end = time.monotonic() + seconds
+        for p in alive:
+            try:
+                p.wait(timeout=max(0.0, end - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        return [p for p in alive if p.poll() is None]
+
+    main = threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGTERM")
+    previous = signal.signal(signal.SIGTERM, interrupt) if main else None
+    progress_dir = Path(tempfile.mkdtemp(prefix="softmax-icl-progress-"))
+    beat = threading.Thread(target=heartbeat, daemon=True)
+    try:
+        if build_engines and jobs:
+            say(f"building the compiled engines ({len(ENGINE_BUILDS)} at once) before the notebooks")
+            run_threads(build, [(item,) for item in ENGINE_BUILDS])
+        beat.start()
+        run_threads(worker, [()] * workers)
+    except KeyboardInterrupt:
+        stop.set()
+        with lock:
+            alive = [p for p in procs if p.poll() is None]
+        say(f"stopping: {len(alive)} running process(es) end the way Ctrl-C ends a notebook (each keeps its "
+            "previous notebook); no further job starts")
+        # Ctrl-C in a terminal reaches the jobs too; a SIGTERM here (or a SIGINT sent to this process alone) does
+        # not: what is still running after a few seconds gets a SIGTERM, which a job ends like Ctrl-C
+        for p in wait(alive, 5.0):
+            p.send_signal(signal.SIGTERM)
+        for p in wait(alive, 60.0):
+            p.kill()
+        raise
+    finally:
+        stop.set()
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+        shutil.rmtree(progress_dir, ignore_errors=True)
+    return [r for r in results if r is not None]
+
+
+def _threads_text(env: dict) -> str:
+    """How many threads a job runs (its ``OMP_NUM_THREADS``), for the pool's lines."""
+    n = env.get("OMP_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    return f"{n} thread{'s' if n != '1' else ''}" if n else "threads: the libraries' default"
 
 
 def submitit_executor(kind: str, folder: Path, timeout_min: int = 120, slurm_partition: str | None = None,
@@ -184,8 +373,14 @@ def run_jobs(jobs: Sequence[NotebookJob], executor: str = "serial", folder: Path
     if executor not in EXECUTORS:
         raise ValueError(f"executor {executor!r} is not allowed; allowed values: {', '.join(EXECUTORS)}")
     jobs = list(jobs)
+    if executor == "auto":
+        executor = auto_executor(devices_hint(jobs), len(jobs))
     if executor == "serial":
         return [run_job(job, progress_bar=True) for job in jobs]
+    if executor == "cores":
+        return _core_pool(jobs, options.get("workers"), options.get("expected"),
+                          options.get("build_engines", True), options.get("out"),
+                          options.get("heartbeat_s", HEARTBEAT_S))
     if executor == "gpus":
         devices = list(devices) if devices is not None else visible_gpus()
         return _gpu_pool(_with_env(jobs, thread_share(len(devices))), devices)
@@ -196,6 +391,12 @@ def run_jobs(jobs: Sequence[NotebookJob], executor: str = "serial", folder: Path
 
         folder = Path(tempfile.mkdtemp(prefix="softmax-icl-submitit-"))
     return submit_all(run_job, jobs, submitit_executor(executor, Path(folder), **options))
+
+
+def devices_hint(jobs: Sequence[NotebookJob]) -> str:
+    """The device the jobs' notebooks ask for (their ``device`` parameter; ``auto`` when they differ or say none)."""
+    devices = {str(j.parameters.get("device", "auto")) for j in jobs}
+    return devices.pop() if len(devices) == 1 else "auto"
 
 
 def _main() -> int:
