@@ -123,6 +123,23 @@ def plan(tmp: Path, backends, notebooks: dict, unit_args: list[str], nb_args: li
     return jobs
 
 
+def seed_engines(dest: Path, source: Path | None = None) -> list[str]:
+    """Copy the compiled engines already in the user's engine cache (``$SOFTMAX_ICL_CACHE_DIR/kernels``, default
+    ``~/.cache/softmax_icl/kernels``: ``make setup`` builds them there while pip installs) into ``dest/kernels``, the
+    engine jobs' fresh cache; returns the names copied. A library is named by a hash of its sources, compiler, flags
+    and CPU, so an engine job uses a copy only where it is the build it would make (else it compiles), as the passes
+    share the libraries the engine jobs build: a build product, not a result."""
+    if source is None:
+        source = Path(os.environ.get("SOFTMAX_ICL_CACHE_DIR") or Path.home() / ".cache" / "softmax_icl") / "kernels"
+    if not source.is_dir():
+        return []
+    libs = sorted(p for p in source.glob("*.so") if not p.name.startswith("."))
+    (dest / "kernels").mkdir(parents=True, exist_ok=True)
+    for p in libs:
+        shutil.copy2(p, dest / "kernels" / p.name)
+    return [p.name for p in libs]
+
+
 def _ready(jobs: list[Job]) -> list[Job]:
     """Waiting jobs whose predecessors have ended, the compilations first, then the longest expected first."""
     ended = {j.name for j in jobs if j.status in ("passed", "failed")}
@@ -244,7 +261,9 @@ def main(argv=None) -> int:
         (tmp / "logs").mkdir()
         jobs = plan(tmp, args.backends, notebooks, shlex.split(args.unit), shlex.split(args.nb_args),
                     shlex.split(args.durations), {"torch": args.skip_torch}, threads)
-        print(f"== {len(jobs)} jobs on {args.workers} processes at once, {threads} thread(s) each", flush=True)
+        seeded = seed_engines(tmp / "engines")
+        print(f"== {len(jobs)} jobs on {args.workers} processes at once, {threads} thread(s) each"
+              + (f"; engines already built in the user's cache: {', '.join(seeded)}" if seeded else ""), flush=True)
         try:
             return run(jobs, args.workers, tmp / "logs")
         except KeyboardInterrupt:
