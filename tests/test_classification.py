@@ -56,15 +56,20 @@ def _stream(configs, dims, seeds, native_path, **kw):
 def test_padded_draws_give_smaller_tasks_exactly(native_path):
     """Every coordinate, prototype and point has its own stream: a task padded to larger sizes is the small task
     with zeros, the same numbers."""
+    from same_draws import SameDraws
+
+    same = SameDraws(compiled=native_path)
     cfg = dict(seed=0, reading="uniform", P=1, tau=0.0, k=0, C=3, d=2, n=12)
     small = _stream([cfg], (12, 3, 1, 2), [3], native_path).sample(50)
     pad = _stream([cfg, dict(cfg, C=6, d=5, P=2, n=20)], (20, 6, 2, 5), [3], native_path).sample(50)
     assert torch.all(pad.x_ctx[0, ..., 2:] == 0) and torch.all(pad.x_q[0, ..., 2:] == 0)
-    assert torch.equal(pad.x_ctx[0, :, :12, :2], small.x_ctx[0]) and torch.equal(pad.x_q[0, :, :2], small.x_q[0])
+    same(pad.x_ctx[0, :, :12, :2], small.x_ctx[0], "padded vs small: context inputs")
+    same(pad.x_q[0, :, :2], small.x_q[0], "padded vs small: queries")
     assert torch.equal(pad.label_ctx[0, :, :12], small.label_ctx[0]) and torch.equal(pad.label_q[0], small.label_q[0])
     assert int(pad.label_q[0].max()) <= 2 and int(pad.label_ctx[0].max()) <= 2
     assert pad.ctx_mask is not None and int(pad.ctx_mask[0].sum()) == 12
     assert pad.class_mask is not None and pad.class_mask[0, 0].tolist() == [True] * 3 + [False] * 3
+    same.finish()
 
 
 # -- the streams behind the tasks: a NumPy reference of the counter scheme ------------------------------------
@@ -222,6 +227,9 @@ def test_cuda_draws_the_cpus_classification_tasks():
 def test_a_configuration_draws_the_same_contexts_alone_and_in_any_sweep(native_path):
     """Nothing a configuration draws depends on its company: other seeds, readings and sizes, larger padding, or
     which contexts of the step are drawn together."""
+    from same_draws import SameDraws
+
+    same = SameDraws(compiled=native_path)
     whole = _stream(ALL_READINGS, (12, 4, 2, 3), [11, 12], native_path)
     batch = whole.sample(10, step=4)
     for i, cfg in enumerate(ALL_READINGS):
@@ -231,8 +239,10 @@ def test_a_configuration_draws_the_same_contexts_alone_and_in_any_sweep(native_p
         n, C, d = cfg["n"], cfg["C"], cfg["d"]
         assert torch.equal(b.label_ctx[0], batch.label_ctx[i, 4:, :n])
         assert torch.equal(b.label_q[0], batch.label_q[i, 4:])
-        assert torch.equal(b.x_ctx[0], batch.x_ctx[i, 4:, :n, :d]) and torch.equal(b.x_q[0], batch.x_q[i, 4:, :d])
+        same(b.x_ctx[0], batch.x_ctx[i, 4:, :n, :d], f"configuration {i} alone vs in the sweep: context inputs")
+        same(b.x_q[0], batch.x_q[i, 4:, :d], f"configuration {i} alone vs in the sweep: queries")
         assert torch.equal(b.y_ctx[0], batch.y_ctx[i, 4:, :n, :C])
+    same.finish()
 
 
 # -- models and the GD constructions ------------------------------------------------------------

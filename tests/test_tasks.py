@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl import streams
+from softmax_icl import kernels, streams
 from softmax_icl.tasks import (FUNCTION_CLASSES, InputSpec, class_blocks, draw_raw, draw_rows, evaluate_class,
                                lipschitz_constant, low_rank_basis, make_batch, nonisotropic_covariance)
 
@@ -110,25 +110,29 @@ def test_a_rows_draws_depend_only_on_its_key_step_and_task(input_dist):
     """Drawing several streams together equals drawing each alone; any range of tasks draws those tasks; another
     step draws other tasks; the first n points of a longer context are the shorter context (with the same query,
     task and noise)."""
+    from same_draws import SameDraws
+
     spec = InputSpec(d=3, k=2, input_dist=input_dist)
+    same = SameDraws(compiled=kernels.usable(torch.device("cpu"), spec.d, spec.k))
     rows = draw_rows(spec, streams.keys([5, 9], "cpu"), 11, range(6), step=3)
     alone = [draw_raw(spec, 6, 11, s, "cpu", step=3) for s in (5, 9)]
     assert set(rows) == set(alone[0])
     for key in rows:
-        torch.testing.assert_close(rows[key], torch.stack([a[key] for a in alone]), rtol=0, atol=0)
+        same(rows[key], torch.stack([a[key] for a in alone]), f"two rows vs each alone: {key}")
     assert not torch.equal(rows["x"][0], rows["x"][1])
     part = draw_raw(spec, 2, 11, 9, "cpu", step=3, first_task=4)
     for key in part:
-        torch.testing.assert_close(part[key], rows[key][1, 4:6], rtol=0, atol=0)
+        same(part[key], rows[key][1, 4:6], f"tasks 4-5 vs all six: {key}")
     assert not torch.equal(draw_raw(spec, 6, 11, 5, "cpu", step=4)["x"], alone[0]["x"])
-    long = draw_raw(spec, 6, 30, 5, "cpu", step=3)
-    torch.testing.assert_close(long["x"][:, :11], alone[0]["x"][:, :11], rtol=0, atol=0)       # context points
-    torch.testing.assert_close(long["x"][:, 30], alone[0]["x"][:, 11], rtol=0, atol=0)         # the query
-    torch.testing.assert_close(long["noise"][:, :11], alone[0]["noise"], rtol=0, atol=0)
-    for key in ("u", "a", "coef", "phase"):
-        torch.testing.assert_close(long[key], alone[0][key], rtol=0, atol=0)
     with pytest.raises(ValueError, match="consecutive"):
         draw_rows(spec, streams.keys([5], "cpu"), 11, range(0, 6, 2))
+    long = draw_raw(spec, 6, 30, 5, "cpu", step=3)
+    same(long["x"][:, :11], alone[0]["x"][:, :11], "n = 30 vs n = 11: context points")
+    same(long["x"][:, 30], alone[0]["x"][:, 11], "n = 30 vs n = 11: the query")
+    same(long["noise"][:, :11], alone[0]["noise"], "n = 30 vs n = 11: noise")
+    for key in ("u", "a", "coef", "phase"):
+        same(long[key], alone[0][key], f"n = 30 vs n = 11: {key}")
+    same.finish()
 
 
 def test_a_generator_stands_for_its_initial_seed():
