@@ -166,3 +166,27 @@ def test_log_axis_labels_decades_or_a_few_plain_values(lo, hi, labels):
     assert shown[:len(labels)] == labels
     assert all(t.get_text() == "" for t in ax.yaxis.get_minorticklabels())
     plt.close(fig)
+
+
+def test_the_written_out_style_is_seaborns_whitegrid_paper():
+    """plotting.WHITEGRID_PAPER is what seaborn.set_theme(context="paper", style="whitegrid") sets (seaborn is a test
+    dependency only), less the sizes and colour cycle use_style sets itself and seaborn's own default colour map;
+    and drawing a figure in the book's style imports neither seaborn nor pandas."""
+    import subprocess
+    import sys
+
+    sns = pytest.importorskip("seaborn")
+    from softmax_icl.plotting import WHITEGRID_PAPER
+
+    theirs = {**sns.axes_style("whitegrid", rc={"font.family": "sans-serif"}), **sns.plotting_context("paper")}
+    set_by_use_style = {"axes.labelsize", "axes.titlesize", "font.size", "legend.fontsize", "legend.title_fontsize",
+                        "lines.linewidth", "lines.markersize", "xtick.labelsize", "ytick.labelsize"}
+    assert set(theirs) - set(WHITEGRID_PAPER) == set_by_use_style | {"image.cmap"}
+    assert set(WHITEGRID_PAPER) <= set(theirs)
+    for key, value in WHITEGRID_PAPER.items():
+        assert value == pytest.approx(theirs[key]) if isinstance(value, float) else value == theirs[key], key
+    code = ("import sys, matplotlib; matplotlib.use('Agg'); from softmax_icl import plotting; plotting.use_style(); "
+            "fig, axes = plotting.subplots(); axes[0, 0].plot([0, 1]); "
+            "print(sorted(m for m in ('seaborn', 'pandas') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == "[]", proc.stderr
