@@ -9,7 +9,7 @@ own destination, with its own environment (where its record goes, the shared res
   notebooks do not each compile them; a line per job as it starts and ends, and every minute what is running and how
   far its training has come;
 * ``auto`` (the default of ``softmax-icl build`` and ``audit``): ``cores`` for CPU runs on a machine with two cores
-  or more, else ``serial`` (:func:`auto_executor`);
+  or more (except at the ``paper`` profile), else ``serial`` (:func:`auto_executor`);
 * ``local``: ``submitit.LocalExecutor``, every job its own process on this machine, all at once;
 * ``slurm``: ``submitit.AutoExecutor`` on a Slurm cluster (``--slurm-partition``, ``--slurm-gpus-per-node``,
   ``--slurm-time``); the result cache must be on a path every node sees (``SOFTMAX_ICL_CACHE_DIR``);
@@ -117,12 +117,14 @@ def run_job(job: NotebookJob, progress_bar: bool = False) -> JobResult:
     return JobResult(job.label, job.destination, time.perf_counter() - t)
 
 
-def auto_executor(device: str, jobs: int, cores: int | None = None) -> str:
+def auto_executor(device: str, jobs: int, cores: int | None = None, profile: str = "default") -> str:
     """``cores`` where the notebooks compute on the CPU (``device`` ``cpu``, or ``auto`` on a machine without CUDA)
-    and there are at least two jobs and two cores; ``serial`` otherwise (a GPU's notebooks run one after another on
-    it, with the progress bars in this terminal)."""
+    and there are at least two jobs and two cores; ``serial`` otherwise: a GPU's notebooks run one after another on
+    it, with the progress bars in this terminal, and so does the ``paper`` profile, whose CPU run was measured one
+    notebook after another (104 minutes on two cores, half of it one figure's: with one thread per notebook that
+    figure alone could take longer than the serial run; ``--executor cores`` asks for the pool anyway)."""
     cores = usable_cores() if cores is None else cores
-    if jobs < 2 or cores < 2:
+    if jobs < 2 or cores < 2 or profile == "paper":
         return "serial"
     if device == "auto":
         try:
@@ -374,7 +376,7 @@ def run_jobs(jobs: Sequence[NotebookJob], executor: str = "serial", folder: Path
         raise ValueError(f"executor {executor!r} is not allowed; allowed values: {', '.join(EXECUTORS)}")
     jobs = list(jobs)
     if executor == "auto":
-        executor = auto_executor(devices_hint(jobs), len(jobs))
+        executor = auto_executor(devices_hint(jobs), len(jobs), profile=profile_hint(jobs))
     if executor == "serial":
         return [run_job(job, progress_bar=True) for job in jobs]
     if executor == "cores":
@@ -397,6 +399,12 @@ def devices_hint(jobs: Sequence[NotebookJob]) -> str:
     """The device the jobs' notebooks ask for (their ``device`` parameter; ``auto`` when they differ or say none)."""
     devices = {str(j.parameters.get("device", "auto")) for j in jobs}
     return devices.pop() if len(devices) == 1 else "auto"
+
+
+def profile_hint(jobs: Sequence[NotebookJob]) -> str:
+    """The profile the jobs' notebooks run at (``default`` when they differ or say none)."""
+    profiles = {str(j.parameters.get("profile", "default")) for j in jobs}
+    return profiles.pop() if len(profiles) == 1 else "default"
 
 
 def _main() -> int:
