@@ -46,15 +46,15 @@ setup: $(STAMP)
 
 # --no-compile: Python compiles a module's bytecode when it is first imported; compiling every installed file up
 # front (pip's default) took half of the install's CPU time on the book's machine (114 -> 63 s of user time).
-# The compiled CPU engines (tools/build_engines.py: about a minute of one core) are built while pip installs the
-# book's and the tests' packages on the other core; they need only torch and numpy. Their libraries go to the engine
+# The compiled CPU engines (python -m softmax_icl.build_engines: about a minute of one core) are built while pip
+# installs the book's and the tests' packages on the other core; they need only torch and numpy. Their libraries go to the engine
 # cache, where the notebooks and `make test` look for them first; a build that fails is never an error (the same
 # computation then runs in PyTorch).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --no-compile $(TORCH_SPEC)
 	$(BIN)/python -m pip install --quiet --no-compile "numpy>=1.24"
-	PYTHONPATH=src $(BIN)/python tools/build_engines.py > $(VENV)/engines.log 2>&1 & engines=$$!; \
+	PYTHONPATH=src $(BIN)/python -m softmax_icl.build_engines > $(VENV)/engines.log 2>&1 & engines=$$!; \
 	  $(BIN)/python -m pip install --quiet --no-compile -e ".[book,test]"; status=$$?; \
 	  wait $$engines; cat $(VENV)/engines.log; exit $$status
 	$(BIN)/python -c "import torch, softmax_icl; print('installed softmax_icl', softmax_icl.__version__, 'with torch', torch.__version__)"

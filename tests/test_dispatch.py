@@ -1,6 +1,7 @@
 """Independent notebook runs go to an existing executor (submitit's local executor here) and come back."""
 
 import json
+import sys
 
 import nbformat
 import pytest
@@ -146,8 +147,8 @@ def test_core_pool_builds_the_engines_first_and_shows_training_progress(tmp_path
 
     from softmax_icl import dispatch
 
-    monkeypatch.setattr(dispatch, "ENGINE_BUILDS", (("engine A", "print('compiled engine (stand-in)')"),
-                                                    ("engine B", "raise SystemExit('no compiler')")))
+    monkeypatch.setattr(dispatch, "ENGINE_BUILD", (sys.executable, "-c", "print('engine A: built (stand-in) (0 s)'); "
+                                                   "print('engine B: torch (no C compiler found) (0 s)')"))
     body = ("import os, time\n"
             "open(os.environ['SOFTMAX_ICL_PROGRESS_FILE'], 'w').write('train_softmax\\t3\\t10\\n')\n"
             "time.sleep(3)\nprint('{}')")
@@ -156,7 +157,7 @@ def test_core_pool_builds_the_engines_first_and_shows_training_progress(tmp_path
     [result] = dispatch.run_jobs([job], "cores", build_engines=True, out=out, heartbeat_s=0.5)
     text = out.getvalue()
     assert result.ok, result.error
-    assert "engine A: built" in text and "engine B: not built" in text and "no compiler" in text
+    assert "engine A: built" in text and "engine B: torch (no C compiler found) (0 s); the notebooks use PyTorch" in text
     assert text.index("engine A: built") < text.index("started slow")
     assert "running: slow" in text and "(train_softmax 3/10)" in text
 
@@ -225,3 +226,18 @@ def test_core_pool_stops_on_sigterm_without_starting_another_job(tmp_path, monke
     text = out.getvalue()
     assert "started long" in text and "started next" not in text and "stopping:" in text
     assert not (tmp_path / "a" / "long" / "nb.ipynb").exists()
+
+
+def test_build_engines_reports_each_engine_and_never_fails(tmp_path):
+    """``python -m softmax_icl.build_engines`` (make setup runs it beside pip; the cores executor before its
+    notebooks): with the engines switched off it builds nothing and says so for both, exit status 0."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "SOFTMAX_ICL_KERNEL": "torch", "SOFTMAX_ICL_CACHE_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-m", "softmax_icl.build_engines"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["engine paper 1", "engine paper 2"]
+    assert all("SOFTMAX_ICL_KERNEL=torch" in ln for ln in lines)

@@ -128,15 +128,3 @@ def test_engines_already_built_in_the_users_cache_are_copied_for_the_engine_jobs
     assert rt.seed_engines(tmp_path / "engines", user) == ["engine-0123456789abcdef.so"]
     assert sorted(p.name for p in (tmp_path / "engines" / "kernels").iterdir()) == ["engine-0123456789abcdef.so"]
     assert rt.seed_engines(tmp_path / "other", tmp_path / "missing") == []
-
-
-def test_build_engines_reports_each_engine_and_never_fails(tmp_path):
-    """tools/build_engines.py (run by `make setup` beside pip): with the engines switched off it builds nothing and
-    says so for both, exit status 0."""
-    env = {**os.environ, "SOFTMAX_ICL_KERNEL": "torch", "SOFTMAX_ICL_CACHE_DIR": str(tmp_path)}
-    res = subprocess.run([sys.executable, str(TOOL.parent / "build_engines.py")], capture_output=True, text=True,
-                         env=env, timeout=120)
-    assert res.returncode == 0, res.stderr
-    lines = res.stdout.strip().splitlines()
-    assert [ln.split(":")[0] for ln in lines] == ["engine paper 1", "engine paper 2"]
-    assert all("SOFTMAX_ICL_KERNEL=torch" in ln for ln in lines)

@@ -181,10 +181,9 @@ def _gpu_pool(jobs: Sequence[NotebookJob], devices: Sequence[str]) -> list[JobRe
         return list(pool.map(one, jobs))
 
 
-#: Built before the ``cores`` pool's notebooks start (each process would otherwise compile the engine it loads
-#: first, at the same time as the others): paper 1's engine (which every figure's cache keys consult) and paper 2's.
-ENGINE_BUILDS = (("engine paper 1", "from softmax_icl import kernels; print(kernels.backend())"),
-                 ("engine paper 2", "from softmax_icl.classification import native; print(native.backend())"))
+#: Run before the ``cores`` pool's notebooks (each process would otherwise compile the engine it loads first, at the
+#: same time as the others): both compiled engines built at once (:mod:`softmax_icl.build_engines`).
+ENGINE_BUILD = (sys.executable, "-m", "softmax_icl.build_engines")
 #: Seconds between the ``cores`` pool's lines on what is running.
 HEARTBEAT_S = 60.0
 
@@ -202,10 +201,10 @@ def _core_pool(jobs: Sequence[NotebookJob], workers: int | None = None, expected
                build_engines: bool = True, out=None, heartbeat_s: float = HEARTBEAT_S) -> list[JobResult]:
     """Run ``jobs`` as subprocesses, ``workers`` (default: the usable cores, at most one per job) at once, each with
     an even share of the cores as its thread count (:func:`thread_share`); the job with the largest ``expected``
-    seconds first (the order of ``jobs`` breaks ties). With ``build_engines`` the compiled CPU engines
-    (:data:`ENGINE_BUILDS`) are built first, at once, and the notebooks start once both are there (a build that
-    fails is reported; the notebooks then fall back to PyTorch as they would anyway). Results in the order of
-    ``jobs``; a failed job does not stop the others.
+    seconds first (the order of ``jobs`` breaks ties). With ``build_engines`` the compiled CPU engines are built
+    first (:data:`ENGINE_BUILD`), and the notebooks start once they are there (a build that fails is reported; the
+    notebooks then fall back to PyTorch as they would anyway). Results in the order of ``jobs``; a failed job does
+    not stop the others.
 
     Ctrl-C (or SIGTERM to this process) starts no further job and stops the running ones the way Ctrl-C stops a
     notebook (each keeps its previous notebook and leaves the partial one as ``.failed``), then raises
@@ -234,22 +233,21 @@ def _core_pool(jobs: Sequence[NotebookJob], workers: int | None = None, expected
         if stop.is_set():                 # stopped while this one was starting
             proc.terminate()
 
-    def build(item) -> None:
-        label, code = item
-        t = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env={**os.environ, **jobs[0].env, **share})
+    def build() -> None:
+        proc = subprocess.Popen(list(ENGINE_BUILD), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, **jobs[0].env, **share})
         started(proc)
         stdout, stderr = proc.communicate()
         with lock:
             procs.discard(proc)
-        how = (stdout.strip().splitlines() or [""])[-1]
         if stop.is_set():
             return
-        if proc.returncode != 0 or how.startswith("torch"):
-            say(f"{label}: not built ({how or stderr.strip()[-300:]}); the notebooks use PyTorch")
-        else:
-            say(f"{label}: built in {time.perf_counter() - t:.0f} s ({how})")
+        lines = stdout.strip().splitlines()
+        for line in lines:
+            say(line + ("; the notebooks use PyTorch" if ": torch (" in line else ""))
+        if proc.returncode != 0 or not lines:
+            say(f"the engines were not built (exit status {proc.returncode}: {stderr.strip()[-300:]}); "
+                "each notebook builds what it needs, or uses PyTorch")
 
     pending: queue.Queue = queue.Queue()
     for i in order:
@@ -307,8 +305,8 @@ def _core_pool(jobs: Sequence[NotebookJob], workers: int | None = None, expected
     beat = threading.Thread(target=heartbeat, daemon=True)
     try:
         if build_engines and jobs:
-            say(f"building the compiled engines ({len(ENGINE_BUILDS)} at once) before the notebooks")
-            run_threads(build, [(item,) for item in ENGINE_BUILDS])
+            say("building the compiled engines before the notebooks")
+            run_threads(build, [()])
         beat.start()
         run_threads(worker, [()] * workers)
     except KeyboardInterrupt:

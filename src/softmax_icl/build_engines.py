@@ -1,10 +1,12 @@
-"""Build both compiled CPU engines into the engine cache, at once: ``python tools/build_engines.py``.
+"""Build both compiled CPU engines into the engine cache, at once: ``python -m softmax_icl.build_engines``.
 
 Paper 1's engine (``softmax_icl.kernels``) takes about a minute of one core to compile, paper 2's
 (``softmax_icl.classification.native``) a few seconds; the first notebook that needs one would otherwise compile it
 then. ``make setup`` runs this in the background while pip installs the book's and the tests' packages (a single
 process that leaves the second core idle), so a fresh machine's first ``make book`` or ``make test`` finds them
-built. It needs only NumPy and PyTorch installed (``PYTHONPATH=src`` when the package itself is not installed yet).
+built; the ``cores`` executor (:mod:`softmax_icl.dispatch`) runs it before its notebooks, which would otherwise each
+compile the engines at once. It needs only NumPy and PyTorch installed (``PYTHONPATH=src`` when the package itself is
+not installed yet). Not compute code: it only asks each engine to build itself (no record's fingerprint reads it).
 
 The libraries go to ``$SOFTMAX_ICL_CACHE_DIR/kernels`` (default ``~/.cache/softmax_icl/kernels``), each named by a
 hash of its sources, compiler, flags and CPU, as the engines build them themselves: a source edited later, another
@@ -19,15 +21,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 
+#: What a line of the output starts with, per engine.
+ENGINES = ("engine paper 1", "engine paper 2")
+
+
 def build(which: str) -> str:
+    """Build (or find built) one engine; ``<name>: <how it was built, or why not> (<seconds> s)``."""
     t = time.perf_counter()
-    if which == "paper 1":
+    if which == ENGINES[0]:
         from softmax_icl import kernels
         how = kernels.backend()
     else:
         from softmax_icl.classification import native
         how = native.backend()
-    return f"engine {which}: {how} ({time.perf_counter() - t:.0f} s)"
+    return f"{which}: {how} ({time.perf_counter() - t:.0f} s)"
 
 
 def main() -> int:
@@ -35,7 +42,7 @@ def main() -> int:
 
     # the compilers run as subprocesses, so two threads compile at once
     with ThreadPoolExecutor(max_workers=2) as pool:
-        for line in pool.map(build, ("paper 1", "paper 2")):
+        for line in pool.map(build, ENGINES):
             print(line, flush=True)
     return 0
 
