@@ -47,9 +47,9 @@ setup: $(STAMP)
 # --no-compile: Python compiles a module's bytecode when it is first imported; compiling every installed file up
 # front (pip's default) took half of the install's CPU time on the book's machine (114 -> 63 s of user time).
 # The compiled CPU engines (python -m softmax_icl.build_engines: about a minute of one core) are built while pip
-# installs the book's and the tests' packages on the other core; they need only torch and numpy. Their libraries go to the engine
-# cache, where the notebooks and `make test` look for them first; a build that fails is never an error (the same
-# computation then runs in PyTorch).
+# installs the book's and the tests' packages on the other core; they need only torch and numpy. Their libraries go to
+# the engine cache, where the notebooks and `make test` look for them first; a build that fails is never an error
+# (the same computation then runs in PyTorch).
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --no-compile $(TORCH_SPEC)

@@ -229,8 +229,9 @@ def test_core_pool_stops_on_sigterm_without_starting_another_job(tmp_path, monke
 
 
 def test_build_engines_reports_each_engine_and_never_fails(tmp_path):
-    """``python -m softmax_icl.build_engines`` (make setup runs it beside pip; the cores executor before its
-    notebooks): with the engines switched off it builds nothing and says so for both, exit status 0."""
+    """``python -m softmax_icl.build_engines`` (make setup runs it beside pip, the cores executor before its
+    notebooks, make test one engine per job): with the engines switched off it builds nothing and says so for each
+    engine asked for, exit status 0; an unknown engine is refused."""
     import os
     import subprocess
 
@@ -241,3 +242,9 @@ def test_build_engines_reports_each_engine_and_never_fails(tmp_path):
     lines = res.stdout.strip().splitlines()
     assert [ln.split(":")[0] for ln in lines] == ["engine paper 1", "engine paper 2"]
     assert all("SOFTMAX_ICL_KERNEL=torch" in ln for ln in lines)
+    one = subprocess.run([sys.executable, "-m", "softmax_icl.build_engines", "paper 2"], capture_output=True,
+                         text=True, env=env, timeout=120)              # one engine (make test's engine jobs)
+    assert one.returncode == 0 and [ln.split(":")[0] for ln in one.stdout.strip().splitlines()] == ["engine paper 2"]
+    bad = subprocess.run([sys.executable, "-m", "softmax_icl.build_engines", "paper 3"], capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert bad.returncode == 2 and "allowed values: engine paper 1, engine paper 2" in bad.stderr

@@ -86,11 +86,8 @@ def plan(tmp: Path, backends, notebooks: dict, unit_args: list[str], nb_args: li
                 shutil.copytree(src, tmp / p / "cache" / "kernels")
 
     jobs = [
-        Job("engine paper 1", [[sys.executable, "-c",
-                                "from softmax_icl import kernels; print('paper 1:', kernels.backend())"]],
-            {**common, **engines}),
-        Job("engine paper 2", [[sys.executable, "-c", "from softmax_icl.classification import native; "
-                                "print('paper 2:', native.backend())"]], {**common, **engines}),
+        *(Job(name, [[sys.executable, "-m", "softmax_icl.build_engines", name]], {**common, **engines})
+          for name in ("engine paper 1", "engine paper 2")),
         Job("engines shared", [], after=("engine paper 1", "engine paper 2"), then=share_engines, expected=0),
     ]
     built = ("engines shared",)

@@ -181,9 +181,7 @@ def figure_job(root: Path, name: str, profile: str, params: dict, device: str, u
 
 def dispatch(args, root: Path, jobs: list, what: str) -> bool:
     """Run ``jobs`` through ``args.executor``; print one line per job; True when all succeeded."""
-    from .dispatch import run_jobs
-
-    from .dispatch import auto_executor, devices_hint, profile_hint
+    from .dispatch import auto_executor, devices_hint, profile_hint, run_jobs
 
     devices = args.gpus.split(",") if getattr(args, "gpus", None) else None
     if args.executor == "auto":
@@ -396,9 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--executor", choices=EXECUTORS, default="auto",
                        help="where the independent notebook runs go: auto (the default: cores for CPU runs on a "
                             "machine with two or more cores, serial at the paper profile and on a GPU), serial (here, "
-                            "one after another, with progress bars), cores (one notebook per CPU core at a time, one thread each, the longest "
-                            "first, after building the compiled engines once), local (submitit.LocalExecutor, all "
-                            "at once), slurm (submitit on a Slurm cluster), gpus (one notebook per local GPU)")
+                            "one after another, with progress bars), cores (one notebook per CPU core at a time, one "
+                            "thread each, the longest first, after building the compiled engines once), local "
+                            "(submitit.LocalExecutor, all at once), slurm (submitit on a Slurm cluster), gpus (one "
+                            "notebook per local GPU)")
         p.add_argument("--gpus", help="gpus executor: the device ids to use, e.g. 0,1 (default: every visible GPU)")
         p.add_argument("--slurm-partition", help="slurm executor: the partition")
         p.add_argument("--slurm-gpus-per-node", type=int, help="slurm executor: GPUs per job")
