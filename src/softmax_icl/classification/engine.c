@@ -136,8 +136,10 @@ static void stream_normals(key2 key, uint32_t tag, uint32_t step, uint32_t task,
     const float two_pi = 6.28318530717958647692f, u24 = 5.9604644775390625e-08f;
     for (int64_t f = 0; f < count; f += CHUNK) {
         int64_t m = count - f < CHUNK ? count - f : CHUNK;
-        /* whole vectors of 8 pairs, whatever the count: a value is computed by the same code wherever it is drawn */
-        int nb = (int)((m + 3) / 4), np = (int)round_up(2 * nb, 8);
+        /* whole vectors of 16 pairs (a 512-bit vector's floats), whatever the count: a value is computed by the same
+         * code wherever it is drawn (with 8, counts of 8 pairs ran in 256-bit vectors, whose sqrt estimate and
+         * vector logf, cosf and sinf round otherwise than the 512-bit ones of AVX-512 CPUs) */
+        int nb = (int)((m + 3) / 4), np = (int)round_up(2 * nb, 16);
         philox_blocks(key, (uint32_t)((f0 + f) / 4), task, step, tag, np / 2, w);
         for (int q = 0; q < np; q++) {
             ur[q] = (float)(((w[2 * q] >> 9) << 1) | 1u) * u24;                /* odd / 2^24, in (0, 1) */
@@ -247,6 +249,22 @@ static scratch carve(const draw_spec *s, uint8_t *base) {
 
 static key2 key_at(const uint32_t *k, int64_t i) { key2 r = {k[2 * i], k[2 * i + 1]}; return r; }
 
+/* inv[p] = 1 / max(sqrt(inv[p]), 1e-30), p < m, as IEEE sqrt and division. Under -ffast-math GCC writes 1 / sqrtf
+ * as an estimate refined by one Newton step, and AVX-512 CPUs estimate differently in 512-bit vectors (vrsqrt14ps)
+ * than in narrower ones and scalars (vrsqrtps, vrsqrtss; AMD's and Intel's estimates differ too): a point's unit
+ * vector depended on where in a loop it fell (alone or in a sweep, padded or not) and on the CPU. Exact operations
+ * round alike in every lane, width and CPU. Not inlined: its options differ. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-unsafe-math-optimizations")
+#endif
+static __attribute__((noinline)) void exact_inverse_norms(float *inv, int64_t m) {
+    for (int64_t p = 0; p < m; p++) inv[p] = 1.0f / fmaxf(sqrtf(inv[p]), 1e-30f);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
 /* The inverse norms 1 / max(|x_p|, 1e-30) of the points 0 .. m-1 of src (d coordinates, row stride ld). */
 static void inverse_norms(const float *src, int64_t ld, int64_t d, int64_t m, float *inv) {
     m = round_up(m, VEC);
@@ -255,7 +273,7 @@ static void inverse_norms(const float *src, int64_t ld, int64_t d, int64_t m, fl
         const float *x = src + c * ld;
         for (int64_t p = 0; p < m; p++) inv[p] += x[p] * x[p];
     }
-    for (int64_t p = 0; p < m; p++) inv[p] = 1.0f / fmaxf(sqrtf(inv[p]), 1e-30f);
+    exact_inverse_norms(inv, m);
 }
 
 /* dst = the points 0 .. m-1 of src normalised, x / max(|x|, 1e-30) (dst may be src). */

@@ -79,11 +79,27 @@ typedef struct {
     float xq[DMAX], pq[2];      /* the query input and its projections on u and w */
 } task_t;
 
+/* inv[i] = 1 / sqrt(inv[i]) (0 where it is 0), i < m, as IEEE sqrt and division. Under -ffast-math GCC writes
+ * 1 / sqrtf as an estimate refined by one Newton step, and AVX-512 CPUs estimate differently in 512-bit vectors
+ * (vrsqrt14ps) than in narrower ones and scalars (vrsqrtps, vrsqrtss; AMD's and Intel's estimates differ too): a
+ * point's unit vector depended on where in a loop it fell (alone or in a sweep, a prefix of a longer context) and
+ * on the CPU. Exact operations round alike in every lane, width and CPU. Not inlined: its options differ. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-unsafe-math-optimizations")
+#endif
+static __attribute__((noinline)) void exact_inverse_norms(float *inv, int64_t m) {
+    for (int64_t i = 0; i < m; i++) inv[i] = inv[i] > 0.f ? 1.f / sqrtf(inv[i]) : 0.f;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
 /* v / |v|; a zero vector stays zero (as PyTorch's, whose norm is clamped): only d = 1 can draw one. */
 static inline void unit(float *v, int64_t D) {
-    float ss = 0.f;
-    for (int64_t k = 0; k < D; k++) ss += v[k] * v[k];
-    const float inv = ss > 0.f ? 1.f / sqrtf(ss) : 0.f;
+    float inv = 0.f;
+    for (int64_t k = 0; k < D; k++) inv += v[k] * v[k];
+    exact_inverse_norms(&inv, 1);
     for (int64_t k = 0; k < D; k++) v[k] *= inv;
 }
 
@@ -137,7 +153,7 @@ static inline __attribute__((always_inline)) void draw_points(const spec_t *S, k
     for (int64_t i = 0; i < m; i++) inv[i] = 0.f;
     for (int64_t k = 0; k < D; k++)
         for (int64_t i = 0; i < m; i++) inv[i] += zt[k * CHUNK + i] * zt[k * CHUNK + i];
-    for (int64_t i = 0; i < m; i++) inv[i] = inv[i] > 0.f ? 1.f / sqrtf(inv[i]) : 0.f;
+    exact_inverse_norms(inv, m);
     for (int64_t k = 0; k < D; k++) {
         const float sc = S->sqrt_cov ? S->sqrt_cov[k] : 1.f;
         for (int64_t i = 0; i < m; i++) {
@@ -279,7 +295,8 @@ static inline __attribute__((always_inline)) void step_points(const spec_t *S, k
     for (int64_t i = 0; i < m; i++) inv[i] = 0.f;
     for (int64_t k = 0; k < D; k++)
         for (int64_t i = 0; i < m; i++) inv[i] += zt[k * CHUNK + i] * zt[k * CHUNK + i];
-    for (int64_t i = 0; i < m; i++) { inv[i] = inv[i] > 0.f ? 1.f / sqrtf(inv[i]) : 0.f; a1[i] = 0.f; a2[i] = 0.f; }
+    exact_inverse_norms(inv, m);
+    for (int64_t i = 0; i < m; i++) { a1[i] = 0.f; a2[i] = 0.f; }
     const int whitened = S->input_dist == WHITENED;
     for (int64_t k = 0; k < D; k++) {
         const float sc = S->sqrt_cov ? S->sqrt_cov[k] : 1.f, at = whitened ? 1.f : sc;
