@@ -53,18 +53,20 @@ def _stream(configs, dims, seeds, native_path, **kw):
 
 
 @pytest.mark.parametrize("native_path", PATHS)
-def test_padded_draws_give_smaller_tasks_exactly(native_path):
+@pytest.mark.parametrize("reading, d, D, P, Pm", [("uniform", 2, 5, 1, 2), ("uniform", 5, 9, 2, 3),
+                                                  ("clustered", 4, 7, 1, 2)])
+def test_padded_draws_give_smaller_tasks_exactly(native_path, reading, d, D, P, Pm):
     """Every coordinate, prototype and point has its own stream: a task padded to larger sizes is the small task
-    with zeros, the same numbers."""
+    with zeros, the same numbers (also where the norms' sums run over more coordinates than a vector's width)."""
     from same_draws import SameDraws
 
     same = SameDraws(compiled=native_path)
-    cfg = dict(seed=0, reading="uniform", P=1, tau=0.0, k=0, C=3, d=2, n=12)
-    small = _stream([cfg], (12, 3, 1, 2), [3], native_path).sample(50)
-    pad = _stream([cfg, dict(cfg, C=6, d=5, P=2, n=20)], (20, 6, 2, 5), [3], native_path).sample(50)
-    assert torch.all(pad.x_ctx[0, ..., 2:] == 0) and torch.all(pad.x_q[0, ..., 2:] == 0)
-    same(pad.x_ctx[0, :, :12, :2], small.x_ctx[0], "padded vs small: context inputs")
-    same(pad.x_q[0, :, :2], small.x_q[0], "padded vs small: queries")
+    cfg = dict(seed=0, reading=reading, P=P, tau=0.5 if reading == "clustered" else 0.0, k=0, C=3, d=d, n=12)
+    small = _stream([cfg], (12, 3, P, d), [3], native_path).sample(50)
+    pad = _stream([cfg, dict(cfg, C=6, d=D, P=Pm, n=20)], (20, 6, Pm, D), [3], native_path).sample(50)
+    assert torch.all(pad.x_ctx[0, ..., d:] == 0) and torch.all(pad.x_q[0, ..., d:] == 0)
+    same(pad.x_ctx[0, :, :12, :d], small.x_ctx[0], "padded vs small: context inputs")
+    same(pad.x_q[0, :, :d], small.x_q[0], "padded vs small: queries")
     assert torch.equal(pad.label_ctx[0, :, :12], small.label_ctx[0]) and torch.equal(pad.label_q[0], small.label_q[0])
     assert int(pad.label_q[0].max()) <= 2 and int(pad.label_ctx[0].max()) <= 2
     assert pad.ctx_mask is not None and int(pad.ctx_mask[0].sum()) == 12
