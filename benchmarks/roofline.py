@@ -10,10 +10,11 @@ In one run it measures
 2. **each stage's training step**, through the trainer's own code (``train_sweep`` / ``train_cls_sweep`` on the
    stage's sweep at the paper profile with ``steps`` replaced; the time is the optimisation loop's own clock, a
    warm-up run of one step first), under each numerical backend (``SOFTMAX_ICL_KERNEL=auto``: the fused C kernel
-   where it builds; ``torch``; on a GPU ``torch``, whose steps replay one CUDA graph and draw their words in one Triton
-   kernel, ``torch-eager``, without graphs, and ``torch-no-triton``, graphs with PyTorch's own Philox operations, timed
-   as the difference of a run of k and of 2k steps, so the eager warm-up and the capture are not in
-   it), each (stage, backend) in a fresh process, interleaved over rounds;
+   where it builds; ``torch``, its words from compiled C on the CPU; ``torch-own-words``, with PyTorch's own Philox
+   operations instead; on a GPU ``torch``, whose steps replay one CUDA graph and draw their words in one Triton kernel,
+   ``torch-eager``, without graphs, and ``torch-own-words``, graphs with PyTorch's own Philox operations, timed as the
+   difference of a run of k and of 2k steps, so the eager warm-up and the capture are not in it), each (stage,
+   backend) in a fresh process, interleaved over rounds;
 
 and prints, per stage, ``floor = max(FLOP / throughput, bytes / bandwidth)``, the measured step (median over rounds)
 and ``ratio = measured / floor``, for each backend. ``--json PATH`` writes the same numbers.
@@ -331,11 +332,12 @@ def child(stage_name: str, budget: float, device: str = "cpu") -> dict:
 
 
 def run_child(stage: Stage, backend: str, budget: float, threads: int, device: str = "cpu") -> dict:
-    """``backend``: ``auto``, ``torch`` or (a GPU) ``torch-eager``, the PyTorch path without CUDA graphs, or
-    ``torch-no-triton``, without the Triton kernel of the draws' words."""
-    gpu_variant = backend in ("torch-eager", "torch-no-triton")
-    env = dict(os.environ, SOFTMAX_ICL_KERNEL="torch" if gpu_variant else backend,
-               SOFTMAX_ICL_TRITON="0" if backend == "torch-no-triton" else "1",
+    """``backend``: ``auto``, ``torch``, ``torch-own-words``, the PyTorch path with PyTorch's own Philox operations
+    (no compiled words on the CPU, no Triton kernel on a GPU; ``torch-no-triton`` is its older name), or (a GPU)
+    ``torch-eager``, the PyTorch path without CUDA graphs."""
+    own_words = backend in ("torch-own-words", "torch-no-triton")
+    env = dict(os.environ, SOFTMAX_ICL_KERNEL="torch" if own_words or backend == "torch-eager" else backend,
+               SOFTMAX_ICL_WORDS="torch" if own_words else "fused",
                SOFTMAX_ICL_PROGRESS="0", OMP_NUM_THREADS=str(threads),
                SOFTMAX_ICL_CUDA_GRAPH="0" if backend == "torch-eager" else "1")
     out = subprocess.run([sys.executable, __file__, "--child", stage.name, "--budget", str(budget),
@@ -348,9 +350,11 @@ def run_child(stage: Stage, backend: str, budget: float, threads: int, device: s
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--stages", nargs="+", default=[s.name for s in STAGES], help="stages (figure/tag or tag)")
-    ap.add_argument("--backends", nargs="+", default=None, choices=["auto", "torch", "torch-eager", "torch-no-triton"],
+    ap.add_argument("--backends", nargs="+", default=None, choices=["auto", "torch", "torch-own-words", "torch-eager",
+                                                                      "torch-no-triton"],
                     help="default: auto torch on the CPU; torch torch-eager on a GPU (with and without CUDA graphs); "
-                         "torch-no-triton: a GPU's graphed step with PyTorch's Philox operations")
+                         "torch-own-words: the PyTorch path with PyTorch's own Philox operations instead of the "
+                         "compiled words (C on the CPU, Triton on a GPU; torch-no-triton: its older name)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget", type=float, default=12.0, help="seconds of timed steps per stage, backend and round")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -371,7 +375,8 @@ def main() -> int:
     elif args.backends is None:
         args.backends = ["auto", "torch"]
     elif {"torch-eager", "torch-no-triton"} & set(args.backends):
-        ap.error("--backends torch-eager / torch-no-triton are variants of the GPU's step; use --device cuda")
+        ap.error("--backends torch-eager / torch-no-triton are variants of the GPU's step; use --device cuda (on the "
+                 "CPU, torch-own-words is the PyTorch path with PyTorch's own Philox operations)")
     unknown = [s for s in args.stages if s not in BY_NAME]
     if unknown:
         ap.error(f"unknown stage(s) {unknown}; allowed: {', '.join(s.name for s in STAGES)}")

@@ -533,6 +533,7 @@ def test_neither_trainer_waits_for_the_device_or_allocates_in_its_loop(compiled,
     if not compiled:
         monkeypatch.setattr(native, "available", lambda: False)
         monkeypatch.setattr(ctasks, "CHUNKED_POOL_DEVICES", ())   # the CPU as a GPU: the pool in one pass
+        monkeypatch.setenv(streams.WORDS_ENV, "torch")             # and PyTorch's words (as Triton's: no host read)
     for sw in (cmodels.ClsSweep(models=("softmax", "linear_sum"), shapes=((2, 3), (3, 2)), n=(5, 7), seeds=2,
                                 tasks=tuple(ctasks.task_spec(*t) for t in (("uniform",), ("balanced",),
                                             ("clustered", 1, 0.5), ("subspace", 1, 0.0, 1), ("uniform", 2)))),

@@ -21,7 +21,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 
-from softmax_icl import base, kernels, models
+from softmax_icl import base, kernels, models, streams
 from softmax_icl.training import Sweep, SweepProgram, task_streams, train_sweep
 
 #: Tensor methods that read a value on the host (a device sync on a GPU) or copy to the host.
@@ -101,8 +101,10 @@ def traffic(monkeypatch):
 
 @pytest.fixture
 def torch_path(monkeypatch):
-    """The PyTorch path (what runs on a GPU), not the fused CPU kernel."""
+    """The PyTorch path (what runs on a GPU), not the fused CPU kernel, with PyTorch's own Philox words (the CPU's
+    compiled words read the step on the host, as only a CPU can; a GPU's Triton kernel reads it on the device)."""
     monkeypatch.setattr(kernels, "usable", lambda *a, **k: False)
+    monkeypatch.setenv(streams.WORDS_ENV, "torch")
 
 
 SWEEPS = {

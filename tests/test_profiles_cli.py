@@ -68,7 +68,7 @@ def test_cli_rejects_bad_input_with_nonzero_exit_before_compute(argv, message, c
 
 
 @pytest.mark.parametrize("name, value, message", [
-    ("SOFTMAX_ICL_TRITON", "yes", "SOFTMAX_ICL_TRITON='yes' is not allowed; allowed values: '1' (default), '0'"),
+    ("SOFTMAX_ICL_WORDS", "c", "SOFTMAX_ICL_WORDS='c' is not allowed; allowed values: 'fused' (default), 'torch'"),
     ("SOFTMAX_ICL_KERNEL", "c", "SOFTMAX_ICL_KERNEL='c' is not allowed; allowed values: 'auto' (default), 'torch'"),
 ])
 def test_cli_rejects_a_bad_numerics_switch_before_compute(name, value, message, capsys, monkeypatch, tmp_path):
@@ -81,14 +81,15 @@ def test_cli_rejects_a_bad_numerics_switch_before_compute(name, value, message, 
 
 def test_the_clis_switch_values_are_the_ones_the_numerics_accept(monkeypatch):
     from softmax_icl import kernels, streams
-    assert cli.SWITCHES["SOFTMAX_ICL_TRITON"][0] == "1" and cli.SWITCHES["SOFTMAX_ICL_KERNEL"][0] == "auto"
-    for value in cli.SWITCHES["SOFTMAX_ICL_TRITON"]:
-        monkeypatch.setenv(streams.TRITON_ENV, value)
-        streams.triton_enabled()                      # accepted
+    assert cli.SWITCHES["SOFTMAX_ICL_WORDS"][0] == "fused" and cli.SWITCHES["SOFTMAX_ICL_KERNEL"][0] == "auto"
+    assert cli.SWITCHES["SOFTMAX_ICL_WORDS"] == streams.WORDS_CHOICES
+    for value in cli.SWITCHES["SOFTMAX_ICL_WORDS"]:
+        monkeypatch.setenv(streams.WORDS_ENV, value)
+        streams.fused_words_enabled()                 # accepted
     monkeypatch.setenv(kernels.ENV, "neither")
     with pytest.raises(ValueError, match="allowed values: 'auto', 'torch'"):
         kernels.build_library("engine", kernels.SOURCE, "fused kernel")
-    assert tuple(cli.SWITCHES) == (kernels.ENV, streams.TRITON_ENV)
+    assert tuple(cli.SWITCHES) == (kernels.ENV, streams.WORDS_ENV)
 
 
 def test_cli_entry_point_exit_code():

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from softmax_icl import streams
+from softmax_icl.kernels import philox_cpu
 
 MASK = np.uint64(0xFFFFFFFF)
 
@@ -163,28 +164,65 @@ def test_the_triton_kernel_draws_pytorchs_words_bit_for_bit_in_the_interpreter()
     assert "triton words equal" in out.stdout
 
 
-def test_the_triton_switch_names_its_allowed_values(monkeypatch):
-    monkeypatch.setenv(streams.TRITON_ENV, "yes")
-    with pytest.raises(ValueError, match="SOFTMAX_ICL_TRITON='yes' is not allowed; allowed values: '1'"):
-        streams.triton_enabled()
-    monkeypatch.setenv(streams.TRITON_ENV, "1")
-    assert streams._fused_blocks(torch.device("cpu")) is None           # the CPU never uses the CUDA kernel
+def test_the_words_switch_names_its_allowed_values(monkeypatch):
+    monkeypatch.setenv(streams.WORDS_ENV, "yes")
+    with pytest.raises(ValueError, match="SOFTMAX_ICL_WORDS='yes' is not allowed; allowed values: 'fused'"):
+        streams.fused_words_enabled()
+    monkeypatch.setenv(streams.WORDS_ENV, "torch")
+    assert streams._fused_blocks(torch.device("cpu")) is None           # PyTorch's operations everywhere
+    assert streams._fused_blocks(torch.device("cuda")) is None
+    monkeypatch.setenv(streams.WORDS_ENV, "fused")
+    assert streams._fused_blocks(torch.device("meta")) is None          # no compiled words there
+
+
+@pytest.mark.skipif(not philox_cpu.available(), reason="no C compiler built the CPU's Philox words")
+@pytest.mark.parametrize("T, J", [(1, 1), (3, 5), (7, 16), (5, 17), (40, 3), (2, 300)])
+def test_the_cpus_compiled_words_equal_pytorchs_bit_for_bit(monkeypatch, T, J):
+    """:mod:`softmax_icl.kernels.philox_cpu` against PyTorch's operations: keys at both ends of 64 bits, tasks and
+    steps up to 2^32 - 1, a step as a tensor, tasks with fewer blocks than the C's sixteen lanes (taken across
+    tasks), as many, more, and a last partial group."""
+    monkeypatch.setenv(streams.WORDS_ENV, "fused")
+    assert streams._fused_blocks(torch.device("cpu")) is philox_cpu.blocks
+    key = streams.keys([1, 2**50, 2**64 - 1], "cpu")
+    block = torch.arange(J) * 3 + 1
+    tag = torch.arange(J) % 4 + 2**31
+    tasks = torch.tensor([2**32 - 1 - t for t in range(T)])
+    for step in (0, 2**32 - 1, torch.tensor(77)):
+        fused = streams.blocks(key, step, tasks, block, tag)
+        monkeypatch.setenv(streams.WORDS_ENV, "torch")
+        plain = streams.blocks(key, step, tasks, block, tag)
+        monkeypatch.setenv(streams.WORDS_ENV, "fused")
+        assert fused.shape == plain.shape == (3, T, J, 4) and fused.dtype == plain.dtype == torch.int64
+        assert torch.equal(fused, plain)
+
+
+def test_the_cpus_compiled_words_give_pytorchs_draws_with_the_engine_turned_off(monkeypatch):
+    """The PyTorch path (``SOFTMAX_ICL_KERNEL=torch``) still takes its words from C, and its tasks are the same
+    numbers bit for bit as with PyTorch's own words."""
+    monkeypatch.setenv("SOFTMAX_ICL_KERNEL", "torch")
+    key = streams.keys([3, 2**40 + 9], "cpu")
+    got = {}
+    for choice in ("fused", "torch"):
+        monkeypatch.setenv(streams.WORDS_ENV, choice)
+        got[choice] = [fn(key, 1, 9, range(100, 140), 26) for fn in (streams.words, streams.uniform, streams.normal)]
+    for a, b in zip(got["fused"], got["torch"]):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 @pytest.mark.skipif(not _has_triton(), reason="Triton is not installed")
 def test_cuda_triton_words_equal_pytorchs_bit_for_bit(monkeypatch):
-    monkeypatch.setenv(streams.TRITON_ENV, "1")
+    monkeypatch.setenv(streams.WORDS_ENV, "fused")
     assert streams._fused_blocks(torch.device("cuda")) is not None
     key = streams.keys([1, 2**50, 2**64 - 1], "cuda")
     block = torch.arange(3000, device="cuda")
     tag = torch.full_like(block, 7)
     step = torch.tensor(2**32 - 1, device="cuda")
     fused = streams.blocks(key, step, range(5, 517), block, tag)
-    monkeypatch.setenv(streams.TRITON_ENV, "0")
+    monkeypatch.setenv(streams.WORDS_ENV, "torch")
     plain = streams.blocks(key, step, range(5, 517), block, tag)
     assert torch.equal(fused, plain)
-    monkeypatch.setenv(streams.TRITON_ENV, "1")
+    monkeypatch.setenv(streams.WORDS_ENV, "fused")
     for fn in (streams.words, streams.uniform, streams.normal):         # and the CPU's numbers, as without Triton
         a = fn(key.cpu(), 1, 9, range(100, 200), 24)
         b = fn(key, 1, 9, range(100, 200), 24).cpu()

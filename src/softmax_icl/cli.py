@@ -438,9 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: The environment switches of the numerics and their allowed values (the first is the default): read by
-#: softmax_icl.kernels (SOFTMAX_ICL_KERNEL) and softmax_icl.streams (SOFTMAX_ICL_TRITON) when they first run, and
+#: softmax_icl.kernels (SOFTMAX_ICL_KERNEL) and softmax_icl.streams (SOFTMAX_ICL_WORDS) when they first run, and
 #: checked here, without importing them, before any compute.
-SWITCHES = {"SOFTMAX_ICL_KERNEL": ("auto", "torch"), "SOFTMAX_ICL_TRITON": ("1", "0")}
+SWITCHES = {"SOFTMAX_ICL_KERNEL": ("auto", "torch"), "SOFTMAX_ICL_WORDS": ("fused", "torch")}
 
 
 def _check_switches() -> None:

@@ -40,9 +40,11 @@ kernel's) ``log``, ``sqrt``, ``cos``, ``sin``: equal to rounding (a few units in
 modulo 2^64 on every device, its low word is ``p & 0xFFFFFFFF`` and its high word ``(p >> 32) & 0xFFFFFFFF``. All
 functions are vectorised over keys (rows), tasks and values, work on any device, and can write into caller-owned
 buffers (``out=``). The fused CPU kernel (:mod:`softmax_icl.kernels`) implements the same scheme in C; the tests
-hold both against a reference implementation in NumPy and Random123's known-answer vectors. On a CUDA GPU
-:func:`blocks` computes the words in one Triton kernel (:mod:`softmax_icl.kernels.philox_triton`: the same integers,
-so the same numbers, without a hundred passes of int64 tensors through memory) where Triton imports, else as above.
+hold both against a reference implementation in NumPy and Random123's known-answer vectors. :func:`blocks` computes
+the words without a hundred passes of int64 tensors through memory where it can: on a CUDA GPU in one Triton kernel
+(:mod:`softmax_icl.kernels.philox_triton`, where Triton imports), on the CPU in compiled C
+(:mod:`softmax_icl.kernels.philox_cpu`, where a C compiler builds it): the same integers, so the same numbers, as
+the PyTorch operations above, which run elsewhere and with ``SOFTMAX_ICL_WORDS=torch``.
 """
 
 from __future__ import annotations
@@ -80,9 +82,11 @@ TAGS = {
     "fold": 0xF01D,
 }
 
-#: ``0`` draws CUDA words with PyTorch operations instead of the Triton kernel (the same bits; for tests and
-#: benchmarks).
-TRITON_ENV = "SOFTMAX_ICL_TRITON"
+#: ``SOFTMAX_ICL_WORDS``: ``fused`` (default: the words of :func:`blocks` from the Triton kernel on CUDA, from
+#: compiled C on the CPU, where they build) or ``torch`` (from PyTorch operations everywhere: the same bits, slower;
+#: for tests and benchmarks).
+WORDS_ENV = "SOFTMAX_ICL_WORDS"
+WORDS_CHOICES = ("fused", "torch")
 _TWO_PI = 2.0 * math.pi
 _U24 = 2.0 ** -24
 
@@ -175,32 +179,38 @@ def blocks(key: torch.Tensor, step, tasks, block: torch.Tensor, tag: torch.Tenso
     return torch.stack(_rounds(c, key[:, 0].view(R, 1, 1), key[:, 1].view(R, 1, 1)), dim=-1)
 
 
-def triton_enabled() -> bool:
-    """Whether CUDA draws may use the Triton kernel (``SOFTMAX_ICL_TRITON``: ``1``, the default, or ``0``)."""
-    value = os.environ.get(TRITON_ENV, "1")
-    if value not in ("0", "1"):
-        raise ValueError(f"{TRITON_ENV}={value!r} is not allowed; allowed values: '1' (default), '0'")
-    return value == "1"
+def fused_words_enabled() -> bool:
+    """Whether :func:`blocks` may compute its words in a compiled kernel (``SOFTMAX_ICL_WORDS``: ``fused``, the
+    default, or ``torch``)."""
+    value = os.environ.get(WORDS_ENV, "fused")
+    if value not in WORDS_CHOICES:
+        raise ValueError(f"{WORDS_ENV}={value!r} is not allowed; allowed values: 'fused' (default), 'torch'")
+    return value == "fused"
 
 
-_triton_blocks: list = []          # [function or None], once per process
+_compiled_blocks: dict = {}        # device type -> function or None, once per process
 
 
 def _fused_blocks(device: torch.device):
-    """The Triton kernel's :func:`blocks` for a CUDA device (:mod:`softmax_icl.kernels.philox_triton`), or None: on
-    other devices, with ``SOFTMAX_ICL_TRITON=0``, or where Triton does not import (then PyTorch draws the same
-    words, slower)."""
-    if device.type != "cuda" or not triton_enabled():
+    """The compiled :func:`blocks` for ``device``: the Triton kernel on CUDA
+    (:mod:`softmax_icl.kernels.philox_triton`), the C function on the CPU (:mod:`softmax_icl.kernels.philox_cpu`);
+    None on other devices, with ``SOFTMAX_ICL_WORDS=torch``, or where it does not import or build (then PyTorch draws
+    the same words, slower)."""
+    if device.type not in ("cuda", "cpu") or not fused_words_enabled():
         return None
-    if not _triton_blocks:
-        try:
-            from .kernels import philox_triton
-            _triton_blocks.append(philox_triton.blocks)
-        except ImportError as err:
-            warnings.warn(f"Triton is not available ({err}); CUDA draws run as PyTorch operations (the same "
-                          "numbers, slower)", stacklevel=3)
-            _triton_blocks.append(None)
-    return _triton_blocks[0]
+    if device.type not in _compiled_blocks:
+        if device.type == "cuda":
+            try:
+                from .kernels import philox_triton
+                _compiled_blocks["cuda"] = philox_triton.blocks
+            except ImportError as err:
+                warnings.warn(f"Triton is not available ({err}); CUDA draws run as PyTorch operations (the same "
+                              "numbers, slower)", stacklevel=3)
+                _compiled_blocks["cuda"] = None
+        else:
+            from .kernels import philox_cpu
+            _compiled_blocks["cpu"] = philox_cpu.blocks if philox_cpu.available() else None
+    return _compiled_blocks[device.type]
 
 
 def words(key: torch.Tensor, tag: int, step, tasks, count: int) -> torch.Tensor:

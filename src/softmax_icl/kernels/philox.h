@@ -28,12 +28,10 @@ typedef struct { uint32_t k0, k1; } key_t2;
 static inline float bits_to_float(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
 static inline uint32_t float_to_bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 
-/* Philox4x32-10 of the LANES counters (c0[l], c1, c2, c3[l]) under key -> w[word][lane]. */
-static inline void philox_lanes(key_t2 key, const uint32_t *c0, uint32_t c1, uint32_t c2, const uint32_t *c3,
-                                uint32_t w[4][LANES]) {
-    uint32_t x0[LANES], x1[LANES], x2[LANES], x3[LANES];
+/* Philox4x32-10 of the LANES counters (x0[l], x1[l], x2[l], x3[l]) under key, in place: the four words of lane l. */
+static inline void philox_rounds(key_t2 key, uint32_t *restrict x0, uint32_t *restrict x1, uint32_t *restrict x2,
+                                 uint32_t *restrict x3) {
     uint32_t k0 = key.k0, k1 = key.k1;
-    for (int l = 0; l < LANES; l++) { x0[l] = c0[l]; x1[l] = c1; x2[l] = c2; x3[l] = c3[l]; }
     for (int r = 0; r < 10; r++) {
         for (int l = 0; l < LANES; l++) {
             const uint64_t p0 = (uint64_t)x0[l] * PHILOX_M0, p1 = (uint64_t)x2[l] * PHILOX_M1;
@@ -46,8 +44,13 @@ static inline void philox_lanes(key_t2 key, const uint32_t *c0, uint32_t c1, uin
         k0 += PHILOX_W0;
         k1 += PHILOX_W1;
     }
-    memcpy(w[0], x0, sizeof x0); memcpy(w[1], x1, sizeof x1);
-    memcpy(w[2], x2, sizeof x2); memcpy(w[3], x3, sizeof x3);
+}
+
+/* Philox4x32-10 of the LANES counters (c0[l], c1, c2, c3[l]) under key -> w[word][lane]. */
+static inline void philox_lanes(key_t2 key, const uint32_t *c0, uint32_t c1, uint32_t c2, const uint32_t *c3,
+                                uint32_t w[4][LANES]) {
+    for (int l = 0; l < LANES; l++) { w[0][l] = c0[l]; w[1][l] = c1; w[2][l] = c2; w[3][l] = c3[l]; }
+    philox_rounds(key, w[0], w[1], w[2], w[3]);
 }
 
 static inline float uniform_of(uint32_t w) { return (float)(int32_t)(w >> 8) * 5.9604644775390625e-8f; }

@@ -1,0 +1,81 @@
+"""Philox blocks on the CPU in compiled C: the words of :func:`softmax_icl.streams.blocks`, bit for bit.
+
+PyTorch's implementation of the counter scheme (:func:`softmax_icl.streams._rounds`) passes int64 tensors of every
+block's four words through memory a hundred times (ten rounds of ten elementwise operations) and then stacks the
+words: on the CPU that was about two thirds of a training step of the PyTorch path (one default ``train_theory_d5``
+step on one thread: ~50 % rounds, ~15 % stacking). ``philox_cpu.c`` computes each block's ten rounds in registers,
+sixteen blocks at a time, and writes its four words once, into the (R, T, J, 4) tensor :func:`blocks` returns. It is
+to the CPU what :mod:`softmax_icl.kernels.philox_triton` is to CUDA: the same integers as PyTorch (32 x 32 -> 64-bit
+products, the same key schedule), so every number drawn from its words is the same bits; switching between the two
+changes speed, never a number (a test holds them together bit for bit).
+
+It is used by the PyTorch path on the CPU (``SOFTMAX_ICL_KERNEL=torch``, or where the fused engine does not build)
+whenever it compiles; ``SOFTMAX_ICL_WORDS=torch`` turns it (and the Triton kernel) off. It is compiled once per
+machine with the system C compiler, like the engines (:func:`softmax_icl.kernels.build_library`), but does not
+depend on ``SOFTMAX_ICL_KERNEL``: the words are integers, the same whichever computes them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).parent / "philox_cpu.c"
+_lib: list = []          # [library or None], once per process
+_why: list = []
+
+
+def _load():
+    if not _lib:
+        from . import _compile, _compiler
+        lib, why = None, "no C compiler found"
+        cc = _compiler()
+        if cc is not None:
+            try:
+                path, how = _compile(cc, "philox", SOURCE, (SOURCE.parent / "philox.h",))
+                if path is None:
+                    why = f"did not compile: {how}"
+                else:
+                    lib = ctypes.CDLL(str(path))
+                    lib.philox_blocks.restype = None
+                    lib.philox_blocks.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                                                  ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                                  ctypes.c_void_p]
+                    why = how
+            except OSError as exc:
+                why = f"could not be built or loaded: {exc}"
+        _lib.append(lib)
+        _why.append(why)
+    return _lib[0]
+
+
+def available() -> bool:
+    """Whether the compiled words are built and loaded on this machine."""
+    return _load() is not None
+
+
+def status() -> str:
+    """How the library was built, or why it is not available."""
+    _load()
+    return _why[0]
+
+
+def blocks(key: torch.Tensor, step, tasks: torch.Tensor, block: torch.Tensor, tag: torch.Tensor) -> torch.Tensor:
+    """:func:`softmax_icl.streams.blocks` for CPU tensors: keys (R, 2), task indices (T,), blocks and tags (J,), int64;
+    ``step`` an int or a one-element int64 tensor. Returns int64 (R, T, J, 4), values in [0, 2^32)."""
+    lib = _load()
+    if lib is None:
+        raise RuntimeError(f"the compiled Philox words are not available: {status()}")
+    step = int(step.reshape(-1)[0]) if isinstance(step, torch.Tensor) else int(step)
+    key, tasks, block, tag = (t.to(torch.int64).contiguous() for t in (key.reshape(-1, 2), tasks.reshape(-1),
+                                                                        block.reshape(-1), tag.reshape(-1)))
+    R, T, J = key.shape[0], tasks.numel(), block.numel()
+    if block.shape != tag.shape:
+        raise ValueError(f"block and tag must have one shape, got {tuple(block.shape)} and {tuple(tag.shape)}")
+    out = torch.empty(R, T, J, 4, dtype=torch.int64)
+    if out.numel():
+        lib.philox_blocks(key.data_ptr(), R, step, tasks.data_ptr(), T, block.data_ptr(), tag.data_ptr(), J,
+                          out.data_ptr())
+    return out
