@@ -55,6 +55,20 @@ def test_every_job_runs_after_its_predecessors_and_a_failure_fails_the_run(tmp_p
     assert [j.status for j in jobs] == ["passed", "failed", "passed", "passed"]
 
 
+def test_the_jobs_keep_their_bytecode_in_the_run_s_folder_whatever_the_environment_says(tmp_path, monkeypatch):
+    jobs = rt.plan(tmp_path, ["torch"], {"torch": NBS[:1]}, ["tests"], [], [], {}, threads=1)
+    for j in (j for j in jobs if j.commands):          # every process a job starts
+        assert j.env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pycache")
+        assert j.env["PYTHONDONTWRITEBYTECODE"] is None
+    # a value None removes the variable from the job's environment; the others are set
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    out = tmp_path / "env.txt"
+    job = rt.Job("env", [["bash", "-c", f"echo ${{PYTHONDONTWRITEBYTECODE-unset}} $PYTHONPYCACHEPREFIX > {out}"]],
+                 {"PYTHONDONTWRITEBYTECODE": None, "PYTHONPYCACHEPREFIX": str(tmp_path / "pyc")})
+    assert rt.run([job], 1, tmp_path) == 0
+    assert out.read_text().split() == ["unset", str(tmp_path / "pyc")]
+
+
 def test_one_worker_runs_the_jobs_one_at_a_time_longest_first(tmp_path):
     mark = tmp_path / "order.txt"
     jobs = [rt.Job(n, [["bash", "-c", f"echo {n} >> {mark}"]], expected=e) for n, e in [("a", 1), ("b", 5), ("c", 3)]]

@@ -41,14 +41,15 @@ BACKENDS = ("auto", "torch")
 # The unit-test files that run as a job of their own (the rest of the unit tests is one job): the browser test
 # builds the book strictly and opens every page twice.
 ALONE = ("tests/test_book_browser.py",)
-# Seconds, measured (fresh-clone CI at 39c21fd, each job beside one other): they only order the jobs.
+# Seconds, measured (`make test` at 2a6196c with the jobs' bytecode cache, each job beside one other; the engines'
+# compilation when not cached): they only order the jobs.
 EXPECTED = {
     "engine paper 1": 57, "engine paper 2": 12,
-    "unit tests/test_book_browser.py": 236, "unit tests": 260,
-    "torch generalization": 397, "torch classification_kernel_gd": 379, "torch norm_scaling": 366,
-    "torch low_rank": 117, "torch window_adaptation": 104,
-    "auto classification_kernel_gd": 91, "auto norm_scaling": 90, "auto generalization": 79,
-    "auto low_rank": 53, "auto window_adaptation": 50,
+    "unit tests/test_book_browser.py": 118, "unit tests": 125,
+    "torch classification_kernel_gd": 194, "torch generalization": 172, "torch norm_scaling": 159,
+    "torch window_adaptation": 48, "torch low_rank": 44,
+    "auto norm_scaling": 49, "auto classification_kernel_gd": 46, "auto generalization": 37,
+    "auto low_rank": 22, "auto window_adaptation": 17,
 }
 
 
@@ -57,7 +58,7 @@ class Job:
     name: str
     commands: list[list[str]]                  # run one after the other; the job fails if any fails (none: the
     #                                            job is ``then``, run in this process)
-    env: dict = field(default_factory=dict)
+    env: dict = field(default_factory=dict)     # over the runner's environment; a value None removes the variable
     after: tuple = ()                          # names of the jobs that must have ended first
     expected: float = 60.0
     then: object = None                        # called (no arguments) once the job has ended well
@@ -74,7 +75,12 @@ def plan(tmp: Path, backends, notebooks: dict, unit_args: list[str], nb_args: li
          skip: dict, threads: int) -> list[Job]:
     """The jobs of `make test` (see the module's docstring), with their environments and order constraints
     (``backends`` among :data:`BACKENDS`, as :func:`main` checks)."""
-    common = {"OMP_NUM_THREADS": str(threads), "SOFTMAX_ICL_PROGRESS": "0"}
+    # Bytecode: Python compiles the modules a process imports (torch, matplotlib, Sphinx, the package) on every
+    # start when it may not keep their bytecode (PYTHONDONTWRITEBYTECODE, as on the book's machine, or a read-only
+    # install): 4.6-5.2 s of a notebook's imports instead of 2.0-2.2 s. The jobs keep theirs in the run's temporary
+    # folder (nothing is written into the tree or the virtual environment; None removes a variable).
+    common = {"OMP_NUM_THREADS": str(threads), "SOFTMAX_ICL_PROGRESS": "0",
+              "PYTHONPYCACHEPREFIX": str(tmp / "pycache"), "PYTHONDONTWRITEBYTECODE": None}
     engines = {"SOFTMAX_ICL_CACHE_DIR": str(tmp / "engines")}
     passes = ["unit", *backends]
 
@@ -104,7 +110,8 @@ def plan(tmp: Path, backends, notebooks: dict, unit_args: list[str], nb_args: li
     for k in backends:
         env = {**common, "SOFTMAX_ICL_KERNEL": k, "SOFTMAX_ICL_CACHE_DIR": str(tmp / k / "cache"),
                "SOFTMAX_ICL_OUTPUT_DIR": str(tmp / k / "output")}
-        # the PyTorch pass needs no compiled engine (SOFTMAX_ICL_KERNEL=torch runs no C at all)
+        # the PyTorch pass needs no compiled engine (SOFTMAX_ICL_KERNEL=torch: only the compiled Philox words, which
+        # it builds in its own cache in under a second, or takes from PyTorch)
         names = []
         for nb in notebooks[k]:
             name = f"{k} {Path(nb).stem}"
@@ -170,7 +177,8 @@ def run(jobs: list[Job], workers: int, log_dir: Path, out=None) -> int:
         log = open(log_dir / f"{started:02d}-{job.name.replace('/', '_').replace(' ', '_')}.log", "w+")
         job.status, job.seconds = "running", time.monotonic()
         cmds = " && ".join(shlex.join(c) for c in job.commands)
-        proc = subprocess.Popen(["bash", "-c", cmds], cwd=ROOT, env={**os.environ, **job.env}, stdout=log,
+        env = {k: v for k, v in {**os.environ, **job.env}.items() if v is not None}     # None: not set
+        proc = subprocess.Popen(["bash", "-c", cmds], cwd=ROOT, env=env, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         running[job.name] = (job, proc, log)
         print(f"{stamp()} start {job.name}", file=out, flush=True)
