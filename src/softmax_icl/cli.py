@@ -26,6 +26,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from .dispatch import bytecode_cache
 from .profiles import PROFILES, ParameterError, fmt, validate_device
 from .registry import FIGURES, resolve
 
@@ -464,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         _check_switches()
-        return args.func(args)
+        with bytecode_cache():          # the processes it starts (kernels, workers, Sphinx) keep their bytecode
+            return args.func(args)
     except ParameterError as exc:
         print(f"softmax-icl: {exc}", file=sys.stderr)
         return 2
