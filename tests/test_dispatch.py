@@ -72,34 +72,6 @@ def test_a_thread_count_set_by_the_user_is_kept(tmp_path, monkeypatch):
     assert kept[0].env["OMP_NUM_THREADS"] == "4"
 
 
-def test_processes_started_under_a_bytecode_ban_keep_their_bytecode_in_a_temporary_folder(monkeypatch):
-    """Under PYTHONDONTWRITEBYTECODE a child process writes the bytecode of what it imports into the temporary
-    folder (and nowhere else); afterwards the environment is as it was and the folder is gone. Without the ban, or
-    with the user's own PYTHONPYCACHEPREFIX, nothing changes."""
-    import os
-    import subprocess
-    from pathlib import Path
-
-    from softmax_icl.dispatch import bytecode_cache
-
-    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
-    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
-    with bytecode_cache():
-        prefix = Path(os.environ["PYTHONPYCACHEPREFIX"])
-        assert "PYTHONDONTWRITEBYTECODE" not in os.environ
-        subprocess.run([sys.executable, "-c", "import softmax_icl.profiles"], check=True)
-        assert any(p.name.startswith("profiles.") and p.suffix == ".pyc" for p in prefix.rglob("*.pyc"))
-    assert os.environ["PYTHONDONTWRITEBYTECODE"] == "1" and "PYTHONPYCACHEPREFIX" not in os.environ
-    assert not prefix.exists()
-    monkeypatch.setenv("PYTHONPYCACHEPREFIX", "/the/user/s/own")
-    with bytecode_cache():
-        assert os.environ["PYTHONPYCACHEPREFIX"] == "/the/user/s/own" and os.environ["PYTHONDONTWRITEBYTECODE"] == "1"
-    monkeypatch.delenv("PYTHONPYCACHEPREFIX")
-    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE")
-    with bytecode_cache():
-        assert "PYTHONPYCACHEPREFIX" not in os.environ
-
-
 def test_gpu_pool_gives_each_job_one_device_and_reports_failures(tmp_path, monkeypatch):
     """One worker per device; every job sees exactly one (no GPU needed: the notebook only reads the variable) and
     a share of the CPU cores."""

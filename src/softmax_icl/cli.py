@@ -26,7 +26,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .dispatch import bytecode_cache
 from .profiles import PROFILES, ParameterError, fmt, validate_device
 from .registry import FIGURES, resolve
 
@@ -465,8 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         _check_switches()
-        with bytecode_cache():          # the processes it starts (kernels, workers, Sphinx) keep their bytecode
-            return args.func(args)
+        return args.func(args)
     except ParameterError as exc:
         print(f"softmax-icl: {exc}", file=sys.stderr)
         return 2

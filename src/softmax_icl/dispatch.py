@@ -28,7 +28,6 @@ processes that wait for one another at each parallel region are slowed far more 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import queue
@@ -73,26 +72,6 @@ class JobResult:
     @property
     def ok(self) -> bool:
         return self.error is None
-
-
-@contextlib.contextmanager
-def bytecode_cache():
-    """While it is open, the processes started from this one (notebook kernels, workers, Sphinx) keep the bytecode of
-    what they import in a temporary folder, removed at the end, where this environment forbids writing it
-    (``PYTHONDONTWRITEBYTECODE``, and no ``PYTHONPYCACHEPREFIX``): each would otherwise compile torch, matplotlib and
-    the package from source when it starts (a notebook's imports took 4.6-5.2 s instead of 2.0-2.2 s on the book's
-    machine). Nothing is written into the tree or the installation; elsewhere it does nothing."""
-    if not os.environ.get("PYTHONDONTWRITEBYTECODE") or os.environ.get("PYTHONPYCACHEPREFIX"):
-        yield
-        return
-    with tempfile.TemporaryDirectory(prefix="softmax-icl-bytecode-") as tmp:
-        forbid = os.environ.pop("PYTHONDONTWRITEBYTECODE")
-        os.environ["PYTHONPYCACHEPREFIX"] = tmp
-        try:
-            yield
-        finally:
-            os.environ.pop("PYTHONPYCACHEPREFIX", None)
-            os.environ["PYTHONDONTWRITEBYTECODE"] = forbid
 
 
 def job_env(extra: dict | None = None) -> dict:
