@@ -55,11 +55,22 @@ def test_every_job_runs_after_its_predecessors_and_a_failure_fails_the_run(tmp_p
     assert [j.status for j in jobs] == ["passed", "failed", "passed", "passed"]
 
 
-def test_the_jobs_keep_their_bytecode_in_the_run_s_folder_whatever_the_environment_says(tmp_path, monkeypatch):
+def test_under_a_bytecode_ban_the_jobs_keep_their_bytecode_in_the_run_s_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
     jobs = rt.plan(tmp_path, ["torch"], {"torch": NBS[:1]}, ["tests"], [], [], {}, threads=1)
     for j in (j for j in jobs if j.commands):          # every process a job starts
         assert j.env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pycache")
         assert j.env["PYTHONDONTWRITEBYTECODE"] is None
+    # without the ban, or with the user's own prefix, the environment's bytecode settings are left alone
+    for ban, prefix in ((None, None), ("1", "/the/user/s/own")):
+        for name, value in (("PYTHONDONTWRITEBYTECODE", ban), ("PYTHONPYCACHEPREFIX", prefix)):
+            if value:
+                monkeypatch.setenv(name, value)
+            else:
+                monkeypatch.delenv(name, raising=False)
+        jobs = rt.plan(tmp_path, ["torch"], {"torch": NBS[:1]}, ["tests"], [], [], {}, threads=1)
+        assert not any({"PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE"} & set(j.env) for j in jobs)
     # a value None removes the variable from the job's environment; the others are set
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     out = tmp_path / "env.txt"

@@ -75,12 +75,14 @@ def plan(tmp: Path, backends, notebooks: dict, unit_args: list[str], nb_args: li
          skip: dict, threads: int) -> list[Job]:
     """The jobs of `make test` (see the module's docstring), with their environments and order constraints
     (``backends`` among :data:`BACKENDS`, as :func:`main` checks)."""
-    # Bytecode: Python compiles the modules a process imports (torch, matplotlib, Sphinx, the package) on every
-    # start when it may not keep their bytecode (PYTHONDONTWRITEBYTECODE, as on the book's machine, or a read-only
-    # install): 4.6-5.2 s of a notebook's imports instead of 2.0-2.2 s. The jobs keep theirs in the run's temporary
-    # folder (nothing is written into the tree or the virtual environment; None removes a variable).
-    common = {"OMP_NUM_THREADS": str(threads), "SOFTMAX_ICL_PROGRESS": "0",
-              "PYTHONPYCACHEPREFIX": str(tmp / "pycache"), "PYTHONDONTWRITEBYTECODE": None}
+    common = {"OMP_NUM_THREADS": str(threads), "SOFTMAX_ICL_PROGRESS": "0"}
+    # Bytecode: where Python may not keep it (PYTHONDONTWRITEBYTECODE, as on the book's machine), every process
+    # compiles the modules it imports (torch, matplotlib, Sphinx, the package) from source when it starts: 4.6-5.2 s
+    # of a notebook's imports instead of 2.0-2.2 s. The jobs then keep theirs in the run's temporary folder (nothing
+    # is written into the tree or the virtual environment; None removes a variable). Elsewhere Python's own
+    # __pycache__ folders (or the user's PYTHONPYCACHEPREFIX) serve, and are left alone.
+    if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
+        common.update(PYTHONPYCACHEPREFIX=str(tmp / "pycache"), PYTHONDONTWRITEBYTECODE=None)
     engines = {"SOFTMAX_ICL_CACHE_DIR": str(tmp / "engines")}
     passes = ["unit", *backends]
 
