@@ -1,7 +1,7 @@
 /* Probe: what an AVX-512 version of src/softmax_icl/kernels/philox.h's normals would give on this CPU.
  *
  * philox.h draws Philox4x32-10 blocks and turns them into normals (Box-Muller) eight blocks per AVX2 vector, two
- * vectors interleaved; about half of a paper-1 engine step is that (benchmarks/roofline.md). Below, the same
+ * vectors interleaved; a quarter to two thirds of a paper-1 engine step is that (roofline.md). Below, the same
  * operations on sixteen lanes per AVX-512 vector (one vector, and two interleaved), held bit for bit against
  * philox.h's `lanes`, and each timed in one run on the same blocks:
  *
