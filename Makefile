@@ -17,8 +17,8 @@ STAMP := $(VENV)/.installed
 # compiled Philox words, built in its own cache in under a second, or PyTorch's) and starts at once). Run
 # one after the other, each pass spread over the cores by pytest-xdist, the passes left cores idle while their
 # longest file ran alone (fresh-clone CI at 73a0a96: 62 + 258 + 164 + 773 s after the install; as jobs, at 39c21fd:
-# 1153 s, the two processes busy to the end; .ci/run 1411 -> 1238 s with the install's --no-compile; 790 -> 552 s,
-# jobs 719 -> 499 s, with the jobs' bytecode kept in the run's folder under PYTHONDONTWRITEBYTECODE, at 9b7c5d9).
+# 1153 s, the two processes busy to the end; .ci/run 1411 -> 1238 s with the install's --no-compile; 790 -> 552-718 s
+# in four runs, jobs 719 -> 499-648 s, with the jobs' bytecode kept in the run's folder under PYTHONDONTWRITEBYTECODE).
 UNIT_ARGS ?= tests
 NB_ARGS ?= --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 # Jobs at once; each gets an even share of the cores as its thread count (OMP_NUM_THREADS, unless you set it): no
