@@ -58,21 +58,3 @@ def test_compile_probe_refuses_bad_shapes_before_any_measurement(monkeypatch, ar
     expected = "groups of three: rows tasks blocks" if argv[0] == "--words" else "groups of four: d n rows tasks"
     assert expected in str(exit_.value.code)
 
-
-def test_the_avx512_probe_draws_philox_h_s_normals_bit_for_bit(tmp_path):
-    """benchmarks/philox_simd_probe.c (a measurement for a future AVX-512 philox.h): its sixteen-lane normals are
-    philox.h's, bit for bit (the probe exits non-zero when any differs); on a CPU with AVX-512 and a C compiler."""
-    import shutil
-    import subprocess
-
-    cc = shutil.which("cc") or shutil.which("gcc")
-    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    if cc is None or " avx512f" not in flags:
-        pytest.skip("needs a C compiler and a CPU with AVX-512F")
-    root = Path(__file__).resolve().parents[1]
-    exe = tmp_path / "probe"
-    subprocess.run([cc, "-O3", "-march=native", "-ffast-math", "-I", str(root / "src/softmax_icl/kernels"),
-                    str(root / "benchmarks/philox_simd_probe.c"), "-o", str(exe), "-lm"], check=True, timeout=120)
-    out = subprocess.run([str(exe), "4096"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "AVX-512 0, AVX-512 x2 0, of 4096" in out.stdout

@@ -302,13 +302,12 @@ static inline __attribute__((always_inline)) void step_points(const spec_t *S, k
         const float sc = S->sqrt_cov ? S->sqrt_cov[k] : 1.f, at = whitened ? 1.f : sc;
         const float uk = T->u[k] * at, wk = T->w[k] * at;
         float *Xk = X + k * np + i0;
-        for (int64_t i = 0; i < m; i++) {
+        for (int64_t i = 0; i < m; i++) {             /* straight into X: a copy through zt was a rep movsq per row */
             const float unit = zt[k * CHUNK + i] * inv[i];
-            zt[k * CHUNK + i] = unit * sc;
+            Xk[i] = unit * sc;
             a1[i] += unit * uk;
             a2[i] += unit * wk;
         }
-        for (int64_t i = 0; i < m; i++) Xk[i] = zt[k * CHUNK + i];
     }
     for (int64_t i = 0; i < m; i++) { pu[i0 + i] = a1[i]; pw[i0 + i] = a2[i]; }
 }
