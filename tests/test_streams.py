@@ -228,3 +228,30 @@ def test_cuda_triton_words_equal_pytorchs_bit_for_bit(monkeypatch):
         b = fn(key, 1, 9, range(100, 200), 24).cpu()
         tol = 2e-6 if fn is streams.normal else 0
         torch.testing.assert_close(b, a, rtol=tol, atol=tol)
+
+
+def test_the_cpus_philox_words_are_built_whatever_the_engine_switch_and_a_failing_compiler_is_a_reason(monkeypatch):
+    """The words are integers, the same whichever computes them: ``SOFTMAX_ICL_KERNEL=torch`` turns the engines
+    off, not the compiled words; a compiler that hangs (``subprocess.TimeoutExpired``) leaves each a reason, not an
+    exception, for the words as for the engine."""
+    import subprocess
+
+    from softmax_icl import kernels
+    monkeypatch.setenv(kernels.ENV, "torch")
+    lib, how = kernels.build_library("philox", philox_cpu.SOURCE, "compiled Philox words",
+                                     (philox_cpu.SOURCE.parent / "philox.h",), chosen_by_env=False)
+    if kernels._compiler() is not None:
+        assert lib is not None, how
+    assert kernels.build_library("engine", kernels.SOURCE, "fused kernel") == (None, f"torch ({kernels.ENV}=torch)")
+
+    def hangs(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], 30)
+    monkeypatch.setattr(kernels, "_compiler", lambda: "cc")
+    monkeypatch.setattr(kernels.subprocess, "run", hangs)
+    monkeypatch.setattr(philox_cpu, "_lib", [])
+    monkeypatch.setattr(philox_cpu, "_why", [])
+    assert not philox_cpu.available()
+    assert philox_cpu.status().startswith("torch (the compiled Philox words could not be built or loaded:")
+    monkeypatch.setenv(kernels.ENV, "auto")
+    lib, how = kernels.build_library("engine", kernels.SOURCE, "fused kernel")
+    assert lib is None and how.startswith("torch (the fused kernel could not be built or loaded:")

@@ -129,16 +129,19 @@ def _compile(cc: str, name: str, source: Path, deps=()) -> tuple[Path | None, st
     return None, "; ".join(errors)
 
 
-def build_library(name: str, source: Path, what: str, deps=()) -> tuple[ctypes.CDLL | None, str]:
+def build_library(name: str, source: Path, what: str, deps=(), chosen_by_env: bool = True
+                  ) -> tuple[ctypes.CDLL | None, str]:
     """Build (once per machine) and load a C engine: ``(library, how it was built)``, or ``(None, why not)`` as
     ``"torch (...)"``: with ``SOFTMAX_ICL_KERNEL=torch``, without a C compiler, or when it does not compile or load.
     ``what`` names the engine in those reasons. Paper 1's engine and paper 2's (:mod:`softmax_icl.classification.
-    native`) are built by this one function."""
-    choice = os.environ.get(ENV, "auto")
-    if choice not in ("auto", "torch"):
-        raise ValueError(f"{ENV}={choice!r} is not allowed; allowed values: 'auto', 'torch'")
-    if choice == "torch":
-        return None, f"torch ({ENV}=torch)"
+    native`) are built by this one function, and so are the CPU's Philox words (:mod:`.philox_cpu`), with
+    ``chosen_by_env=False``: integers, the same whichever computes them, so ``SOFTMAX_ICL_KERNEL`` does not apply."""
+    if chosen_by_env:
+        choice = os.environ.get(ENV, "auto")
+        if choice not in ("auto", "torch"):
+            raise ValueError(f"{ENV}={choice!r} is not allowed; allowed values: 'auto', 'torch'")
+        if choice == "torch":
+            return None, f"torch ({ENV}=torch)"
     cc = _compiler()
     if cc is None:
         return None, f"torch (no C compiler found; set CC to use the {what})"

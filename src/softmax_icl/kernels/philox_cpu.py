@@ -11,8 +11,8 @@ changes speed, never a number (a test holds them together bit for bit).
 
 It is used by the PyTorch path on the CPU (``SOFTMAX_ICL_KERNEL=torch``, or where the fused engine does not build)
 whenever it compiles; ``SOFTMAX_ICL_WORDS=torch`` turns it (and the Triton kernel) off. It is compiled once per
-machine with the system C compiler, like the engines (:func:`softmax_icl.kernels.build_library`), but does not
-depend on ``SOFTMAX_ICL_KERNEL``: the words are integers, the same whichever computes them.
+machine with the system C compiler by the engines' :func:`softmax_icl.kernels.build_library`, but does not depend on
+``SOFTMAX_ICL_KERNEL``: the words are integers, the same whichever computes them.
 """
 
 from __future__ import annotations
@@ -29,25 +29,16 @@ _why: list = []
 
 def _load():
     if not _lib:
-        from . import _compile, _compiler
-        lib, why = None, "no C compiler found"
-        cc = _compiler()
-        if cc is not None:
-            try:
-                path, how = _compile(cc, "philox", SOURCE, (SOURCE.parent / "philox.h",))
-                if path is None:
-                    why = f"did not compile: {how}"
-                else:
-                    lib = ctypes.CDLL(str(path))
-                    lib.philox_blocks.restype = None
-                    lib.philox_blocks.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
-                                                  ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
-                                                  ctypes.c_void_p]
-                    why = how
-            except OSError as exc:
-                why = f"could not be built or loaded: {exc}"
+        from . import build_library
+        lib, how = build_library("philox", SOURCE, "compiled Philox words", (SOURCE.parent / "philox.h",),
+                                 chosen_by_env=False)
+        if lib is not None:
+            lib.philox_blocks.restype = None
+            lib.philox_blocks.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                          ctypes.c_void_p]
         _lib.append(lib)
-        _why.append(why)
+        _why.append(how)
     return _lib[0]
 
 
