@@ -268,7 +268,7 @@ static inline void convert_avx2(const __m256i x[4], float *normals, float *unifo
 
 /* LANES consecutive blocks j0 + l of the sequence (key, tag, step, task) as normals (normal = 1) or uniforms; only
  * the first eight when ``wanted`` <= 8 blocks are (out[32 ..] is then left as it was). */
-static inline void lanes(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag, const int normal,
+static inline void lanes_avx2(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag, const int normal,
                          int64_t wanted, float out[4 * LANES]) {
     __m256i x[4], y[4];
     consecutive_avx2(j0, task, step, tag, x);
@@ -312,13 +312,14 @@ static inline void round_512(__m512i a[4], __m512i m0, __m512i m1, __m512i k0, _
     a[1] = lo1;
     a[3] = lo0;
 }
-static inline void philox_512x2(key_t2 key, __m512i x[4], __m512i y[4]) {
+/* Philox4x32-10 on ``g`` (1 or 2) vectors of sixteen counters (two interleave their dependency chains). */
+static inline void philox_512(key_t2 key, __m512i x[4], __m512i y[4], const int g) {
     const __m512i m0 = _mm512_set1_epi64(PHILOX_M0), m1 = _mm512_set1_epi64(PHILOX_M1);
     __m512i k0 = _mm512_set1_epi32((int)key.k0), k1 = _mm512_set1_epi32((int)key.k1);
     const __m512i w0 = _mm512_set1_epi32((int)PHILOX_W0), w1 = _mm512_set1_epi32((int)PHILOX_W1);
     for (int r = 0; r < 10; r++) {
         round_512(x, m0, m1, k0, k1);
-        round_512(y, m0, m1, k0, k1);
+        if (g == 2) round_512(y, m0, m1, k0, k1);
         k0 = _mm512_add_epi32(k0, w0);
         k1 = _mm512_add_epi32(k1, w1);
     }
@@ -397,31 +398,54 @@ static inline void uniforms_512(const __m512i x[4], float *out) {
     store_blocks_512(z, out);
 }
 
-/* WIDE_BLOCKS consecutive blocks j0 + l of the sequence (key, tag, step, task) as normals (normal = 1) or uniforms:
- * block l's four values at out[4 l ..]. */
-static inline void lanes_wide(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag, const int normal,
-                              float out[4 * WIDE_BLOCKS]) {
-    __m512i x[4], y[4];
+/* Sixteen counters (j0 + l, c1, c2, c3): consecutive blocks of one sequence. */
+static inline void consecutive_512(uint32_t j0, uint32_t c1, uint32_t c2, uint32_t c3, __m512i x[4]) {
     x[0] = _mm512_add_epi32(_mm512_set1_epi32((int)j0),
                             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-    y[0] = _mm512_add_epi32(x[0], _mm512_set1_epi32(16));
-    x[1] = y[1] = _mm512_set1_epi32((int)task);
-    x[2] = y[2] = _mm512_set1_epi32((int)step);
-    x[3] = y[3] = _mm512_set1_epi32((int)tag);
-    philox_512x2(key, x, y);
+    x[1] = _mm512_set1_epi32((int)c1);
+    x[2] = _mm512_set1_epi32((int)c2);
+    x[3] = _mm512_set1_epi32((int)c3);
+}
+
+/* Sixteen blocks' words as normals (normal = 1) or uniforms: block l's four values at out[4 l ..]. */
+static inline void convert_512(const __m512i x[4], const int normal, float *out) {
     if (normal) {
         __m512 z[4];
         box_muller_512(x[0], x[1], &z[0], &z[1]);
         box_muller_512(x[2], x[3], &z[2], &z[3]);
         store_blocks_512(z, out);
-        box_muller_512(y[0], y[1], &z[0], &z[1]);
-        box_muller_512(y[2], y[3], &z[2], &z[3]);
-        store_blocks_512(z, out + 64);
     } else {
         uniforms_512(x, out);
-        uniforms_512(y, out + 64);
     }
 }
+
+/* WIDE_BLOCKS consecutive blocks j0 + l of the sequence (key, tag, step, task) as normals (normal = 1) or uniforms:
+ * block l's four values at out[4 l ..]. */
+static inline void lanes_wide(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag, const int normal,
+                              float out[4 * WIDE_BLOCKS]) {
+    __m512i x[4], y[4];
+    consecutive_512(j0, task, step, tag, x);
+    consecutive_512(j0 + 16, task, step, tag, y);
+    philox_512(key, x, y, 2);
+    convert_512(x, normal, out);
+    convert_512(y, normal, out + 64);
+}
+
+/* LANES (16) consecutive blocks as lanes_avx2, in one 512-bit vector (where fewer than a wide group are wanted:
+ * the ragged ends of fill); the first eight only (in an AVX2 vector) when ``wanted`` <= 8. */
+static inline void lanes(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag, const int normal,
+                         int64_t wanted, float out[4 * LANES]) {
+    if (wanted <= 8) {
+        lanes_avx2(key, j0, task, step, tag, normal, wanted, out);
+        return;
+    }
+    __m512i x[4];
+    consecutive_512(j0, task, step, tag, x);
+    philox_512(key, x, NULL, 1);
+    convert_512(x, normal, out);
+}
+#else
+#define lanes lanes_avx2
 #endif
 #else
 /* Blocks of counters (c0[l], task, step, c3[l]), l < count, as normals and / or uniforms (NULL: not wanted). */
