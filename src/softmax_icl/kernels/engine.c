@@ -232,8 +232,15 @@ static inline __attribute__((always_inline)) float readout(const float *X, int64
     float pred, c;
     if (softmax) {
         for (int64_t i = n; i < np; i++) s[i] = -3.0e38f;                  /* padding: weight exp(-87), label 0 */
-        float m = -3.0e38f;
-        for (int64_t i = 0; i < np; i++) m = s[i] > m ? s[i] : m;
+        /* the largest score, in 32 running maxima (one would wait on vmaxps' latency at every vector; a maximum is
+         * exact in any order) */
+        float mm[32], m = -3.0e38f;
+        for (int l = 0; l < 32; l++) mm[l] = -3.0e38f;
+        int64_t i = 0;
+        for (; i + 32 <= np; i += 32)
+            for (int l = 0; l < 32; l++) mm[l] = s[i + l] > mm[l] ? s[i + l] : mm[l];
+        for (; i < np; i++) m = s[i] > m ? s[i] : m;
+        for (int l = 0; l < 32; l++) m = mm[l] > m ? mm[l] : m;
         float Z = 0.f, num = 0.f;
         for (int64_t i = 0; i < np; i++) {
             const float e = exp_nonpositive(s[i] - m);
@@ -251,13 +258,26 @@ static inline __attribute__((always_inline)) float readout(const float *X, int64
         c = 2.f * (pred - fq) / ((float)B * (float)n);
         for (int64_t i = 0; i < np; i++) s[i] = c * y[i];
     }
-    v8f acc[DMAX];
-    for (int64_t k = 0; k < D; k++) acc[k] = (v8f){0};
-    for (int64_t v = 0; v < nv; v++) {
+    /* sum_v w_v X_kv with U vectors of accumulators, U D >= 8 where D < 8: D chains alone would each wait on the
+     * FMA's latency (4 cycles) at every vector */
+    const int64_t U = D >= 8 ? 1 : (D >= 4 ? 2 : 4);
+    v8f acc[4][DMAX];
+    for (int64_t u = 0; u < U; u++)
+        for (int64_t k = 0; k < D; k++) acc[u][k] = (v8f){0};
+    int64_t v = 0;
+    for (; v + U <= nv; v += U)
+        for (int64_t u = 0; u < U; u++) {
+            const v8f w = sv[v + u];
+            for (int64_t k = 0; k < D; k++) acc[u][k] += w * Xv[k * nv + v + u];
+        }
+    for (; v < nv; v++) {
         const v8f w = sv[v];
-        for (int64_t k = 0; k < D; k++) acc[k] += w * Xv[k * nv + v];
+        for (int64_t k = 0; k < D; k++) acc[0][k] += w * Xv[k * nv + v];
     }
-    for (int64_t k = 0; k < D; k++) rv[k] = hsum(&acc[k]);
+    for (int64_t k = 0; k < D; k++) {
+        for (int64_t u = 1; u < U; u++) acc[0][k] += acc[u][k];
+        rv[k] = hsum(&acc[0][k]);
+    }
     return pred - fq;
 }
 
