@@ -47,9 +47,9 @@ def test_engine_streams_equal_the_reference_counter_scheme(first, count):
 @needs_kernel
 @pytest.mark.parametrize("kind", ["normal", "uniform"])
 def test_every_value_has_the_same_bits_whichever_group_width_draws_it(kind):
-    """With AVX-512 whole groups of 32 blocks are drawn in 512-bit vectors, the rest 16 blocks at a time in AVX2 ones
-    (philox.h's fill): the values 0 .. 1023 drawn in one call (wide groups) and one value at a time, or from odd
-    offsets (the narrow path and its buffer), are the same bits."""
+    """With AVX-512 whole groups of 32 blocks are drawn in two 512-bit vectors, the rest 16 blocks at a time in one,
+    or 8 in an AVX2 vector (philox.h's fill): the values 0 .. 1023 drawn in one call (wide groups), one value at a
+    time (AVX2) and from odd offsets (one 512-bit vector and its buffer) are the same bits."""
     for seed in SEEDS[:3]:
         whole = kernels.stream_values(seed, 7, 12345, 3, 0, 1024, kind).numpy()
         for first, count in [(1, 127), (130, 300), (511, 2), (900, 124)]:
