@@ -33,16 +33,52 @@
 #include "philox.h"
 
 #define DMAX 64
-#define CHUNK 64 /* points drawn and normalised at a time */
-#define PAD(n) (((n) + 7) / 8 * 8) /* context rows padded to whole vectors of eight */
+#define CHUNK 128 /* points drawn and normalised at a time (D CHUNK / 4 blocks: whole groups of 32) */
+#ifdef __AVX512F__
+#define VW 16 /* floats per vector of the readout's passes */
+#else
+#define VW 8
+#endif
+#define PAD(n) (((n) + VW - 1) / VW * VW) /* context rows padded to whole vectors */
+#define COS_SLOTS 4 /* rows of cosines a task keeps (labels) */
 
-/* Eight floats (GCC / Clang vector extension: AVX registers where there are, pairs of SSE ones elsewhere). The
- * step's rows start at multiples of 32 bytes (the scratch is 64-byte aligned, every row a whole number of vectors). */
-typedef float v8f __attribute__((vector_size(32)));
+/* VW floats (GCC / Clang vector extension: AVX-512 registers where there are, AVX ones or pairs of SSE ones
+ * elsewhere). The step's rows start at multiples of 64 bytes (the scratch is 64-byte aligned, every row a whole
+ * number of vectors). */
+typedef float vf __attribute__((vector_size(4 * VW)));
+typedef int32_t vi __attribute__((vector_size(4 * VW)));
 
-static inline float hsum(const v8f *v) {
-    const v8f a = *v;
-    return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+/* the larger of vectors a and b lane by lane, and the largest lane (exact in any order) */
+#if VW == 16
+#define VMAX(a, b) ((vf)_mm512_max_ps((__m512)(a), (__m512)(b)))
+#define HMAX(a) _mm512_reduce_max_ps((__m512)(a))
+#elif defined(__AVX__)
+#define VMAX(a, b) ((vf)_mm256_max_ps((__m256)(a), (__m256)(b)))
+static inline float hmax8(const float *a) {
+    float m = a[0];
+    for (int l = 1; l < 8; l++) m = a[l] > m ? a[l] : m;
+    return m;
+}
+#define HMAX(a) hmax8((const float *)&(a))
+#else /* a macro: a function of vectors would warn of the ABI where they are wider than the CPU's registers */
+#define VMAX(a, b) ((vf)(((vi)(a) & ((a) > (b))) | ((vi)(b) & ~((a) > (b)))))
+static inline float hmax8(const float *a) {
+    float m = a[0];
+    for (int l = 1; l < 8; l++) m = a[l] > m ? a[l] : m;
+    return m;
+}
+#define HMAX(a) hmax8((const float *)&(a))
+#endif
+
+static inline float hsum(const vf *v) {
+    const vf a = *v;
+#if VW == 16
+    const float t[8] = {a[0] + a[8], a[1] + a[9], a[2] + a[10], a[3] + a[11], a[4] + a[12], a[5] + a[13],
+                        a[6] + a[14], a[7] + a[15]};
+#else
+    const float *t = (const float *)&a;
+#endif
+    return ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]));
 }
 
 enum { TAG_X = 1, TAG_QUERY = 2, TAG_DIRECTION = 3, TAG_LOWRANK = 4, TAG_COEF = 5, TAG_PHASE = 6, TAG_NOISE = 7 };
@@ -71,7 +107,7 @@ typedef struct {
     float *loss, *grad;         /* (R, G), (R, G, d, d) */
 } step_t;
 
-int64_t scratch_floats(int64_t n, int64_t d) { return (d + 5) * PAD(n); }
+int64_t scratch_floats(int64_t n, int64_t d) { return (d + 5 + COS_SLOTS) * PAD(n); }
 
 /* One task's own draws. */
 typedef struct {
@@ -141,6 +177,26 @@ static __attribute__((noinline)) void draw_task(const spec_t *S, key_t2 key, uin
         for (int64_t e = 0; e < D; e++) xq_task[e] = zq[e];
 }
 
+/* m <= CHUNK points of D coordinates, point-major in z, as D rows of CHUNK in zt. GCC vectorises this loop for
+ * D = 1, 2, 3, 4, 8, 16; for other D it moves one float per load and store, and with AVX-512 a gather of sixteen
+ * points of a coordinate is 2.3x faster (D = 5, 6, 10; a stand-alone probe). z is then read up to 16 points past
+ * m (inside its CHUNK points) and what lands in zt past m is never read. */
+static inline __attribute__((always_inline)) void transpose_points(const float *z, int64_t m, float *zt,
+                                                                   const int64_t D) {
+#ifdef __AVX512F__
+    if (!(D <= 4 || D == 8 || D == 16)) {
+        const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32((int)D));
+        for (int64_t i = 0; i < m; i += 16)
+            for (int64_t k = 0; k < D; k++)
+                _mm512_storeu_ps(zt + k * CHUNK + i, _mm512_i32gather_ps(idx, z + i * D + k, 4));
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t k = 0; k < D; k++) zt[k * CHUNK + i] = z[i * D + k];
+}
+
 /* Context points [i0, i0 + m), m <= CHUNK, of a task as unit vectors zt (D rows of CHUNK) and inputs xt = the
  * vectors scaled by Sigma^{1/2} (D rows of CHUNK; xt == zt when isotropic). */
 static inline __attribute__((always_inline)) void draw_points(const spec_t *S, key_t2 key, uint32_t task, int64_t i0,
@@ -163,9 +219,30 @@ static inline __attribute__((always_inline)) void draw_points(const spec_t *S, k
     }
 }
 
+/* The task's cos(phase + L p_i) at up to COS_SLOTS values of L (the cosine classes at one L, with or without their
+ * mean, and at each noise level, share one row of cosines): ``rows`` holds COS_SLOTS rows of np floats. */
+typedef struct {
+    float *rows;
+    float L[COS_SLOTS];
+    int used, next;
+} cos_cache_t;
+
+/* cos(ph + L p_i), i < n, from the cache, computed into the oldest slot when L is not in it. */
+static const float *cosines(cos_cache_t *C, float ph, float L, const float *p, int64_t n, int64_t np) {
+    for (int j = 0; j < C->used; j++)
+        if (C->L[j] == L) return C->rows + j * np;
+    const int j = C->next;
+    float *c = C->rows + j * np;
+    for (int64_t i = 0; i < n; i++) c[i] = cos_any(ph + L * p[i]);
+    C->L[j] = L;
+    C->next = (j + 1) % COS_SLOTS;
+    if (C->used < COS_SLOTS) C->used++;
+    return c;
+}
+
 /* y_i = f(p_i) + sigma eps_i for one class over n points (and f at the query projection). */
 static void labels(int32_t cls, float L, float sigma, float cmean, const task_t *T, const float *pu, const float *pw,
-                   const float *eps, int64_t n, float *y, float *fq) {
+                   const float *eps, int64_t n, int64_t np, cos_cache_t *C, float *y, float *fq) {
     const float c0 = T->coef[0], c1 = T->coef[1], c2 = T->coef[2], ph = T->phase;
     const float *p = cls >= 4 ? pw : pu;
     const float q = cls >= 4 ? T->pq[1] : T->pq[0];
@@ -179,13 +256,15 @@ static void labels(int32_t cls, float L, float sigma, float cmean, const task_t 
             y[i] = L * (c0 * fmaxf(p[i], 0.f) + c1 * fmaxf(-p[i], 0.f) + c2) + sigma * eps[i];
         *fq = L * (c0 * fmaxf(q, 0.f) + c1 * fmaxf(-q, 0.f) + c2);
         break;
-    case 2: /* cosine */
-        for (int64_t i = 0; i < n; i++) y[i] = cos_any(ph + L * p[i]) + sigma * eps[i];
+    case 2: { /* cosine */
+        const float *c = cosines(C, ph, L, p, n, np);
+        for (int64_t i = 0; i < n; i++) y[i] = c[i] + sigma * eps[i];
         *fq = cos_any(ph + L * q);
         break;
+    }
     case 3: { /* cosine, less its mean over x */
-        const float off = cos_any(ph) * cmean;
-        for (int64_t i = 0; i < n; i++) y[i] = (cos_any(ph + L * p[i]) - off) + sigma * eps[i];
+        const float off = cos_any(ph) * cmean, *c = cosines(C, ph, L, p, n, np);
+        for (int64_t i = 0; i < n; i++) y[i] = (c[i] - off) + sigma * eps[i];
         *fq = cos_any(ph + L * q) - off;
         break;
     }
@@ -209,38 +288,45 @@ static void labels(int32_t cls, float L, float sigma, float cmean, const task_t 
 }
 
 /* Readout of one configuration on one task: returns err = pred - fq and rv = sum_i dloss/ds_i x_i (D).
- * X: D rows of np = PAD(n) inputs (zero beyond n), y: np labels (zero beyond n), s: np scratch. The score and
- * gradient passes read the inputs as vectors of eight points; the weights pass is a plain loop the compiler
- * vectorises (exp). */
+ * X: D rows of np = PAD(n) inputs (zero beyond n), y: np labels (zero beyond n), s: np scratch. The score pass
+ * (with the largest score) and the gradient pass (with dloss/ds_i) read the inputs as vectors of VW points; the
+ * weights pass is a plain loop the compiler vectorises (exp). */
 static inline __attribute__((always_inline)) float readout(const float *X, int64_t n, const float *Mg, const float *xq,
                                                            const float *y, float fq, int softmax, int64_t B,
                                                            float *s, float *rv, const int64_t D) {
-    const int64_t np = PAD(n), nv = np / 8;
+    const int64_t np = PAD(n), nv = np / VW;
     float q[DMAX];
     for (int64_t k = 0; k < D; k++) {
         float t = 0.f;
         for (int64_t e = 0; e < D; e++) t += Mg[k * D + e] * xq[e];
         q[k] = t;
     }
-    v8f *sv = (v8f *)s;
-    const v8f *Xv = (const v8f *)X;
-    for (int64_t v = 0; v < nv; v++) {
-        v8f acc = q[0] * Xv[v];
-        for (int64_t k = 1; k < D; k++) acc += q[k] * Xv[k * nv + v];
-        sv[v] = acc;
+    vf *sv = (vf *)s;
+    const vf *Xv = (const vf *)X, *yv = (const vf *)y;
+    /* scores, and their largest in two vectors of running maxima (one would wait on vmaxps' latency at every
+     * vector); the last vector, which holds the padding, after it is set */
+    vf mx0 = (vf){0} - 3.0e38f, mx1 = mx0;
+    int64_t v = 0;
+    for (; v + 2 < nv; v += 2) {
+        vf a0 = q[0] * Xv[v], a1 = q[0] * Xv[v + 1];
+        for (int64_t k = 1; k < D; k++) {
+            a0 += q[k] * Xv[k * nv + v];
+            a1 += q[k] * Xv[k * nv + v + 1];
+        }
+        sv[v] = a0, sv[v + 1] = a1;
+        mx0 = VMAX(mx0, a0), mx1 = VMAX(mx1, a1);
+    }
+    for (; v < nv; v++) {
+        vf a = q[0] * Xv[v];
+        for (int64_t k = 1; k < D; k++) a += q[k] * Xv[k * nv + v];
+        sv[v] = a;
+        if (v + 1 < nv) mx0 = VMAX(mx0, a);
     }
     float pred, c;
     if (softmax) {
         for (int64_t i = n; i < np; i++) s[i] = -3.0e38f;                  /* padding: weight exp(-87), label 0 */
-        /* the largest score, in 32 running maxima (one would wait on vmaxps' latency at every vector; a maximum is
-         * exact in any order) */
-        float mm[32], m = -3.0e38f;
-        for (int l = 0; l < 32; l++) mm[l] = -3.0e38f;
-        int64_t i = 0;
-        for (; i + 32 <= np; i += 32)
-            for (int l = 0; l < 32; l++) mm[l] = s[i + l] > mm[l] ? s[i + l] : mm[l];
-        for (; i < np; i++) m = s[i] > m ? s[i] : m;
-        for (int l = 0; l < 32; l++) m = mm[l] > m ? mm[l] : m;
+        const vf mv = VMAX(VMAX(mx0, mx1), sv[nv - 1]);
+        const float m = HMAX(mv);
         float Z = 0.f, num = 0.f;
         for (int64_t i = 0; i < np; i++) {
             const float e = exp_nonpositive(s[i] - m);
@@ -250,28 +336,27 @@ static inline __attribute__((always_inline)) float readout(const float *X, int64
         }
         pred = num / Z;
         c = 2.f * (pred - fq) / ((float)B * Z);
-        for (int64_t i = 0; i < np; i++) s[i] = c * s[i] * (y[i] - pred);       /* dloss/ds_i */
     } else {
         float num = 0.f;
         for (int64_t i = 0; i < np; i++) num += s[i] * y[i];
         pred = num / (float)n;
         c = 2.f * (pred - fq) / ((float)B * (float)n);
-        for (int64_t i = 0; i < np; i++) s[i] = c * y[i];
     }
-    /* sum_v w_v X_kv with U vectors of accumulators, U D >= 8 where D < 8: D chains alone would each wait on the
-     * FMA's latency (4 cycles) at every vector */
+    /* sum_i dloss/ds_i X_ki, dloss/ds_i = c e_i (y_i - pred) (softmax) or c y_i (linear), with U vectors of
+     * accumulators, U D >= 8 where D < 8: D chains alone would each wait on the FMA's latency (4 cycles) at every
+     * vector */
     const int64_t U = D >= 8 ? 1 : (D >= 4 ? 2 : 4);
-    v8f acc[4][DMAX];
+    vf acc[4][DMAX];
     for (int64_t u = 0; u < U; u++)
-        for (int64_t k = 0; k < D; k++) acc[u][k] = (v8f){0};
-    int64_t v = 0;
+        for (int64_t k = 0; k < D; k++) acc[u][k] = (vf){0};
+    v = 0;
     for (; v + U <= nv; v += U)
         for (int64_t u = 0; u < U; u++) {
-            const v8f w = sv[v + u];
+            const vf w = softmax ? c * sv[v + u] * (yv[v + u] - pred) : c * yv[v + u];
             for (int64_t k = 0; k < D; k++) acc[u][k] += w * Xv[k * nv + v + u];
         }
     for (; v < nv; v++) {
-        const v8f w = sv[v];
+        const vf w = softmax ? c * sv[v] * (yv[v] - pred) : c * yv[v];
         for (int64_t k = 0; k < D; k++) acc[0][k] += w * Xv[k * nv + v];
     }
     for (int64_t k = 0; k < D; k++) {
@@ -308,16 +393,15 @@ typedef struct job {
 static inline __attribute__((always_inline)) void step_points(const spec_t *S, key_t2 key, uint32_t task,
                                                               const task_t *T, int64_t i0, int64_t m, int64_t np,
                                                               float *X, float *pu, float *pw, const int64_t D) {
-    float z[DMAX * CHUNK], zt[DMAX * CHUNK], inv[CHUNK], a1[CHUNK], a2[CHUNK];
+    float z[DMAX * CHUNK], zt[DMAX * CHUNK], inv[CHUNK];
     stream_fill(key, TAG_X, (uint32_t)S->step, task, i0 * D, m * D, 1, z);
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t k = 0; k < D; k++) zt[k * CHUNK + i] = z[i * D + k];
-    for (int64_t i = 0; i < m; i++) inv[i] = 0.f;
-    for (int64_t k = 0; k < D; k++)
+    transpose_points(z, m, zt, D);
+    for (int64_t i = 0; i < m; i++) inv[i] = zt[i] * zt[i];
+    for (int64_t k = 1; k < D; k++)
         for (int64_t i = 0; i < m; i++) inv[i] += zt[k * CHUNK + i] * zt[k * CHUNK + i];
     exact_inverse_norms(inv, m);
-    for (int64_t i = 0; i < m; i++) { a1[i] = 0.f; a2[i] = 0.f; }
     const int whitened = S->input_dist == WHITENED;
+    float *a1 = pu + i0, *a2 = pw + i0;    /* the projections summed in place: a copy from the stack was a memcpy */
     for (int64_t k = 0; k < D; k++) {
         const float sc = S->sqrt_cov ? S->sqrt_cov[k] : 1.f, at = whitened ? 1.f : sc;
         const float uk = T->u[k] * at, wk = T->w[k] * at;
@@ -325,11 +409,10 @@ static inline __attribute__((always_inline)) void step_points(const spec_t *S, k
         for (int64_t i = 0; i < m; i++) {             /* straight into X: a copy through zt was a rep movsq per row */
             const float unit = zt[k * CHUNK + i] * inv[i];
             Xk[i] = unit * sc;
-            a1[i] += unit * uk;
-            a2[i] += unit * wk;
+            a1[i] = k ? a1[i] + unit * uk : unit * uk;
+            a2[i] = k ? a2[i] + unit * wk : unit * wk;
         }
     }
-    for (int64_t i = 0; i < m; i++) { pu[i0 + i] = a1[i]; pw[i0 + i] = a2[i]; }
 }
 
 static inline __attribute__((always_inline)) void step_tasks(const job_t *J, const int64_t D) {
@@ -337,6 +420,7 @@ static inline __attribute__((always_inline)) void step_tasks(const job_t *J, con
     const step_t *P = J->P;
     const int64_t n = S->n, np = PAD(n), B = S->B, G = P->G;
     float *X = J->scratch, *pu = X + D * np, *pw = pu + np, *eps = pw + np, *y = eps + np, *s = y + np;
+    cos_cache_t C = {s + np, {0}, 0, 0};
     for (int64_t k = 0; k < D; k++)
         for (int64_t i = n; i < np; i++) X[k * np + i] = 0.f;        /* padding: zero inputs (and labels below) */
     for (int64_t rb = J->start; rb < J->stop; rb++) {
@@ -345,6 +429,7 @@ static inline __attribute__((always_inline)) void step_tasks(const job_t *J, con
         const uint32_t task = (uint32_t)(S->first_task + b);
         task_t T;
         draw_task(S, key, task, &T, NULL, D);
+        C.used = 0, C.next = 0;                                       /* a new task: no cosines yet */
         for (int64_t i0 = 0; i0 < n; i0 += CHUNK)
             step_points(S, key, task, &T, i0, n - i0 < CHUNK ? n - i0 : CHUNK, np, X, pu, pw, D);
         stream_fill(key, TAG_NOISE, (uint32_t)S->step, task, 0, n, 1, eps);
@@ -352,7 +437,7 @@ static inline __attribute__((always_inline)) void step_tasks(const job_t *J, con
         for (int64_t g = 0; g < G; g++) {
             const int64_t rg = r * G + g;
             float fq;
-            labels(P->cls[rg], P->L[rg], P->sigma[rg], P->cmean[rg], &T, pu, pw, eps, n, y, &fq);
+            labels(P->cls[rg], P->L[rg], P->sigma[rg], P->cmean[rg], &T, pu, pw, eps, n, np, &C, y, &fq);
             for (int64_t i = n; i < np; i++) y[i] = 0.f;
             float *res = P->results + (rg * B + b) * (D + 1);
             res[0] = readout(X, n, P->M + rg * D * D, T.xq, y, fq, (int)P->softmax, B, s, res + 1, D);
