@@ -58,3 +58,24 @@ def test_compile_probe_refuses_bad_shapes_before_any_measurement(monkeypatch, ar
     expected = "groups of three: rows tasks blocks" if argv[0] == "--words" else "groups of four: d n rows tasks"
     assert expected in str(exit_.value.code)
 
+
+
+@pytest.mark.parametrize("extra, expected", [(["--stages", "train_readings_n200"], "allowed: norm_scaling/train_t34_d8"),
+                                             (["--stages", "train_nothing"], "unknown stage(s) ['train_nothing']"),
+                                             (["--steps", "2"], "--steps must be >= 3")])
+def test_engine_ab_refuses_bad_arguments_before_building_anything(monkeypatch, capsys, extra, expected):
+    ab = _load("engine_ab")
+    monkeypatch.setattr(ab, "load", lambda *a: pytest.fail("built before refusing"))
+    monkeypatch.setattr(sys, "argv", ["engine_ab.py", str(ROOT), str(ROOT), *extra])
+    with pytest.raises(SystemExit) as exit_:
+        ab.main()
+    assert exit_.value.code == 2 and expected in capsys.readouterr().err
+
+
+def test_engine_ab_names_a_tree_without_the_engine(monkeypatch, capsys, tmp_path):
+    ab = _load("engine_ab")
+    monkeypatch.setattr(ab, "load", lambda *a: pytest.fail("built before refusing"))
+    monkeypatch.setattr(sys, "argv", ["engine_ab.py", str(ROOT), str(tmp_path)])
+    with pytest.raises(SystemExit) as exit_:
+        ab.main()
+    assert exit_.value.code == 2 and f"{tmp_path}: no engine sources" in capsys.readouterr().err
