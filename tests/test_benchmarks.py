@@ -60,9 +60,10 @@ def test_compile_probe_refuses_bad_shapes_before_any_measurement(monkeypatch, ar
 
 
 
-@pytest.mark.parametrize("extra, expected", [(["--stages", "train_readings_n200"], "allowed: norm_scaling/train_t34_d8"),
-                                             (["--stages", "train_nothing"], "unknown stage(s) ['train_nothing']"),
-                                             (["--steps", "2"], "--steps must be >= 3")])
+@pytest.mark.parametrize("extra, expected", [
+    (["--stages", "train_readings_n200"], "allowed: norm_scaling/train_t34_d8"),
+    (["--stages", "train_nothing"], "unknown stage(s) ['train_nothing']"),
+    (["--steps", "2"], "--steps must be >= 3")])
 def test_engine_ab_refuses_bad_arguments_before_building_anything(monkeypatch, capsys, extra, expected):
     ab = _load("engine_ab")
     monkeypatch.setattr(ab, "load", lambda *a: pytest.fail("built before refusing"))
