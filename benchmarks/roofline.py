@@ -4,9 +4,12 @@ In one run it measures
 
 1. **the machine**, on every thread the stages use: its memory bandwidth (STREAM's triad ``a = b + s c`` over
    three float32 arrays of 256 MB, PyTorch; 12 bytes per element) and its arithmetic throughput (independent float32
-   fused multiply-adds on registers, a C loop compiled with the fused kernel's flags; 2 FLOP per FMA); each the best
-   of its repetitions, measured once per round between the stages (the machine is shared: the best observed is
-   what it allows);
+   fused multiply-adds on registers, a C loop compiled with the fused kernel's flags, on the widest vectors they
+   allow, 512 bits with AVX-512, in enough independent chains to fill every FMA port; 2 FLOP per FMA); each the
+   best of its repetitions, measured once per round between the stages (the machine is shared: the best observed is
+   what it allows). Until the sixteenth session the loop was one over 64 floats, which GCC vectorised on 256-bit
+   registers on the AVX-512 Xeon: it measured half that machine's peak, and every CPU ratio before then was about
+   half what it should have been (``roofline.md``);
 2. **each stage's training step**, through the trainer's own code (``train_sweep`` / ``train_cls_sweep`` on the
    stage's sweep at the paper profile with ``steps`` replaced; the time is the optimisation loop's own clock, a
    warm-up run of one step first), under each numerical backend (``SOFTMAX_ICL_KERNEL=auto``: the fused C kernel
@@ -199,29 +202,50 @@ FMA_SOURCE = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#define W 64
+/* The widest float vectors the flags allow (GCC / Clang vector extension), and enough independent accumulators to
+ * keep every FMA port busy: two ports of four cycles' latency need eight chains in flight; sixteen (ten where there
+ * are sixteen registers) leave room. A loop over floats would be vectorised at the compiler's preferred width, which
+ * on CPUs with AVX-512 is often 256 bits: half their peak. */
+#if defined(__AVX512F__)
+#define VB 64
+#define ACC 16
+#elif defined(__AVX__)
+#define VB 32
+#define ACC 10
+#elif defined(__aarch64__)
+#define VB 16
+#define ACC 16
+#else
+#define VB 16
+#define ACC 10
+#endif
+typedef float vec __attribute__((vector_size(VB)));
+#define LANES (VB / 4)
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 static volatile float sink;
 static void *run(void *arg) {
-    float acc[W];
-    for (int k = 0; k < W; k++) acc[k] = 1e-3f * k;
+    vec acc[ACC];
+    for (int k = 0; k < ACC; k++) acc[k] = (vec){0} + 1e-3f * k;
+    const vec a = (vec){0} + 0.999999f, b = (vec){0} + 1e-7f;
     const long iters = *(long *)arg;
     for (long i = 0; i < iters; i++) {
-#pragma GCC unroll 64
-        for (int k = 0; k < W; k++) acc[k] = acc[k] * 0.999999f + 1e-7f;
+#pragma GCC unroll 16
+        for (int k = 0; k < ACC; k++) acc[k] = acc[k] * a + b;
     }
-    float s = 0; for (int k = 0; k < W; k++) s += acc[k];
+    float s = 0;
+    for (int k = 0; k < ACC; k++)
+        for (int l = 0; l < LANES; l++) s += acc[k][l];
     sink = s;
     return NULL;
 }
 int main(int argc, char **argv) {
-    int threads = atoi(argv[1]); long iters = atol(argv[2]);
+    int threads = atoi(argv[1]); long iters = atol(argv[2]) * 64 / (ACC * LANES);
     pthread_t th[64];
     double t = now();
     for (int i = 1; i < threads; i++) pthread_create(&th[i], NULL, run, &iters);
     run(&iters);
     for (int i = 1; i < threads; i++) pthread_join(th[i], NULL);
-    printf("%.6e\n", 2.0 * W * (double)iters * threads / (now() - t));
+    printf("%.6e %d\n", 2.0 * ACC * LANES * (double)iters * threads / (now() - t), 8 * VB);
     return 0;
 }
 """
@@ -244,9 +268,9 @@ def build_fma(tmp: Path) -> Path | None:
 def flop_rate(exe: Path | None, threads: int, reps: int = 5) -> tuple[float, str]:
     """Best float32 FLOP/s of ``reps`` runs (FMA loop; torch's sgemm where there is no compiler)."""
     if exe is not None:
-        rates = [float(subprocess.run([str(exe), str(threads), "20000000"], capture_output=True, text=True,
-                                      check=True).stdout) for _ in range(reps)]
-        return max(rates), "register FMA loop (C)"
+        runs = [subprocess.run([str(exe), str(threads), "80000000"], capture_output=True, text=True,
+                               check=True).stdout.split() for _ in range(reps)]
+        return max(float(r[0]) for r in runs), f"register FMA loop (C, {runs[0][1]}-bit vectors)"
     import torch
     a = torch.randn(2048, 2048)
     best = 0.0
