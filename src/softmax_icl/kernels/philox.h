@@ -334,29 +334,6 @@ static inline void philox_512(key_t2 key, __m512i x[4], __m512i y[4], const int 
 static inline __m512 uniform_512(__m512i w) {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(w, 8)), V16(5.9604644775390625e-8f));
 }
-static inline __m512 log_unit_512(__m512 v) {
-    const __m512i b = _mm512_castps_si512(v);
-    __m512 e = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(b, 23), _mm512_set1_epi32(126)));
-    __m512 m = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(b, _mm512_set1_epi32(0x007fffff)),
-                                                   _mm512_set1_epi32(0x3f000000)));
-    const __mmask16 small = _mm512_cmp_ps_mask(m, V16(0.707106781186547524f), _CMP_LT_OQ);
-    e = _mm512_mask_sub_ps(e, small, e, V16(1.f));
-    m = _mm512_add_ps(_mm512_sub_ps(m, V16(1.f)), _mm512_maskz_mov_ps(small, m));
-    const __m512 z = _mm512_mul_ps(m, m);
-    __m512 y = V16(7.0376836292e-2f);
-    y = _mm512_fmadd_ps(y, m, V16(-1.1514610310e-1f));
-    y = _mm512_fmadd_ps(y, m, V16(1.1676998740e-1f));
-    y = _mm512_fmadd_ps(y, m, V16(-1.2420140846e-1f));
-    y = _mm512_fmadd_ps(y, m, V16(1.4249322787e-1f));
-    y = _mm512_fmadd_ps(y, m, V16(-1.6668057665e-1f));
-    y = _mm512_fmadd_ps(y, m, V16(2.0000714765e-1f));
-    y = _mm512_fmadd_ps(y, m, V16(-2.4999993993e-1f));
-    y = _mm512_fmadd_ps(y, m, V16(3.3333331174e-1f));
-    y = _mm512_mul_ps(_mm512_mul_ps(y, m), z);
-    y = _mm512_fmadd_ps(e, V16(-2.12194440e-4f), y);
-    y = _mm512_fmadd_ps(z, V16(-0.5f), y);
-    return _mm512_fmadd_ps(e, V16(0.693359375f), _mm512_add_ps(m, y));
-}
 static inline void sincos_turn_512(__m512 u, __m512 *s, __m512 *c) {
     const __m512 t = _mm512_mul_ps(u, V16(4.f));
     const __m512 q = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -376,14 +353,42 @@ static inline void sincos_turn_512(__m512 u, __m512 *s, __m512 *c) {
     *c = _mm512_xor_ps(cs, _mm512_castsi512_ps(nc));
     *s = _mm512_xor_ps(sn, _mm512_castsi512_ps(ns));
 }
-static inline void box_muller_512(__m512i a, __m512i b, __m512 *z0, __m512 *z1) {
-    const __m512i odd = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(a, 9), 1), _mm512_set1_epi32(1));
-    const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(odd), V16(5.9604644775390625e-8f));
-    const __m512 r = _mm512_sqrt_ps(_mm512_mul_ps(V16(-2.f), log_unit_512(v)));
-    __m512 s, c;
-    sincos_turn_512(uniform_512(b), &s, &c);
-    *z0 = _mm512_mul_ps(r, c);
-    *z1 = _mm512_mul_ps(r, s);
+/* Box-Muller on ``il`` independent vector pairs (a[j], b[j]) -> (z0[j], z1[j]), each step of the computation taken
+ * for all of them before the next: their dependency chains (the logarithm's nine FMAs, the sine's and cosine's) are
+ * interleaved in the instruction stream rather than left to the out-of-order window, which filled with one pair's
+ * waiting operations (a stand-alone probe: 0.92x the time a normal with four pairs). The same operations in every
+ * lane: the same bits. */
+static inline __attribute__((always_inline)) void box_muller_512x(const __m512i *a, const __m512i *b, __m512 *z0,
+                                                                  __m512 *z1, const int il) {
+    __m512 e[4], m[4], z[4], y[4], r[4], s[4], c[4];
+    for (int j = 0; j < il; j++) {
+        const __m512i odd = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(a[j], 9), 1), _mm512_set1_epi32(1));
+        const __m512i bb = _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(odd), V16(5.9604644775390625e-8f)));
+        e[j] = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(bb, 23), _mm512_set1_epi32(126)));
+        m[j] = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(bb, _mm512_set1_epi32(0x007fffff)),
+                                                   _mm512_set1_epi32(0x3f000000)));
+        const __mmask16 small = _mm512_cmp_ps_mask(m[j], V16(0.707106781186547524f), _CMP_LT_OQ);
+        e[j] = _mm512_mask_sub_ps(e[j], small, e[j], V16(1.f));
+        m[j] = _mm512_add_ps(_mm512_sub_ps(m[j], V16(1.f)), _mm512_maskz_mov_ps(small, m[j]));
+        z[j] = _mm512_mul_ps(m[j], m[j]);
+        y[j] = V16(7.0376836292e-2f);
+    }
+    static const float LOG_POLY[8] = {-1.1514610310e-1f, 1.1676998740e-1f, -1.2420140846e-1f, 1.4249322787e-1f,
+                                      -1.6668057665e-1f, 2.0000714765e-1f, -2.4999993993e-1f, 3.3333331174e-1f};
+    for (int t = 0; t < 8; t++)
+        for (int j = 0; j < il; j++) y[j] = _mm512_fmadd_ps(y[j], m[j], V16(LOG_POLY[t]));
+    for (int j = 0; j < il; j++) {
+        y[j] = _mm512_mul_ps(_mm512_mul_ps(y[j], m[j]), z[j]);
+        y[j] = _mm512_fmadd_ps(e[j], V16(-2.12194440e-4f), y[j]);
+        y[j] = _mm512_fmadd_ps(z[j], V16(-0.5f), y[j]);
+        const __m512 lg = _mm512_fmadd_ps(e[j], V16(0.693359375f), _mm512_add_ps(m[j], y[j]));
+        r[j] = _mm512_sqrt_ps(_mm512_mul_ps(V16(-2.f), lg));
+    }
+    for (int j = 0; j < il; j++) sincos_turn_512(uniform_512(b[j]), &s[j], &c[j]);
+    for (int j = 0; j < il; j++) {
+        z0[j] = _mm512_mul_ps(r[j], c[j]);
+        z1[j] = _mm512_mul_ps(r[j], s[j]);
+    }
 }
 /* 16 blocks' 4 values -> out[4 l + q]: transpose 4 x 16 */
 static inline void store_blocks_512(const __m512 v[4], float *out) {
@@ -416,9 +421,10 @@ static inline void consecutive_512(uint32_t j0, uint32_t c1, uint32_t c2, uint32
 /* Sixteen blocks' words as normals (normal = 1) or uniforms: block l's four values at out[4 l ..]. */
 static inline void convert_512(const __m512i x[4], const int normal, float *out) {
     if (normal) {
-        __m512 z[4];
-        box_muller_512(x[0], x[1], &z[0], &z[1]);
-        box_muller_512(x[2], x[3], &z[2], &z[3]);
+        const __m512i a[2] = {x[0], x[2]}, b[2] = {x[1], x[3]};
+        __m512 z0[2], z1[2];
+        box_muller_512x(a, b, z0, z1, 2);
+        const __m512 z[4] = {z0[0], z1[0], z0[1], z1[1]};
         store_blocks_512(z, out);
     } else {
         uniforms_512(x, out);
@@ -433,8 +439,17 @@ static inline void lanes_wide(key_t2 key, uint32_t j0, uint32_t task, uint32_t s
     consecutive_512(j0, task, step, tag, x);
     consecutive_512(j0 + 16, task, step, tag, y);
     philox_512(key, x, y, 2);
-    convert_512(x, normal, out);
-    convert_512(y, normal, out + 64);
+    if (!normal) {
+        uniforms_512(x, out);
+        uniforms_512(y, out + 64);
+        return;
+    }
+    const __m512i a[4] = {x[0], x[2], y[0], y[2]}, b[4] = {x[1], x[3], y[1], y[3]};
+    __m512 z0[4], z1[4];
+    box_muller_512x(a, b, z0, z1, 4);                  /* four pairs' chains interleaved */
+    const __m512 zx[4] = {z0[0], z1[0], z0[1], z1[1]}, zy[4] = {z0[2], z1[2], z0[3], z1[3]};
+    store_blocks_512(zx, out);
+    store_blocks_512(zy, out + 64);
 }
 
 /* LANES (16) consecutive blocks as lanes_avx2, in one 512-bit vector (where fewer than a wide group are wanted:

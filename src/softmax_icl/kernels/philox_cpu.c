@@ -15,7 +15,25 @@ static inline void store_lanes(int64_t *o, int64_t n, const uint32_t *x0, const 
     }
 }
 
-#ifdef __AVX2__
+#ifdef __AVX512F__
+/* The LANES counters x0..x3 in one 512-bit vector through philox.h's AVX-512 rounds (the same bits as the AVX2
+ * ones); lanes [0, n) written at o as int64 blocks of four. */
+static inline void group(uint32_t k0, uint32_t k1, uint32_t *x0, uint32_t *x1, uint32_t *x2, uint32_t *x3,
+                         int64_t *o, int64_t n) {
+    __m512i a[4] = {_mm512_loadu_si512(x0), _mm512_loadu_si512(x1), _mm512_loadu_si512(x2), _mm512_loadu_si512(x3)};
+    philox_512((key_t2){k0, k1}, a, NULL, 1);
+    uint32_t w[4 * LANES];
+    const __m512 v[4] = {_mm512_castsi512_ps(a[0]), _mm512_castsi512_ps(a[1]), _mm512_castsi512_ps(a[2]),
+                         _mm512_castsi512_ps(a[3])};
+    store_blocks_512(v, (float *)w);                                  /* lane l's four words at w[4 l ..] */
+    if (n == LANES) {
+        for (int h = 0; h < 4 * LANES; h += 8)
+            _mm512_storeu_si512(o + h, _mm512_cvtepu32_epi64(_mm256_loadu_si256((const __m256i *)(w + h))));
+        return;
+    }
+    for (int64_t h = 0; h < 4 * n; h++) o[h] = w[h];
+}
+#elif defined(__AVX2__)
 /* Eight lanes' words (four vectors of eight uint32) as eight int64 blocks of four: a 4 x 4 transpose in each half,
  * each row zero-extended to int64. */
 static inline void store8_avx2(int64_t *o, const __m256i a[4]) {
