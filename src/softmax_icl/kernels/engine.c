@@ -27,8 +27,16 @@
  * lengths) in one call: thread t takes part t of every stream, so the threads start twice a step, not twice per
  * stream, and short contexts do not leave one idle.
  */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+/* The compiler's own vector loops (the exp pass, the labels, the norms) on 512-bit registers like the rest of the
+ * engine: GCC prefers 256 bits on these CPUs unless told. */
+#pragma GCC target("prefer-vector-width=512")
+#endif
 #include <pthread.h>
 #include <stdint.h>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 
 #include "philox.h"
 
@@ -52,22 +60,38 @@ typedef int32_t vi __attribute__((vector_size(4 * VW)));
 #if VW == 16
 #define VMAX(a, b) ((vf)_mm512_max_ps((__m512)(a), (__m512)(b)))
 #define HMAX(a) _mm512_reduce_max_ps((__m512)(a))
-#elif defined(__AVX__)
+#else
+#ifdef __AVX__
 #define VMAX(a, b) ((vf)_mm256_max_ps((__m256)(a), (__m256)(b)))
-static inline float hmax8(const float *a) {
-    float m = a[0];
-    for (int l = 1; l < 8; l++) m = a[l] > m ? a[l] : m;
-    return m;
-}
-#define HMAX(a) hmax8((const float *)&(a))
 #else /* a macro: a function of vectors would warn of the ABI where they are wider than the CPU's registers */
 #define VMAX(a, b) ((vf)(((vi)(a) & ((a) > (b))) | ((vi)(b) & ~((a) > (b)))))
+#endif
 static inline float hmax8(const float *a) {
     float m = a[0];
     for (int l = 1; l < 8; l++) m = a[l] > m ? a[l] : m;
     return m;
 }
 #define HMAX(a) hmax8((const float *)&(a))
+#endif
+
+#if VW == 16
+/* exp_nonpositive (philox.h) on sixteen lanes, the power of two applied by vscalefps (one operation instead of
+ * forming 2^k's bits and multiplying: the same product, exact either way). */
+static inline vf exp_nonpositive_512(vf xv) {
+    const __m512 x = _mm512_max_ps((__m512)xv, _mm512_set1_ps(-87.f));
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(2.12194440e-4f),
+                                     _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x));
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.f));
+    return (vf)_mm512_scalef_ps(p, k);
+}
 #endif
 
 static inline float hsum(const vf *v) {
@@ -204,8 +228,7 @@ static inline __attribute__((always_inline)) void draw_points(const spec_t *S, k
                                                               const int64_t D) {
     stream_fill(key, TAG_X, (uint32_t)S->step, task, i0 * D, m * D, 1, z);
     float inv[CHUNK];
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t k = 0; k < D; k++) zt[k * CHUNK + i] = z[i * D + k];
+    transpose_points(z, m, zt, D);
     for (int64_t i = 0; i < m; i++) inv[i] = 0.f;
     for (int64_t k = 0; k < D; k++)
         for (int64_t i = 0; i < m; i++) inv[i] += zt[k * CHUNK + i] * zt[k * CHUNK + i];
@@ -314,13 +337,13 @@ static inline __attribute__((always_inline)) float readout(const float *X, int64
             a1 += q[k] * Xv[k * nv + v + 1];
         }
         sv[v] = a0, sv[v + 1] = a1;
-        mx0 = VMAX(mx0, a0), mx1 = VMAX(mx1, a1);
+        if (softmax) mx0 = VMAX(mx0, a0), mx1 = VMAX(mx1, a1);     /* linear attention needs no maxima */
     }
     for (; v < nv; v++) {
         vf a = q[0] * Xv[v];
         for (int64_t k = 1; k < D; k++) a += q[k] * Xv[k * nv + v];
         sv[v] = a;
-        if (v + 1 < nv) mx0 = VMAX(mx0, a);
+        if (softmax && v + 1 < nv) mx0 = VMAX(mx0, a);
     }
     float pred, c;
     if (softmax) {
@@ -328,12 +351,23 @@ static inline __attribute__((always_inline)) float readout(const float *X, int64
         const vf mv = VMAX(VMAX(mx0, mx1), sv[nv - 1]);
         const float m = HMAX(mv);
         float Z = 0.f, num = 0.f;
+#if VW == 16
+        vf Zv = (vf){0}, Nv = (vf){0};
+        for (int64_t w = 0; w < nv; w++) {
+            const vf e = exp_nonpositive_512(sv[w] - m);
+            sv[w] = e;
+            Zv += e;
+            Nv += e * yv[w];
+        }
+        Z = hsum(&Zv), num = hsum(&Nv);
+#else
         for (int64_t i = 0; i < np; i++) {
             const float e = exp_nonpositive(s[i] - m);
             s[i] = e;
             Z += e;
             num += e * y[i];
         }
+#endif
         pred = num / Z;
         c = 2.f * (pred - fq) / ((float)B * Z);
     } else {
