@@ -1,6 +1,7 @@
 """The benchmark scripts' argument handling (their measurements need an idle machine and are not timed here)."""
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -89,7 +90,6 @@ def test_roofline_fma_loop_runs_on_the_widest_vectors_the_cpu_has(tmp_path):
     exe = roofline.build_fma(tmp_path)
     if exe is None:
         pytest.skip("no C compiler")
-    import subprocess
     rate, bits = subprocess.run([str(exe), "1", "1000"], capture_output=True, text=True, check=True).stdout.split()
     flags = set()
     cpuinfo = Path("/proc/cpuinfo")
