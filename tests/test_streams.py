@@ -209,6 +209,40 @@ def test_the_cpus_compiled_words_give_pytorchs_draws_with_the_engine_turned_off(
         assert torch.equal(a, b)
 
 
+@pytest.mark.skipif(not philox_cpu.available(), reason="no C compiler built the CPU's Philox words")
+@pytest.mark.parametrize("T, J, normals", [(1, 1, 1), (3, 5, 2), (7, 16, 16), (5, 17, 3), (40, 3, 0), (2, 300, 150),
+                                           (9, 33, 33)])
+def test_the_cpus_compiled_values_equal_pytorchs_conversion_of_the_words(monkeypatch, T, J, normals):
+    """:func:`streams.values` on the CPU (words converted in C) against PyTorch's conversion of the same words:
+    tasks with fewer blocks than the C's sixteen lanes (groups across tasks, mixing normal and uniform blocks), as
+    many, more, a last partial group; uniforms bit for bit, normals to a few units in the last place."""
+    key = streams.keys([1, 2**50, 2**64 - 1], "cpu")
+    block = torch.arange(J) * 3 + 1
+    tag = torch.arange(J) % 4 + 2**31
+    tasks = torch.tensor([2**32 - 1 - t for t in range(T)])
+    for step in (0, 2**32 - 1, torch.tensor(77)):
+        monkeypatch.setenv(streams.WORDS_ENV, "fused")
+        assert streams._fused_values(torch.device("cpu")) is philox_cpu.values
+        fused = streams.values(key, step, tasks, block, tag, normals)
+        monkeypatch.setenv(streams.WORDS_ENV, "torch")
+        assert streams._fused_values(torch.device("cpu")) is None
+        plain = streams.values(key, step, tasks, block, tag, normals)
+        w = streams.blocks(key, step, tasks, block, tag)
+        assert fused.shape == plain.shape == (3, T, J, 4) and fused.dtype == plain.dtype == torch.float32
+        assert torch.equal(plain[:, :, normals:], streams.uniform_from_words(w[:, :, normals:]))
+        assert torch.equal(plain[:, :, :normals], streams.normal_from_words(w[:, :, :normals]))
+        assert torch.equal(fused[:, :, normals:], plain[:, :, normals:])
+        torch.testing.assert_close(fused[:, :, :normals], plain[:, :, :normals], rtol=2e-6, atol=2e-6)
+
+
+def test_values_names_the_allowed_number_of_normal_blocks():
+    key = streams.keys([1], "cpu")
+    block = torch.arange(3)
+    for normals in (-1, 4):
+        with pytest.raises(ValueError, match=f"normals={normals} must be between 0 and the number of blocks J=3"):
+            streams.values(key, 0, range(2), block, block, normals)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 @pytest.mark.skipif(not _has_triton(), reason="Triton is not installed")
 def test_cuda_triton_words_equal_pytorchs_bit_for_bit(monkeypatch):

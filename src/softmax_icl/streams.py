@@ -245,13 +245,51 @@ def normal_from_words(w: torch.Tensor, out: torch.Tensor | None = None) -> torch
     return z
 
 
+def _fused_values(device: torch.device):
+    """The compiled :func:`values` for ``device``: the C function on the CPU where the compiled words are used
+    (:func:`_fused_blocks`); None elsewhere (a GPU converts its Triton words with PyTorch's operations)."""
+    if device.type != "cpu" or _fused_blocks(device) is None:
+        return None
+    from .kernels import philox_cpu
+    return philox_cpu.values
+
+
+def values(key: torch.Tensor, step, tasks, block: torch.Tensor, tag: torch.Tensor, normals: int) -> torch.Tensor:
+    """The blocks of :func:`blocks` as floats: (R, T, J, 4) float32, the first ``normals`` of the J blocks as four
+    standard normals each (:func:`normal_from_words` on its words), the others as four uniforms on [0, 1)
+    (:func:`uniform_from_words`).
+
+    On the CPU the compiled words convert them in the same pass (:func:`softmax_icl.kernels.philox_cpu.values`: the
+    same uniforms, normals to a few units in the last place, paper 1's compiled engine's); elsewhere PyTorch's
+    operations convert the words of :func:`blocks`. Paper 1's PyTorch draws (:func:`softmax_icl.tasks.draw_rows`)
+    take their values here; paper 2's keep PyTorch's conversion (:func:`normal`), which its engine's libm conversion
+    is held against.
+    """
+    key = key.view(-1, 2)
+    dev = key.device
+    J = block.numel()
+    if not 0 <= int(normals) <= J:
+        raise ValueError(f"normals={normals} must be between 0 and the number of blocks J={J}")
+    fused = _fused_values(dev)
+    if fused is not None:
+        return fused(key, step, _task_tensor(tasks, dev), block, tag, int(normals))
+    w = blocks(key, step, tasks, block, tag)
+    out = torch.empty(w.shape, dtype=torch.float32, device=dev)
+    if normals:
+        normal_from_words(w[:, :, :normals], out=out[:, :, :normals])
+    if normals < J:
+        uniform_from_words(w[:, :, normals:], out=out[:, :, normals:])
+    return out
+
+
 def uniform(key: torch.Tensor, tag: int, step, tasks, count: int) -> torch.Tensor:
     """Uniforms on [0, 1): (R, T, count) float32 from the sequences ``(key[r], tag, step, task)``."""
     return uniform_from_words(words(key, tag, step, tasks, count))
 
 
 def normal(key: torch.Tensor, tag: int, step, tasks, count: int) -> torch.Tensor:
-    """Standard normals: (R, T, count) float32 from the sequences ``(key[r], tag, step, task)``."""
+    """Standard normals: (R, T, count) float32 from the sequences ``(key[r], tag, step, task)`` (PyTorch's operations
+    on the words on every device: paper 2's draws, held against its engine's libm conversion)."""
     padded = count + count % 2
     return normal_from_words(words(key, tag, step, tasks, padded))[..., :count]
 

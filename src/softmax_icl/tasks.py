@@ -206,14 +206,14 @@ def draw_plan(d: int, k: int, n: int, device: torch.device) -> tuple:
 
 def _draw_torch(spec: InputSpec, keys: torch.Tensor, n: int, tasks: range, step: int, out: dict) -> None:
     """:func:`draw_rows`'s draws by PyTorch (any device), into ``out``'s tensors: one pass of the generator over
-    every kind of draw of the tasks, then Box-Muller on the normal kinds' words and uniforms from the last two
-    kinds' few words."""
+    every kind of draw of the tasks (:func:`softmax_icl.streams.values`: Box-Muller on the normal kinds' words,
+    uniforms from the last two kinds' few words)."""
     R, T, d = keys.shape[0], len(tasks), spec.d
     block, tag, where = draw_plan(d, spec.k, n, keys.device)
-    w = streams.blocks(keys, step, tasks, block, tag).view(R, T, -1)
-    first_uniform = 4 * min(at for at, _, normal in where.values() if not normal)      # the uniform kinds come last
-    z = streams.normal_from_words(w[:, :, :first_uniform])
-    u = streams.uniform_from_words(w[:, :, first_uniform:])
+    normal_blocks = min(at for at, _, normal in where.values() if not normal)        # the uniform kinds come last
+    v = streams.values(keys, step, tasks, block, tag, normal_blocks).view(R, T, -1)
+    first_uniform = 4 * normal_blocks
+    z, u = v[:, :, :first_uniform], v[:, :, first_uniform:]
 
     def part(name):
         at, count, normal = where[name]
