@@ -28,8 +28,9 @@
  * stream, and short contexts do not leave one idle.
  */
 #if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-/* The compiler's own vector loops (the exp pass, the labels, the norms) on 512-bit registers like the rest of the
- * engine: GCC prefers 256 bits on these CPUs unless told. */
+/* The compiler's own vector loops (the labels, the norms, the window sums' exponentials; the readout's softmax weights
+ * are written with intrinsics) on 512-bit registers like the rest of the engine: GCC prefers 256 bits on these CPUs
+ * unless told. */
 #pragma GCC target("prefer-vector-width=512")
 #endif
 #include <pthread.h>
@@ -139,17 +140,36 @@ typedef struct {
     float xq[DMAX], pq[2];      /* the query input and its projections on u and w */
 } task_t;
 
-/* inv[i] = 1 / sqrt(inv[i]) (0 where it is 0), i < m, as IEEE sqrt and division. Under -ffast-math GCC writes
+/* inv[i] = 1 / |v_i| (0 where |v_i| = 0) for m vectors of D coordinates, coordinate k of vector i at v[k ld + i]:
+ * the squares summed over k in order, the square root and the division as IEEE operations. Everything a unit vector
+ * takes from the vector's length is computed here, so that it depends on the vector alone, never on where it falls
+ * in a loop (alone or in a sweep, a prefix of a longer context) nor on the CPU. Under -ffast-math, GCC writes
  * 1 / sqrtf as an estimate refined by one Newton step, and AVX-512 CPUs estimate differently in 512-bit vectors
- * (vrsqrt14ps) than in narrower ones and scalars (vrsqrtps, vrsqrtss; AMD's and Intel's estimates differ too): a
- * point's unit vector depended on where in a loop it fell (alone or in a sweep, a prefix of a longer context) and
- * on the CPU. Exact operations round alike in every lane, width and CPU. Not inlined: its options differ. */
+ * (vrsqrt14ps) than in narrower ones and scalars (vrsqrtps, vrsqrtss; AMD's and Intel's estimates differ too); and it
+ * may sum a loop's vector body and its scalar remainder in other orders (a point's squared norm then depended on m in
+ * one build). Exact, ordered operations round alike in every lane, width and CPU. Not inlined: its options differ. */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("no-unsafe-math-optimizations")
 #endif
-static __attribute__((noinline)) void exact_inverse_norms(float *inv, int64_t m) {
+static inline __attribute__((always_inline)) void inverse_norms_d(const float *v, int64_t ld, int64_t m,
+                                                                  const int64_t D, float *inv) {
+    for (int64_t i = 0; i < m; i++) inv[i] = 0.f;
+    for (int64_t k = 0; k < D; k++)
+        for (int64_t i = 0; i < m; i++) inv[i] += v[k * ld + i] * v[k * ld + i];
     for (int64_t i = 0; i < m; i++) inv[i] = inv[i] > 0.f ? 1.f / sqrtf(inv[i]) : 0.f;
+}
+/* (the sums compiled for each d <= 10, the book's input dimensions, as the engine's other loops over d are) */
+static __attribute__((noinline)) void exact_inverse_norms(const float *v, int64_t ld, int64_t m, int64_t D,
+                                                          float *inv) {
+    switch (D) {
+    case 1: inverse_norms_d(v, ld, m, 1, inv); break; case 2: inverse_norms_d(v, ld, m, 2, inv); break;
+    case 3: inverse_norms_d(v, ld, m, 3, inv); break; case 4: inverse_norms_d(v, ld, m, 4, inv); break;
+    case 5: inverse_norms_d(v, ld, m, 5, inv); break; case 6: inverse_norms_d(v, ld, m, 6, inv); break;
+    case 7: inverse_norms_d(v, ld, m, 7, inv); break; case 8: inverse_norms_d(v, ld, m, 8, inv); break;
+    case 9: inverse_norms_d(v, ld, m, 9, inv); break; case 10: inverse_norms_d(v, ld, m, 10, inv); break;
+    default: inverse_norms_d(v, ld, m, D, inv);
+    }
 }
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
@@ -157,9 +177,8 @@ static __attribute__((noinline)) void exact_inverse_norms(float *inv, int64_t m)
 
 /* v / |v|; a zero vector stays zero (as PyTorch's, whose norm is clamped): only d = 1 can draw one. */
 static inline void unit(float *v, int64_t D) {
-    float inv = 0.f;
-    for (int64_t k = 0; k < D; k++) inv += v[k] * v[k];
-    exact_inverse_norms(&inv, 1);
+    float inv;
+    exact_inverse_norms(v, 1, 1, D, &inv);
     for (int64_t k = 0; k < D; k++) v[k] *= inv;
 }
 
@@ -229,10 +248,7 @@ static inline __attribute__((always_inline)) void draw_points(const spec_t *S, k
     stream_fill(key, TAG_X, (uint32_t)S->step, task, i0 * D, m * D, 1, z);
     float inv[CHUNK];
     transpose_points(z, m, zt, D);
-    for (int64_t i = 0; i < m; i++) inv[i] = 0.f;
-    for (int64_t k = 0; k < D; k++)
-        for (int64_t i = 0; i < m; i++) inv[i] += zt[k * CHUNK + i] * zt[k * CHUNK + i];
-    exact_inverse_norms(inv, m);
+    exact_inverse_norms(zt, CHUNK, m, D, inv);
     for (int64_t k = 0; k < D; k++) {
         const float sc = S->sqrt_cov ? S->sqrt_cov[k] : 1.f;
         for (int64_t i = 0; i < m; i++) {
@@ -430,10 +446,7 @@ static inline __attribute__((always_inline)) void step_points(const spec_t *S, k
     float z[DMAX * CHUNK], zt[DMAX * CHUNK], inv[CHUNK];
     stream_fill(key, TAG_X, (uint32_t)S->step, task, i0 * D, m * D, 1, z);
     transpose_points(z, m, zt, D);
-    for (int64_t i = 0; i < m; i++) inv[i] = zt[i] * zt[i];
-    for (int64_t k = 1; k < D; k++)
-        for (int64_t i = 0; i < m; i++) inv[i] += zt[k * CHUNK + i] * zt[k * CHUNK + i];
-    exact_inverse_norms(inv, m);
+    exact_inverse_norms(zt, CHUNK, m, D, inv);
     const int whitened = S->input_dist == WHITENED;
     float *a1 = pu + i0, *a2 = pw + i0;    /* the projections summed in place: a copy from the stack was a memcpy */
     for (int64_t k = 0; k < D; k++) {
