@@ -12,10 +12,12 @@ changes speed, never a number (a test holds them together bit for bit).
 
 :func:`values` goes one step further on the CPU: it converts the words to floats in the same pass (Box-Muller and
 uniforms by ``philox.h``, as the compiled engine does), instead of handing PyTorch int64 words to shift, convert and
-pass through ``log``, ``cos`` and ``sin`` in a dozen elementwise operations (on one thread, two thirds of the PyTorch
-path's sampling time at the default profile after the words were compiled). Its uniforms are PyTorch's bit for bit;
-its normals are the engine's, which differ from PyTorch's ``log`` / ``cos`` / ``sin`` by a few units in the last place
-(a test holds them to 2e-6, as the Triton words' normals on a GPU are held to the CPU's).
+pass through ``log``, ``cos`` and ``sin`` in a dozen elementwise operations (a default generalization run on one
+thread, profiled: 52 of its 113 s of sampling, with compiled words; with this, sampling took 53 s and the whole
+training 134 s instead of 206). Its uniforms are PyTorch's bit for bit; its normals are the engine's, which differ
+from PyTorch's ``log`` / ``cos`` / ``sin`` by a few units in the last place (a test holds them to 2e-6, as the Triton
+words' normals on a GPU are held to the CPU's). Paper 1's draws take them (:func:`softmax_icl.streams.values`);
+paper 2's keep PyTorch's conversion, which its engine (libm's) is held against.
 
 It is used by the PyTorch path on the CPU (``SOFTMAX_ICL_KERNEL=torch``, or where the fused engine does not build)
 whenever it compiles; ``SOFTMAX_ICL_WORDS=torch`` turns it (and the Triton kernel) off. It is compiled once per
