@@ -36,14 +36,21 @@ and ``ratio = measured / floor``, for each backend. ``--json PATH`` writes the s
 * Paper 1 (regression): every (seed, context length) draws its tasks once, shared by the configurations of that
   seed (common random numbers): per task ``n d + 2 d (+ k)`` normals (inputs, query, direction, low-rank
   coefficients), ``n`` noise normals, 4 uniforms; normalising a point ``3 d + 4``, projecting it on the task ``2 d``;
-  per configuration a label ``2 +`` the class's cost (:data:`LABEL_COST`) per point, ``q = M x_q`` and the gradient's
-  outer product ``2 d^2`` each per task, and per point the forward (score ``2 d``, max, exp, sums: ``2 d + 20``
-  softmax, ``2 d + 2`` linear) and backward (``2 d + 3`` softmax, ``2 d + 1`` linear) of the readout.
-* Paper 2 (classification): per seed and context, ``(n + 1) d`` input normals, ``C P d`` prototype normals,
-  ``16 (n + 1) d`` candidate normals when a configuration reads the class-balanced task, ``n + 2`` uniforms; per
-  distinct (seed, task) normalising every point and labelling it (``C P`` dot products and compares); per
-  configuration (``D = d + C``) the forward pass per point (score ``2 D``, softmax 18, the weighted sums ``2 D``)
-  and twice that for the backward pass.
+  per point the part of the labels the task's configurations share (:data:`LABEL_SHARED`, once per distinct
+  :func:`label_key`: the shape of an affine or ReLU function, the cosine at one L) and per configuration its own
+  part and the noise (``2 +`` :data:`LABEL_OWN`), ``q = M x_q`` and the gradient's outer product ``2 d^2`` each per
+  task, and per point the forward (score ``2 d``, max, exp, sums: ``2 d + 20`` softmax, ``2 d + 2`` linear) and
+  backward (``2 d + 3`` softmax, ``2 d + 1`` linear) of the readout. (Until the eighteenth session every
+  configuration's label was counted whole, the shared cosines included.)
+* Paper 2 (classification): per seed and context, ``(n + 1) d`` input normals (when a reading other than the
+  class-balanced one uses them), ``C P d`` prototype normals, ``n + 2`` uniforms; per distinct (seed, task) its
+  points: uniform and subspace readings normalise every point and label it (``C P`` dot products and compares),
+  clustered ones form ``c_k + tau z / sqrt(d)`` and normalise it (the label is the drawn class), the class-balanced
+  reading draws, normalises and labels the candidates it scans (:func:`balanced_scan`: the mean over contexts of the
+  task's distribution, 687 of a pool of 3216 at n = 200, C = d = 5); per configuration (``D = d + C``) the forward
+  pass per point with ``y`` one-hot (score ``2 d + 1``, softmax 18, the weighted sums ``2 d + 1``) and twice that for
+  the backward pass. (Until the eighteenth session the floor counted the whole pool, the labelling of clustered
+  points and dense ``2 D`` products for the one-hot ``y``: 2.4 times this count for ``train_readings_n200``.)
 * Bytes: what must cross memory at the least. The tasks need not: a task is drawn, labelled and consumed while it
   is in cache (what a fused sampler does), so the floor's bytes are the parameters, their gradient and Adam's two
   moments, read and written once a step (7 x 4 bytes per parameter). Every stage here is therefore compute-bound
@@ -68,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import statistics
@@ -84,10 +92,27 @@ ROOT = 4
 PHILOX_BLOCK = 100
 UNIFORM = PHILOX_BLOCK / 4 + 2
 NORMAL = PHILOX_BLOCK / 4 + (3 * TRANSCENDENTAL + ROOT + 6) / 2      # Box-Muller pair: log, cos, sin, sqrt, 6 ops
-#: FLOP of a label f(p) from the projection p, per class (the noise adds 2 for every class)
-LABEL_COST = {"affine": 3, "relu": 6, "cosine": 2 + TRANSCENDENTAL, "cosine_centered": 4 + TRANSCENDENTAL,
-              "lowrank_linear": 1, "lowrank_affine": 2, "lowrank_quadratic": 2,
-              "lowrank_cosine": 2 + TRANSCENDENTAL}
+#: FLOP per point of a label's part that does not depend on the configuration's L (affine and ReLU: the task's shape
+#: of p; the cosines: cos(phase + L p) and its argument, shared by the configurations at one L), counted once per
+#: distinct :func:`label_key` of a task's configurations ...
+LABEL_SHARED = {"affine": 2, "relu": 5, "cosine": 2 + TRANSCENDENTAL, "cosine_centered": 2 + TRANSCENDENTAL,
+                "lowrank_linear": 0, "lowrank_affine": 0, "lowrank_quadratic": 0,
+                "lowrank_cosine": 2 + TRANSCENDENTAL}
+#: ... and the part each configuration adds (its L, the centred cosine's offset; the noise adds 2 more)
+LABEL_OWN = {"affine": 1, "relu": 1, "cosine": 0, "cosine_centered": 1, "lowrank_linear": 1, "lowrank_affine": 2,
+             "lowrank_quadratic": 2, "lowrank_cosine": 0}
+
+
+def label_key(c: dict) -> tuple:
+    """What a configuration's label shares with the other configurations on the same task (:data:`LABEL_SHARED`)."""
+    fc = c["function_class"]
+    if fc in ("cosine", "cosine_centered"):
+        return ("cos", float(c["L"]))
+    if fc == "lowrank_cosine":
+        return (fc, float(c["L"]))
+    return (fc,)
+
+
 ADAM_BYTES_PER_PARAM = 7 * 4
 
 
@@ -107,15 +132,42 @@ def regression_work(sw) -> Work:
     flop = 0.0
     for n in sorted({c["n"] for c in configs}):
         at_n = [c for c in configs if c["n"] == n]
-        rows = len({c["seed"] for c in at_n})
         normals = n * d + 2 * d + (k if lowrank else 0) + n
         per_task = normals * NORMAL + 4 * UNIFORM + (n + 1) * (3 * d + 4 + 2 * d)
         point = (4 * d + 23) if sw.model == "softmax" else (4 * d + 3)              # readout forward + backward
+        for seed in {c["seed"] for c in at_n}:                                       # a row: one task per batch slot
+            mine = [c for c in at_n if c["seed"] == seed]
+            shared = {label_key(c): LABEL_SHARED[c["function_class"]] for c in mine}
+            flop += B * (per_task + (n + 1) * sum(shared.values()))
         for c in at_n:                  # q = M x_q and the gradient's outer product, the loss, labels, readout
-            flop += B * (4 * d * d + 3 + (n + 1) * (2 + LABEL_COST[c["function_class"]]) + n * point)
-        flop += rows * B * per_task
+            flop += B * (4 * d * d + 3 + (n + 1) * (2 + LABEL_OWN[c["function_class"]]) + n * point)
     params = len(configs) * d * d * (2 if sw.param == "KQ" else 1)
     return Work(flop, params * ADAM_BYTES_PER_PARAM)
+
+
+@functools.lru_cache(maxsize=None)
+def balanced_scan(n: int, C: int, d: int, trials: int = 2048, seed: int = 0) -> float:
+    """The mean number of candidates a class-balanced context of ``n`` points (and its query) scans: candidates are
+    read in pool order until every class has as many as the context's points of that class take (at most the whole
+    pool, ``16 (n + 1)``; :mod:`softmax_icl.classification.tasks`). Monte Carlo over ``trials`` contexts of the task's
+    distribution (NumPy's generator, ``seed``): classes uniform, C class vectors and the candidates uniform on the
+    sphere of dimension ``d``, a candidate's class the argmax of its products with the class vectors. The mean has a
+    heavy tail (a class whose cell is small scans far): over 512 contexts, seeds 0 and 1 gave 669 and 732 at
+    n = 200, C = d = 5; over 2048 (the default), seeds 0, 1 and 2 gave 687, 679 and 671."""
+    import numpy as np
+    from softmax_icl.classification.tasks import pool_size
+    rng = np.random.default_rng(seed)
+    m, R = n + 1, pool_size(n)
+    total = 0
+    for t0 in range(0, trials, 256):
+        t = min(256, trials - t0)
+        protos = rng.standard_normal((t, C, d), dtype=np.float32)
+        need = (rng.integers(0, C, (t, m))[..., None] == np.arange(C)).sum(1)                # (t, C)
+        cls = (rng.standard_normal((t, R, d), dtype=np.float32) @ protos.transpose(0, 2, 1)).argmax(-1)
+        have = np.cumsum(cls[..., None] == np.arange(C), axis=1) >= need[:, None]           # (t, R, C)
+        done = have.all(-1)
+        total += np.where(done.any(-1), done.argmax(-1) + 1, R).sum()
+    return float(total / trials)
 
 
 def classification_work(sw) -> Work:
@@ -124,19 +176,28 @@ def classification_work(sw) -> Work:
     n, B = max(sw.n), sw.batch_size
     flop = 0.0
     seeds = {c["seed"] for c in configs}
+    scans = {}
     for s in seeds:
         mine = [c for c in configs if c["seed"] == s]
         C, P, d = max(c["C"] for c in mine), max(c["P"] for c in mine), max(c["d"] for c in mine)
-        balanced = any(c["reading"] == "balanced" for c in mine)
-        normals = (n + 1) * d + C * P * d + (16 * (n + 1) * d if balanced else 0)
+        normals = C * P * d + ((n + 1) * d if any(c["reading"] != "balanced" for c in mine) else 0)
         flop += B * (normals * NORMAL + (n + 2) * UNIFORM)
         for task in {(c["reading"], c["P"], c["tau"], c["k"], c["C"], c["d"]) for c in mine}:
-            reading, P_, _, _, C_, d_ = task
-            points = (n + 1) * (1 + (16 if reading == "balanced" else 0))
-            flop += B * (points * (3 * d_ + 4 + C_ * P_ * (2 * d_ + 1)) + C_ * P_ * (3 * d_ + 4))
-    for c in configs:
-        D = c["d"] + c["C"]
-        forward = n * (2 * D + 18 + 2 * D) + 2 * D * c["d"] + 2 * c["C"] * D + c["C"] * TRANSCENDENTAL
+            reading, P_, _, k_, C_, d_ = task
+            norm = 3 * d_ + 4
+            if reading == "balanced":          # the scanned candidates: drawn, normalised, labelled (first vectors)
+                m = scans.setdefault((n, C_, d_), balanced_scan(n, C_, d_))
+                flop += B * m * (d_ * NORMAL + norm + C_ * (2 * d_ + 1))
+            elif reading == "clustered":       # x = c_k + tau z / sqrt(d), normalised; the label is the drawn class
+                flop += B * (n + 1) * (2 * d_ + norm)
+            else:                              # uniform, subspace: normalised, labelled by the argmax over prototypes
+                dp = k_ if reading == "subspace" and 0 < k_ < d_ else d_
+                flop += B * (n + 1) * (norm + C_ * P_ * (2 * dp + 1))
+            flop += B * C_ * P_ * (3 * d_ + 4)                                        # the prototypes, normalised
+    for c in configs:                  # y is one-hot: a score is x . u_x + u_y[label], a sum of h adds a_i to its class
+        d_ = c["d"]
+        forward = n * ((2 * d_ + 1) + 18 + (2 * d_ + 1)) + 2 * (d_ + c["C"]) * d_ + 2 * c["C"] * (d_ + c["C"]) \
+            + c["C"] * TRANSCENDENTAL
         flop += B * 3 * forward
     D = sw.dims[1] + sw.dims[3]
     return Work(flop, len(configs) * 3 * D * D * ADAM_BYTES_PER_PARAM)

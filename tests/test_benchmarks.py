@@ -97,3 +97,51 @@ def test_roofline_fma_loop_runs_on_the_widest_vectors_the_cpu_has(tmp_path):
         flags = {f for line in cpuinfo.read_text().splitlines() if line.startswith("flags") for f in line.split()}
     expected = 512 if "avx512f" in flags else 256 if "avx" in flags else 128
     assert float(rate) > 0 and int(bits) == expected
+
+
+class _Sweep:
+    """The fields of a sweep the roofline's work models read."""
+
+    def __init__(self, configs, **fields):
+        self._configs = configs
+        self.__dict__.update(fields)
+
+    def configs(self):
+        return self._configs
+
+
+def _regression(*labels, n=50, d=3):
+    configs = [dict(function_class=fc, L=L, sigma=s, n=n, seed=0) for fc, L, s in labels]
+    return _Sweep(configs, param="M", d=d, k=1, batch_size=4, model="softmax", classes={fc for fc, _, _ in labels})
+
+
+def test_roofline_counts_a_label_shared_by_configurations_once():
+    """Configurations on the same task at the same L share its cosines (the engine computes them once): the floor
+    counts them once, and a second L adds exactly one more row of cosines."""
+    roofline = _load("roofline")
+    same_L = roofline.regression_work(_regression(("cosine", 2.0, 0.1), ("cosine_centered", 2.0, 1.0))).flop
+    two_L = roofline.regression_work(_regression(("cosine", 2.0, 0.1), ("cosine_centered", 3.0, 1.0))).flop
+    assert two_L - same_L == 4 * 51 * roofline.LABEL_SHARED["cosine"]
+    one = roofline.regression_work(_regression(("relu", 2.0, 0.1))).flop
+    two = roofline.regression_work(_regression(("relu", 2.0, 0.1), ("relu", 4.0, 0.1))).flop
+    assert two - one < one                                                           # the second shares the task
+
+
+def test_roofline_balanced_scan_is_at_least_a_candidate_per_point_and_at_most_the_pool():
+    roofline = _load("roofline")
+    assert roofline.balanced_scan(30, 1, 4, trials=64) == 31.0                      # one class: every candidate fits
+    m = roofline.balanced_scan(30, 4, 4, trials=64)
+    assert 31 < m <= 16 * 31
+    assert roofline.balanced_scan(30, 4, 4, trials=64) == m                         # the same draws every call
+
+
+def test_roofline_counts_the_class_balanced_candidates_it_scans(monkeypatch):
+    """The class-balanced reading's floor grows with the candidates scanned, not the pool's size."""
+    roofline = _load("roofline")
+    configs = [dict(model="softmax", reading="balanced", P=1, tau=0.0, k=0, C=3, d=4, n=20, seed=0)]
+    sw = _Sweep(configs, n=(20,), batch_size=2, dims=(20, 3, 1, 4))
+    monkeypatch.setattr(roofline, "balanced_scan", lambda n, C, d: 21.0)
+    low = roofline.classification_work(sw).flop
+    monkeypatch.setattr(roofline, "balanced_scan", lambda n, C, d: 42.0)
+    high = roofline.classification_work(sw).flop
+    assert high - low == 2 * 21 * (4 * roofline.NORMAL + 3 * 4 + 4 + 3 * (2 * 4 + 1))
