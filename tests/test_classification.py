@@ -564,6 +564,73 @@ def test_models_on_the_engines_contexts_equals_the_pytorch_forward_pass():
         torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-5)
 
 
+def _fused_step_setup(configs, dims, T, chunk, threads=None):
+    stream = ctasks.ClsStream(configs, dims, [11, 12], "cpu", native=True)
+    plan = stream.plan
+    loss = native.FusedLoss(plan.group, cmodels.model_codes(configs), plan.unit_C, [c["d"] for c in configs],
+                            plan.unit_n, dims, threads=threads)
+    return stream, loss, native.FusedStep(stream.drawer, loss, T, chunk)
+
+
+_STEP_SWEEP = cmodels.ClsSweep(models=("softmax", "linear", "linear_sum"), shapes=((3, 2), (2, 4)), n=(6, 11),
+                               seeds=2, tasks=tuple(ctasks.task_spec(*t) for t in (
+                                   ("uniform",), ("balanced",), ("clustered", 1, 0.5), ("subspace", 1, 0.0, 1),
+                                   ("uniform", 2))))
+
+
+def test_the_fused_step_equals_drawing_then_reading_the_step():
+    """cls_step (a chunk of contexts per seed drawn and read in cache) gives the loss and gradient of cls_draw then
+    cls_loss to float rounding (sums per chunk), whatever the thread count (bit for bit); every reading and model, a
+    last chunk shorter than the others."""
+    if not native.available():
+        pytest.skip(native.backend())
+    configs, dims, T = _STEP_SWEEP.configs(), _STEP_SWEEP.dims, 10
+    stream, loss, step = _fused_step_setup(configs, dims, T, chunk=4)
+    K, D = loss.gA.shape[:2]
+    g = torch.Generator().manual_seed(2)
+    A, WV = (torch.randn(K, D, D, generator=g) for _ in range(2))
+    loss.compute(A, WV, stream.draw(5, T), None)
+    ref = [t.clone() for t in (loss.loss, loss.gA, loss.gWV)]
+    got = {}
+    for threads in (1, 3):
+        step.spec.threads = threads
+        step.compute(A, WV, 5)
+        got[threads] = [t.clone() for t in (step.loss, step.gA, step.gWV)]
+        for a, b in zip(got[threads], ref):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert all(torch.equal(a, b) for a, b in zip(got[1], got[3]))
+    assert ref[1].abs().max() > 1e-3 and ref[2].abs().max() > 1e-3
+
+
+def test_a_configuration_has_the_same_fused_step_alone_and_in_a_sweep():
+    if not native.available():
+        pytest.skip(native.backend())
+    configs, dims = _STEP_SWEEP.configs(), _STEP_SWEEP.dims
+    rows = [1, 7, len(configs) - 1]
+    _, full, step = _fused_step_setup(configs, dims, 9, chunk=4)
+    _, part, alone = _fused_step_setup([configs[i] for i in rows], dims, 9, chunk=4)
+    D = full.gA.shape[1]
+    g = torch.Generator().manual_seed(3)
+    A, WV = (torch.randn(len(configs), D, D, generator=g) for _ in range(2))
+    step.compute(A, WV, 2)
+    alone.compute(A[rows].contiguous(), WV[rows].contiguous(), 2)
+    for a, b in ((full.loss, part.loss), (full.gA, part.gA), (full.gWV, part.gWV)):
+        assert torch.equal(a[rows], b)
+
+
+def test_the_fused_step_names_what_it_does_not_take():
+    if not native.available():
+        pytest.skip(native.backend())
+    configs, dims = _STEP_SWEEP.configs(), _STEP_SWEEP.dims
+    with pytest.raises(ValueError, match="chunk=0"):
+        _fused_step_setup(configs, dims, 8, chunk=0)
+    with pytest.raises(ValueError, match="T=0"):
+        _fused_step_setup(configs, dims, 0, chunk=4)
+    mixed = cmodels.ClsSweep(models=("linear",), tasks=(ctasks.task_spec("balanced"),), n=(9,), n_min=3)
+    with pytest.raises(ValueError, match="mixture"):
+        _fused_step_setup(mixed.configs(), mixed.dims, 8, chunk=4)
+
+
 def test_the_engine_source_hash_is_recorded():
     """``native.SOURCE_SHA`` follows ``engine.c`` (the result cache fingerprints Python modules only)."""
     assert hashlib.sha256(native.SOURCE.read_bytes()).hexdigest()[:16] == native.SOURCE_SHA

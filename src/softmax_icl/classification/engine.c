@@ -6,6 +6,7 @@
  * cls_loss: per configuration the mean cross-entropy over the contexts of its task, and its gradient in
  *   A = W_K^T W_Q and W_V (models.sa_logits; the softmax, 1/n-linear and unnormalised linear units), each
  *   configuration summed over its contexts in order on one thread.
+ * cls_step: both for a training step, a chunk of contexts of one seed at a time while it is in cache (at the end).
  *
  * Streams (softmax_icl.streams): value f of (key, tag, step, task) is word f % 4 of Philox4x32-10(key, (f / 4,
  * task, step, tag)); uniform u = (w >> 8) 2^-24; normals by Box-Muller on the word pairs (0, 1) and (2, 3) of a
@@ -623,22 +624,20 @@ static float forward_context(const loss_spec *s, int64_t k, int64_t gt, int64_t 
     return iz;
 }
 
-/* One configuration k: its loss and gradients, summed over its contexts in order. A pass over a context's points
- * runs over whole blocks of VEC points (the rows are padded to whole blocks); the weights of points beyond the
- * context length are 0. */
-static void loss_unit(const loss_spec *s, int64_t k, float *work) {
+/* The contexts 0 .. s->T - 1 of configuration k added in order to gA, gWV (its gradient, the mean over T_all
+ * contexts) and *total_out (the sum of their cross-entropies). A pass over a context's points runs over whole blocks
+ * of VEC points (the rows are padded to whole blocks); the weights of points beyond the context length are 0. */
+static void loss_contexts(const loss_spec *s, int64_t k, float *work, int64_t T_all, float *gA, float *gWV,
+                          double *total_out) {
     int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), T = s->T;
     int64_t g = s->group[k], code = s->code[k], C = s->C[k], d = s->d[k];
     const float *WV = s->WV + k * D * D;
-    float *gA = s->gA + k * D * D, *gWV = s->gWV + k * D * D;
-    memset(gA, 0, (size_t)(D * D) * sizeof(float));
-    memset(gWV, 0, (size_t)(D * D) * sizeof(float));
     float *sc = work, *a = sc + np, *da = a + np;
     float *u = da + np, *hx = u + D, *dhx = hx + dm, *dux = dhx + dm;
     float *hy = dux + dm, *dhy = hy + Cm, *duy = dhy + Cm, *lg = duy + Cm;
     const fwd_buf fb = {sc, a, u, hx, hy, lg};
-    double total = 0.0;
-    const float inv_T = 1.0f / (float)T;
+    double total = *total_out;
+    const float inv_T = 1.0f / (float)T_all;
     for (int64_t t = 0; t < T; t++) {
         int64_t gt = g * T + t;
         const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
@@ -681,7 +680,18 @@ static void loss_unit(const loss_spec *s, int64_t k, float *work) {
         for (int64_t e = 0; e < d; e++) for (int64_t f = 0; f < d; f++) gA[e * D + f] += dux[e] * q[f];
         for (int64_t c = 0; c < C; c++) for (int64_t f = 0; f < d; f++) gA[(dm + c) * D + f] += duy[c] * q[f];
     }
-    s->loss[k] = (float)(total / (double)T);
+    *total_out = total;
+}
+
+/* One configuration k: its loss and gradients, summed over its contexts in order. */
+static void loss_unit(const loss_spec *s, int64_t k, float *work) {
+    int64_t D = s->d_max + s->C_max;
+    float *gA = s->gA + k * D * D, *gWV = s->gWV + k * D * D;
+    memset(gA, 0, (size_t)(D * D) * sizeof(float));
+    memset(gWV, 0, (size_t)(D * D) * sizeof(float));
+    double total = 0.0;
+    loss_contexts(s, k, work, s->T, gA, gWV, &total);
+    s->loss[k] = (float)(total / (double)s->T);
 }
 
 static void loss_one(const void *spec, uint8_t *work, int64_t k) { loss_unit((const loss_spec *)spec, k, (float *)work); }
@@ -707,5 +717,83 @@ static void logits_one(const void *spec, uint8_t *work, int64_t k) {
 int cls_logits(const loss_spec *s) {
     pool p = {logits_one, s, s->work, cls_loss_workspace(s), s->K, 1, 0};
     parallel_for(&p, s->threads);
+    return 1;
+}
+
+/* ----------------------------------------------------------------------------------------------------------------
+ * cls_step: a training step's draws and loss together, a chunk of contexts at a time while it is in cache.
+ *
+ * cls_draw writes every task of the step to memory (58 MB a step of train_readings_n200) and cls_loss reads each
+ * back once per configuration; the fused step took 0.74 of their time there (benchmarks/roofline.md, eighteenth
+ * session). Here an item is (seed, chunk of `chunk`
+ * contexts): its contexts of every task of the seed are drawn into the thread's own buffers (draw_item, the same
+ * numbers), then every configuration of that seed adds those contexts, in order, to its partial sums for the chunk;
+ * the partial sums are added over the chunks in order at the end. The numbers depend on `chunk`, not on the thread
+ * count or the schedule. No mixtures of lengths (their lengths come from the drawn words). */
+typedef struct {
+    draw_spec d;                 /* T: the step's contexts; first, step; xs, xq, lab, lq, protos, length_words unused */
+    loss_spec l;                 /* K configurations, A, WV; loss, gA, gWV: the step's outputs; xs .. lq unused */
+    int64_t chunk;
+    float *part;                 /* (K, chunks, 2, D, D) */
+    double *part_loss;           /* (K, chunks) */
+    int64_t threads;
+    uint8_t *work;               /* threads x cls_step_workspace bytes */
+} step_spec;
+
+static int64_t step_chunks(const step_spec *p) { return (p->d.T + p->chunk - 1) / p->chunk; }
+
+static int64_t step_task_floats(const step_spec *p) {
+    int64_t G = p->d.G, dm = p->d.d_max, nm = round_up(p->d.n_max, VEC);
+    return G * p->chunk * (dm * nm + dm + nm + 1);          /* xs, xq, lab, lq (ints are 4 bytes too) */
+}
+
+int64_t cls_step_workspace(const step_spec *p) {
+    return round_up(cls_draw_workspace(&p->d), 64) + round_up(4 * step_task_floats(p), 64)
+           + round_up(cls_loss_workspace(&p->l), 64);
+}
+
+static void step_one(const void *spec, uint8_t *work, int64_t i) {
+    const step_spec *p = (const step_spec *)spec;
+    int64_t nc = step_chunks(p), sd = i / nc, c = i % nc;
+    int64_t t0 = c * p->chunk, cnt = p->d.T - t0 < p->chunk ? p->d.T - t0 : p->chunk;
+    int64_t G = p->d.G, dm = p->d.d_max, nm = round_up(p->d.n_max, VEC), D = p->l.d_max + p->l.C_max;
+    uint8_t *tasks = work + round_up(cls_draw_workspace(&p->d), 64);
+    float *xs = (float *)tasks, *xq = xs + G * p->chunk * dm * nm;
+    int32_t *lab = (int32_t *)(xq + G * p->chunk * dm), *lq = lab + G * p->chunk * nm;
+    float *lwork = (float *)(tasks + round_up(4 * step_task_floats(p), 64));
+    draw_spec ds = p->d;
+    ds.T = cnt; ds.first = p->d.first + t0;
+    ds.xs = xs; ds.xq = xq; ds.lab = lab; ds.lq = lq; ds.protos = NULL; ds.length_words = NULL;
+    scratch w = carve(&ds, work);
+    for (int64_t t = 0; t < cnt; t++) draw_item(&ds, &w, sd, t);
+    loss_spec ls = p->l;
+    ls.T = cnt; ls.xs = xs; ls.xq = xq; ls.lab = lab; ls.lq = lq; ls.lengths = NULL;
+    for (int64_t k = 0; k < ls.K; k++) {
+        if (p->d.g_seed[ls.group[k]] != sd) continue;
+        float *gA = p->part + ((k * nc + c) * 2) * D * D, *gWV = gA + D * D;
+        memset(gA, 0, (size_t)(2 * D * D) * sizeof(float));
+        p->part_loss[k * nc + c] = 0.0;
+        loss_contexts(&ls, k, lwork, p->d.T, gA, gWV, &p->part_loss[k * nc + c]);
+    }
+}
+
+int cls_step(const step_spec *p) {
+    if (p->d.length_words || p->l.lengths || p->chunk < 1) return 0;
+    pool q = {step_one, p, p->work, cls_step_workspace(p), p->d.S * step_chunks(p), 1, 0};
+    parallel_for(&q, p->threads);
+    int64_t nc = step_chunks(p), D = p->l.d_max + p->l.C_max;
+    for (int64_t k = 0; k < p->l.K; k++) {
+        float *gA = p->l.gA + k * D * D, *gWV = p->l.gWV + k * D * D;
+        double total = 0.0;
+        for (int64_t c = 0; c < nc; c++) {
+            const float *pa = p->part + ((k * nc + c) * 2) * D * D, *pw = pa + D * D;
+            for (int64_t j = 0; j < D * D; j++) {
+                gA[j] = c ? gA[j] + pa[j] : pa[j];
+                gWV[j] = c ? gWV[j] + pw[j] : pw[j];
+            }
+            total += p->part_loss[k * nc + c];
+        }
+        p->l.loss[k] = (float)(total / (double)p->d.T);
+    }
     return 1;
 }

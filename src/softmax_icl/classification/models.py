@@ -21,7 +21,7 @@ import torch
 from ..base import derive_seed, optimise, resolve_device
 from .metrics import masked_ce
 from . import native
-from .native import FusedLoss
+from .native import FusedLoss, FusedStep
 from .tasks import ClsBatch, ClsStream, context_lengths, take
 
 
@@ -231,11 +231,12 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     its own task streams (step ``t`` of training draws contexts ``0 .. batch_size - 1`` of step ``t``) and initial
     weights: a configuration trained alone (same sweep, subset ``configs``) follows exactly the trajectory it
     follows inside the sweep. On the CPU (float32, with a C compiler) the tasks and the loss and its gradient in
-    ``A = W_K^T W_Q`` and ``W_V`` come from the compiled engine (:mod:`.native`), into buffers reused every step,
-    on ``torch.get_num_threads()`` threads of its own, while PyTorch's few small operations of the step (``A``, its
-    backward pass, Adam) run on one thread: PyTorch's OpenMP workers spin after each parallel region and would take
-    the cores from the engine's threads (the backward pass and Adam of a paper-scale step took 10-40 ms instead of
-    under 1). Elsewhere everything is PyTorch (:func:`sa_logits`, :func:`.metrics.masked_ce`).
+    ``A = W_K^T W_Q`` and ``W_V`` come from the compiled engine (:mod:`.native`; a chunk of contexts per seed drawn
+    and read while in cache, :class:`.native.FusedStep`, or with a mixture of context lengths the step's tasks
+    drawn to buffers reused every step, then read), on ``torch.get_num_threads()`` threads of its own, while
+    PyTorch's few small operations of the step (``A``, its backward pass, Adam) run on one thread: PyTorch's OpenMP
+    workers spin after each parallel region and would take the cores from the engine's threads (the backward pass
+    and Adam of a paper-scale step took 10-40 ms instead of under 1). Elsewhere everything is PyTorch (:func:`sa_logits`, :func:`.metrics.masked_ce`).
     """
     dev = resolve_device(device) if isinstance(device, str) else device
     configs = sweep.configs() if configs is None else configs
@@ -249,13 +250,21 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
         plan = stream.plan
         fused = FusedLoss(plan.group, model_codes(configs), plan.unit_C, [c["d"] for c in configs], plan.unit_n, dims,
                           threads=stream.threads)
-        stream.buffers(sweep.batch_size)
+        if plan.mixture:                 # the lengths come from the drawn tasks: draw the step, then read it
+            stream.buffers(sweep.batch_size)
 
-        def step_loss():
-            nonlocal step
-            step += 1
-            tasks = stream.draw(step, sweep.batch_size)
-            return fused(WK.transpose(1, 2) @ WQ, WV, tasks, context_lengths(plan, tasks.length_words))
+            def step_loss():
+                nonlocal step
+                step += 1
+                tasks = stream.draw(step, sweep.batch_size)
+                return fused(WK.transpose(1, 2) @ WQ, WV, tasks, context_lengths(plan, tasks.length_words))
+        else:                            # drawn and read a chunk of contexts at a time, in cache
+            fused_step = FusedStep(stream.drawer, fused, sweep.batch_size)
+
+            def step_loss():
+                nonlocal step
+                step += 1
+                return fused_step(WK.transpose(1, 2) @ WQ, WV, step)
     else:
         is_soft = model_kind(configs, dev)
 

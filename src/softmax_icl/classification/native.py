@@ -28,7 +28,7 @@ SOURCE = Path(__file__).with_name("engine.c")
 #: sha256 of ``engine.c`` (its first 16 hex digits). The result cache fingerprints Python modules only, so this
 #: line changes whenever the C source does (a test checks it), and cached results computed by an older engine are
 #: not reused.
-SOURCE_SHA = "1c574f780119a962"
+SOURCE_SHA = "29bfbd7f3a9a6953"
 
 #: The engine works on blocks of this many points (``VEC`` in engine.c): a task's rows are padded to whole blocks.
 ROW_BLOCK = 8
@@ -59,6 +59,13 @@ class LossSpec(ctypes.Structure):
                 ("work", _P)]
 
 
+class StepSpec(ctypes.Structure):
+    """``step_spec`` of engine.c."""
+
+    _fields_ = [("d", DrawSpec), ("l", LossSpec), ("chunk", _I), ("part", _P), ("part_loss", _P), ("threads", _I),
+                ("work", _P)]
+
+
 def _load() -> ctypes.CDLL | None:
     """Build and load the engine once per process (:func:`softmax_icl.kernels.build_library`); remember why not if it
     cannot be."""
@@ -71,7 +78,8 @@ def _load() -> ctypes.CDLL | None:
         return None
     for name, spec, res in (("cls_draw", DrawSpec, ctypes.c_int), ("cls_draw_workspace", DrawSpec, ctypes.c_int64),
                             ("cls_loss", LossSpec, ctypes.c_int), ("cls_loss_workspace", LossSpec, ctypes.c_int64),
-                            ("cls_logits", LossSpec, ctypes.c_int)):
+                            ("cls_logits", LossSpec, ctypes.c_int), ("cls_step", StepSpec, ctypes.c_int),
+                            ("cls_step_workspace", StepSpec, ctypes.c_int64)):
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = [ctypes.POINTER(spec)]
@@ -229,16 +237,77 @@ class FusedLoss:
 
 
 class _Fused(torch.autograd.Function):
+    """The loss of a :class:`FusedLoss` (``args``: tasks, lengths) or a :class:`FusedStep` (``args``: step), whose
+    gradient the engine computed with it."""
+
     @staticmethod
-    def forward(ctx, A, WV, fused: FusedLoss, tasks, lengths):
-        fused.compute(A, WV, tasks, lengths)
-        ctx.fused = fused
+    def forward(ctx, A, WV, fused, *args):
+        fused.compute(A, WV, *args)
+        ctx.fused, ctx.nargs = fused, len(args)
         return fused.loss.clone()
 
     @staticmethod
     def backward(ctx, g):
         f = ctx.fused
-        return f.gA * g.view(-1, 1, 1), f.gWV * g.view(-1, 1, 1), None, None, None
+        return (f.gA * g.view(-1, 1, 1), f.gWV * g.view(-1, 1, 1), None) + (None,) * ctx.nargs
+
+
+#: Contexts per seed a fused step (``cls_step``) draws and then reads while they are in the core's cache: sixteen
+#: contexts of the nine tasks of a seed of ``train_readings_n200`` (n = 200, d = 5) are 0.7 MB. Chunks of 8 to 32 ran
+#: alike (``benchmarks/roofline.md``, eighteenth session); the numbers depend on it (the sums per chunk).
+STEP_CHUNK = 16
+
+
+class FusedStep:
+    """The loss and gradient of a :class:`FusedLoss`'s configurations on ``T`` contexts of a :class:`Drawer`'s tasks
+    per step, drawn and read a chunk of ``chunk`` contexts of one seed at a time (``cls_step``) instead of drawing every
+    task of the step to memory and reading it back once per configuration (:meth:`Drawer.draw`, then
+    :meth:`FusedLoss.compute`, which it equals to float rounding: each configuration's contexts are summed per chunk,
+    then the chunks in order; the numbers do not depend on the thread count). ``step(A, WV, step)`` is differentiable
+    in ``A`` and ``WV``. Not for mixtures of context lengths (their lengths come from the drawn tasks)."""
+
+    def __init__(self, drawer: Drawer, loss: FusedLoss, T: int, chunk: int = STEP_CHUNK):
+        if drawer.plan.mixture:
+            raise ValueError("a fused step does not take a mixture of context lengths (n_min); draw, then compute")
+        if int(T) < 1:
+            raise ValueError(f"T={T} must be a positive number of contexts")
+        if int(chunk) < 1:
+            raise ValueError(f"chunk={chunk} must be a positive number of contexts")
+        self.lib, self.drawer, self.fused, self.T, self.chunk = drawer.lib, drawer, loss, int(T), int(chunk)
+        spec = StepSpec()
+        ctypes.memmove(ctypes.byref(spec.d), ctypes.byref(drawer.spec), ctypes.sizeof(DrawSpec))
+        ctypes.memmove(ctypes.byref(spec.l), ctypes.byref(loss.spec), ctypes.sizeof(LossSpec))
+        spec.d.T, spec.l.T = self.T, self.T
+        spec.d.protos = spec.d.length_words = spec.l.lengths = None
+        spec.l.loss, spec.l.gA, spec.l.gWV = loss.loss.data_ptr(), loss.gA.data_ptr(), loss.gWV.data_ptr()
+        K, D = loss.gA.shape[0], loss.gA.shape[1]
+        chunks = -(-self.T // self.chunk)
+        self.part = torch.empty(K, chunks, 2, D, D, dtype=torch.float32, device="cpu")
+        self.part_loss = torch.empty(K, chunks, dtype=torch.float64, device="cpu")
+        spec.chunk, spec.part, spec.part_loss = self.chunk, self.part.data_ptr(), self.part_loss.data_ptr()
+        spec.threads = drawer.threads
+        self.spec = spec
+        self.work = _Workspace(self.lib.cls_step_workspace, spec, spec.threads)
+
+    loss = property(lambda self: self.fused.loss)
+    gA = property(lambda self: self.fused.gA)
+    gWV = property(lambda self: self.fused.gWV)
+
+    def __call__(self, A: torch.Tensor, WV: torch.Tensor, step: int) -> torch.Tensor:
+        return _Fused.apply(A, WV, self, int(step))
+
+    def compute(self, A: torch.Tensor, WV: torch.Tensor, step: int, first: int = 0) -> None:
+        """Contexts ``first .. first + T - 1`` of ``step``: the loss into :attr:`loss`, its gradient into :attr:`gA`,
+        :attr:`gWV`."""
+        s = self.spec
+        A, WV = A.detach().contiguous(), WV.detach().contiguous()
+        for t, name in ((A, "A"), (WV, "WV")):
+            _check(t, tuple(self.fused.gA.shape), torch.float32, name)
+        s.d.step, s.d.first = int(step), int(first)
+        s.l.A, s.l.WV = A.data_ptr(), WV.data_ptr()
+        s.work = self.work.of(s, s.threads)
+        if not self.lib.cls_step(ctypes.byref(s)):
+            raise RuntimeError("cls_step refused its arguments")
 
 
 def unit_logits(A: torch.Tensor, WV: torch.Tensor, code, group, C, d, n, tasks, dims,

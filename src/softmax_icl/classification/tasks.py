@@ -480,6 +480,11 @@ class ClsStream:
         self.step_tensor = torch.zeros((), dtype=torch.int64, device=self.device)
 
     @property
+    def drawer(self):
+        """The compiled engine's :class:`.native.Drawer` of this stream (None on the PyTorch path)."""
+        return self._drawer
+
+    @property
     def S(self) -> int:
         return self.keys.seed.shape[0]
 
