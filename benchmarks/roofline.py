@@ -176,7 +176,6 @@ def classification_work(sw) -> Work:
     n, B = max(sw.n), sw.batch_size
     flop = 0.0
     seeds = {c["seed"] for c in configs}
-    scans = {}
     for s in seeds:
         mine = [c for c in configs if c["seed"] == s]
         C, P, d = max(c["C"] for c in mine), max(c["P"] for c in mine), max(c["d"] for c in mine)
@@ -186,7 +185,7 @@ def classification_work(sw) -> Work:
             reading, P_, _, k_, C_, d_ = task
             norm = 3 * d_ + 4
             if reading == "balanced":          # the scanned candidates: drawn, normalised, labelled (first vectors)
-                m = scans.setdefault((n, C_, d_), balanced_scan(n, C_, d_))
+                m = balanced_scan(n, C_, d_)
                 flop += B * m * (d_ * NORMAL + norm + C_ * (2 * d_ + 1))
             elif reading == "clustered":       # x = c_k + tau z / sqrt(d), normalised; the label is the drawn class
                 flop += B * (n + 1) * (2 * d_ + norm)
