@@ -20,7 +20,10 @@ In one run it measures
    backend) in a fresh process, interleaved over rounds;
 
 and prints, per stage, ``floor = max(FLOP / throughput, bytes / bandwidth)``, the measured step (median over rounds)
-and ``ratio = measured / floor``, for each backend. ``--json PATH`` writes the same numbers.
+and ``ratio = measured / floor`` (two decimals: 3.03 is not within 3x), for each backend, with the processor (its
+model name; :func:`processor`) and the commit of the code measured. ``--json PATH`` writes the same numbers. The
+floors are the machine's own: on the AMD EPYC (Zen 4) of the nineteenth session, whose 512-bit FMAs are two 256-bit
+halves, the FMA loop measures about two thirds of the Intel Xeon's rate and every ratio is lower (``roofline.md``).
 
 **Counting convention** (per training step, at the stage's settings; the work the *task* needs, whatever the code):
 
@@ -341,6 +344,36 @@ def flop_rate(exe: Path | None, threads: int, reps: int = 5) -> tuple[float, str
     return best, "torch sgemm (no C compiler)"
 
 
+def processor(device: str = "cpu") -> str:
+    """What the stages ran on, in words: the CPU's model name with its family and model numbers (``/proc/cpuinfo``;
+    e.g. an AMD EPYC of family 25, model 17, a Zen 4, whose 512-bit FMAs are two 256-bit halves) or the GPU's name.
+    The floors are this machine's: a table measured on one CPU says nothing of another's ratios."""
+    if device != "cpu":
+        import torch
+        return torch.cuda.get_device_name()
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        import platform
+        return platform.processor() or platform.machine()
+    first = text.split("\n\n")[0]
+    field = dict((k.strip(), v.strip()) for k, _, v in (ln.partition(":") for ln in first.splitlines()) if _)
+    name = field.get("model name") or field.get("CPU part") or "unknown CPU"
+    if "cpu family" in field and "model" in field:
+        name += f" (family {field['cpu family']}, model {field['model']})"
+    return name
+
+
+def code_version() -> str:
+    """The commit of the code measured (``git describe --always --dirty``), or ``unknown`` outside a checkout."""
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=Path(__file__).parent,
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+
 def bandwidth(device: str = "cpu", reps: int = 5) -> float:
     """Best STREAM-triad bandwidth (bytes/s) over three float32 arrays on ``device`` (256 MB each on the CPU,
     1 GiB on a GPU), waiting for the device around each timed triad."""
@@ -488,7 +521,8 @@ def main() -> int:
                 print(f"  {s.name:<45} {b:<6} {res['seconds_per_step']:.4f} s/step ({res['steps']} steps; "
                       f"{res['backend']})", flush=True)
     flop_s, bw = max(flops), max(bws)
-    print(f"\nmachine: {args.device}, {args.threads} threads, {flop_s / 1e9:.1f} GFLOP/s ({how}; "
+    cpu, code = processor(args.device), code_version()
+    print(f"\nmachine: {args.device} ({cpu}), code {code}, {args.threads} threads, {flop_s / 1e9:.1f} GFLOP/s ({how}; "
           f"best of {len(flops)} rounds, "
           f"range {min(flops) / 1e9:.1f}-{flop_s / 1e9:.1f}), {bw / 1e9:.1f} GB/s triad "
           f"(range {min(bws) / 1e9:.1f}-{bw / 1e9:.1f})")
@@ -496,7 +530,8 @@ def main() -> int:
     for b in args.backends:
         head += f" {b + ' ms':>10} {'(range)':>13} {'ratio':>6}"
     print(head)
-    report = {"machine": {"device": args.device, "threads": args.threads, "flop_per_s": flop_s, "bytes_per_s": bw,
+    report = {"machine": {"device": args.device, "processor": cpu, "code": code, "threads": args.threads,
+                          "flop_per_s": flop_s, "bytes_per_s": bw,
                           "flop_source": how,
                           "flop_per_s_rounds": flops, "bytes_per_s_rounds": bws}, "stages": {}}
     for s in stages:
@@ -507,7 +542,7 @@ def main() -> int:
         for b in args.backends:
             ts = times[(s.name, b)]
             med = statistics.median(ts)
-            line += f" {1e3 * med:>10.1f} {f'({1e3 * min(ts):.0f}-{1e3 * max(ts):.0f})':>13} {med / floor:>6.1f}"
+            line += f" {1e3 * med:>10.1f} {f'({1e3 * min(ts):.0f}-{1e3 * max(ts):.0f})':>13} {med / floor:>6.2f}"
             entry["by_backend"][b] = {"measured_s": med, "ratio": med / floor, "rounds": ts,
                                       "steps": info[(s.name, b)]["steps"], "implementation": info[(s.name, b)]["backend"],
                                       "peak_memory_mb": info[(s.name, b)].get("peak_memory_mb")}

@@ -62,12 +62,13 @@ def test_compile_probe_refuses_bad_shapes_before_any_measurement(monkeypatch, ar
 
 
 @pytest.mark.parametrize("extra, expected", [
-    (["--stages", "train_readings_n200"], "allowed: norm_scaling/train_t34_d8"),
     (["--stages", "train_nothing"], "unknown stage(s) ['train_nothing']"),
+    (["--stages", "train_nothing"], "allowed: norm_scaling/train_t34_d8"),
     (["--steps", "2"], "--steps must be >= 3")])
 def test_engine_ab_refuses_bad_arguments_before_building_anything(monkeypatch, capsys, extra, expected):
     ab = _load("engine_ab")
     monkeypatch.setattr(ab, "load", lambda *a: pytest.fail("built before refusing"))
+    monkeypatch.setattr(ab, "load_cls", lambda *a: pytest.fail("built before refusing"))
     monkeypatch.setattr(sys, "argv", ["engine_ab.py", str(ROOT), str(ROOT), *extra])
     with pytest.raises(SystemExit) as exit_:
         ab.main()
@@ -81,6 +82,32 @@ def test_engine_ab_names_a_tree_without_the_engine(monkeypatch, capsys, tmp_path
     with pytest.raises(SystemExit) as exit_:
         ab.main()
     assert exit_.value.code == 2 and f"{tmp_path}: no engine sources" in capsys.readouterr().err
+
+
+def test_engine_ab_names_a_tree_without_paper_2s_engine(monkeypatch, capsys, tmp_path):
+    ab = _load("engine_ab")
+    kernels = tmp_path / "src" / "softmax_icl" / "kernels"
+    kernels.mkdir(parents=True)
+    for name in ("engine.c", "philox.h"):
+        (kernels / name).write_text("")                 # paper 1's sources only
+    monkeypatch.setattr(ab, "load", lambda *a: pytest.fail("built before refusing"))
+    monkeypatch.setattr(ab, "load_cls", lambda *a: pytest.fail("built before refusing"))
+    monkeypatch.setattr(sys, "argv", ["engine_ab.py", str(ROOT), str(tmp_path), "--stages", "train_readings_n200"])
+    with pytest.raises(SystemExit) as exit_:
+        ab.main()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "classification/engine.c" in err and f"{tmp_path}: no engine sources" in err
+
+
+def test_engine_ab_times_paper_2s_step_and_one_engine_against_itself_differs_by_nothing():
+    """Paper 2's stage, the same engine as A and B: both timed every step, the same bits."""
+    ab = _load("engine_ab")
+    from softmax_icl.classification import native
+    if not native.available():
+        pytest.skip(native.backend())
+    lib = ab.load_cls(ROOT)
+    r = ab.measure_cls("classification_kernel_gd/train_readings_n200", {"A": lib, "B": lib}, steps=3, calls=1)
+    assert r["A_s"] > 0 and r["B_s"] > 0 and r["max_rel_diff"] == 0.0
 
 
 def test_roofline_fma_loop_runs_on_the_widest_vectors_the_cpu_has(tmp_path):
@@ -145,3 +172,13 @@ def test_roofline_counts_the_class_balanced_candidates_it_scans(monkeypatch):
     monkeypatch.setattr(roofline, "balanced_scan", lambda n, C, d: 42.0)
     high = roofline.classification_work(sw).flop
     assert high - low == 2 * 21 * (4 * roofline.NORMAL + 3 * 4 + 4 + 3 * (2 * 4 + 1))
+
+
+def test_roofline_names_the_processor_and_the_code_it_measured():
+    """A roofline table holds for one machine and one commit: both are printed and written with it."""
+    roofline = _load("roofline")
+    cpu = roofline.processor("cpu")
+    assert cpu and cpu != "unknown CPU"
+    if Path("/proc/cpuinfo").exists() and "cpu family" in Path("/proc/cpuinfo").read_text():
+        assert "family" in cpu and "model" in cpu
+    assert roofline.code_version()
