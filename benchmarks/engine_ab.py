@@ -17,7 +17,8 @@ only replace the engine call. Both must take the same arguments as the installed
 again after each pair of calls, so training follows A.
 
 Usage:  python benchmarks/engine_ab.py A_DIR B_DIR [--stages NAME ...] [--steps 14] [--calls 3]
-        (A_DIR, B_DIR: source trees holding src/softmax_icl/kernels/engine.c)
+        (A_DIR, B_DIR: source trees holding src/softmax_icl/kernels/engine.c and philox.h for paper 1's stages,
+        src/softmax_icl/classification/engine.c for paper 2's)
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def load_cls(tree: Path):
     """Compile and load paper 2's engine of source tree ``tree``."""
     from softmax_icl import kernels
     from softmax_icl.classification import native
-    lib, how = kernels.build_library("cls-engine", cls_source(tree), "classification engine")
+    lib, how = kernels.build_library("cls-engine", cls_source(tree), "classification engine", chosen_by_env=False)
     if lib is None:
         raise SystemExit(f"the classification engine of {tree} did not build: {how}")
     lib.cls_step.restype = ctypes.c_int
