@@ -21,9 +21,10 @@ In one run it measures
 
 and prints, per stage, ``floor = max(FLOP / throughput, bytes / bandwidth)``, the measured step (median over rounds)
 and ``ratio = measured / floor`` (two decimals: 3.03 is not within 3x), for each backend, with the processor (its
-model name; :func:`processor`) and the commit of the code measured. ``--json PATH`` writes the same numbers. The
-floors are the machine's own: on the AMD EPYC (Zen 4) of the nineteenth session, whose 512-bit FMAs are two 256-bit
-halves, the FMA loop measures about two thirds of the Intel Xeon's rate and every ratio is lower (``roofline.md``).
+model name; :func:`processor`) and the commit of the code measured (``records.git_revision``, as a record names
+it). ``--json PATH`` writes the same numbers. The floors are the machine's own: on the AMD EPYC (Zen 4) of the
+nineteenth session, whose 512-bit FMAs are two 256-bit halves, the FMA loop measures two thirds to three quarters of
+the Intel Xeon's rate and every ratio is lower (``roofline.md``).
 
 **Counting convention** (per training step, at the stage's settings; the work the *task* needs, whatever the code):
 
@@ -364,16 +365,6 @@ def processor(device: str = "cpu") -> str:
     return name
 
 
-def code_version() -> str:
-    """The commit of the code measured (``git describe --always --dirty``), or ``unknown`` outside a checkout."""
-    try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=Path(__file__).parent,
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
-
-
 def bandwidth(device: str = "cpu", reps: int = 5) -> float:
     """Best STREAM-triad bandwidth (bytes/s) over three float32 arrays on ``device`` (256 MB each on the CPU,
     1 GiB on a GPU), waiting for the device around each timed triad."""
@@ -521,7 +512,8 @@ def main() -> int:
                 print(f"  {s.name:<45} {b:<6} {res['seconds_per_step']:.4f} s/step ({res['steps']} steps; "
                       f"{res['backend']})", flush=True)
     flop_s, bw = max(flops), max(bws)
-    cpu, code = processor(args.device), code_version()
+    from softmax_icl.records import git_revision
+    cpu, code = processor(args.device), git_revision()
     print(f"\nmachine: {args.device} ({cpu}), code {code}, {args.threads} threads, {flop_s / 1e9:.1f} GFLOP/s ({how}; "
           f"best of {len(flops)} rounds, "
           f"range {min(flops) / 1e9:.1f}-{flop_s / 1e9:.1f}), {bw / 1e9:.1f} GB/s triad "

@@ -181,4 +181,3 @@ def test_roofline_names_the_processor_and_the_code_it_measured():
     assert cpu and cpu != "unknown CPU"
     if Path("/proc/cpuinfo").exists() and "cpu family" in Path("/proc/cpuinfo").read_text():
         assert "family" in cpu and "model" in cpu
-    assert roofline.code_version()
