@@ -469,15 +469,18 @@ def test_a_configuration_trained_alone_matches_it_inside_the_sweep():
     assert np.abs(full.final["WV"] - full.WV_history[0]).max() > 1e-3
 
 
-@pytest.mark.parametrize("name", ["readings", "shapes", "mixture"])
+@pytest.mark.parametrize("name", ["readings", "shapes", "large", "mixture"])
 def test_the_compiled_loss_and_gradient_equal_pytorchs(name):
     """The engine's per-configuration CE and its gradient in W_K, W_Q, W_V are sa_logits + masked_ce's, to rounding:
-    every model (softmax, linear 1/n, linear unnormalised), padded C and d, a mixture of lengths, n < n_max."""
+    every model (softmax, linear 1/n, linear unnormalised), padded C and d, C or d above 8, a mixture of lengths,
+    n < n_max."""
     if not native.available():
         pytest.skip(native.backend())
     sw = {"readings": cmodels.ClsSweep(tasks=(ctasks.task_spec("uniform"), ctasks.task_spec("balanced"),
                                               ctasks.task_spec("clustered", tau=0.5)), n=(9, 14), seeds=2),
           "shapes": cmodels.ClsSweep(shapes=((2, 3), (4, 2), (3, 3)), n=(10,), seeds=2),
+          # beyond the engine's programs for fixed (d, C) <= 8: its generic loop, beside a fixed one
+          "large": cmodels.ClsSweep(shapes=((9, 3), (3, 10), (4, 4)), n=(11,), seeds=2),
           "mixture": cmodels.ClsSweep(models=("softmax", "linear", "linear_sum"), n=(12,), n_min=3, seeds=2)}[name]
     configs = sw.configs()
     stream = ctasks.ClsStream(configs, sw.dims, [5, 6], "cpu")

@@ -81,6 +81,27 @@ static void lookup(float *out, const int32_t *idx, const float *v, int64_t C, in
     for (; i < n; i++) out[i] = v[idx[i]];
 }
 
+/* The table v (C <= 8 entries) as a register, for lookup8 (AVX2); the entries from C on are 0. */
+#if defined(__AVX2__)
+typedef __m256 table8;
+static inline table8 table_of(const float *v, int64_t C) {
+    float t[8] = {0};
+    memcpy(t, v, (size_t)(C < 8 ? C : 8) * sizeof(float));
+    return _mm256_loadu_ps(t);
+}
+/* v[idx[i]] for the VEC indices at idx: what lookup writes. */
+static inline v8f lookup8(table8 tab, const float *v, int64_t C, const int32_t *idx) {
+    if (C <= 8) return (v8f)_mm256_permutevar8x32_ps(tab, _mm256_loadu_si256((const __m256i *)idx));
+    v8f r; for (int l = 0; l < VEC; l++) r[l] = v[idx[l]]; return r;
+}
+#else
+typedef int table8;
+static inline table8 table_of(const float *v, int64_t C) { (void)v; (void)C; return 0; }
+static inline v8f lookup8(table8 tab, const float *v, int64_t C, const int32_t *idx) {
+    (void)tab; (void)C; v8f r; for (int l = 0; l < VEC; l++) r[l] = v[idx[l]]; return r;
+}
+#endif
+
 /* The words of blocks b0 .. b0 + nb - 1 (nb <= LANES) of (key, tag, step, task): w[4 l + i] = word i of block
  * b0 + l. With AVX2, four blocks per vector of 64-bit lanes (the low 32 bits of a lane are the word; the products
  * are _mm256_mul_epu32 of the low halves, and the high halves are never read before the final mask). */
@@ -609,9 +630,16 @@ static float forward_context(const loss_spec *s, int64_t k, int64_t gt, int64_t 
     for (int64_t e = 0; e < d; e++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[e * D + f] * q[f]; u[e] = v; }
     for (int64_t c = 0; c < C; c++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[(dm + c) * D + f] * q[f]; u[dm + c] = v; }
     /* scores s_i = x_i^T u_x + u_y[label_i] (LOW beyond the context) */
-    lookup(sc, lab, u + dm, C, nb);
-    for (int64_t e = 0; e < d; e++) { const float *xe = x + e * np; float ue = u[e]; for (int64_t i = 0; i < nb; i++) sc[i] += ue * xe[i]; }
-    for (int64_t i = 0; i < nb; i++) sc[i] = i < n ? sc[i] : LOW;
+    {   /* a block of VEC points at a time, its scores in a register (the coordinates' products added in order from 0
+         * to the label's term, as the loops over rows did before the twentieth session: the same bits) */
+        const table8 tab = table_of(u + dm, C);
+        for (int64_t i = 0; i < nb; i += VEC) {
+            v8f v = lookup8(tab, u + dm, C, lab + i);
+            for (int64_t e = 0; e < d; e++) v = fma8(splat(u[e]), ld(x + e * np + i), v);
+            st(sc + i, v);
+        }
+        for (int64_t i = n; i < nb; i++) sc[i] = LOW;
+    }
     /* attention weights */
     float iz = 1.0f, lin = code == 1 ? 1.0f / (float)n : 1.0f;
     if (code == 0) {
@@ -679,15 +707,20 @@ static void loss_contexts(const loss_spec *s, int64_t k, float *work, int64_t T_
         }
         /* dL/da_i = dhx^T x_i + dhy[label_i]; dL/ds_i: softmax a_i (da_i - rho) / Z with rho = dhx^T h_x + dhy^T h_y
          * (= sum_j a_j da_j / Z), linear da_i / n or da_i; 0 beyond n */
-        lookup(da, lab, dhy, C, nb);
-        for (int64_t e = 0; e < d; e++) { const float *xe = x + e * np; float v = dhx[e]; for (int64_t i = 0; i < nb; i++) da[i] += v * xe[i]; }
+        float rho = 0.0f;
         if (code == 0) {
-            float rho = 0.0f;
             for (int64_t f = 0; f < d; f++) rho += dhx[f] * hx[f];
             for (int64_t f = 0; f < C; f++) rho += dhy[f] * hy[f];
-            for (int64_t i = 0; i < nb; i++) da[i] = a[i] * iz * (da[i] - rho);
-        } else {
-            for (int64_t i = 0; i < nb; i++) da[i] = i < n ? da[i] * lin : 0.0f;
+        }
+        {   /* a block of VEC points at a time in a register, as the scores above */
+            const table8 tab = table_of(dhy, C);
+            const v8f vz = splat(iz), vr = splat(rho), vl = splat(lin);
+            for (int64_t i = 0; i < nb; i += VEC) {
+                v8f v = lookup8(tab, dhy, C, lab + i);
+                for (int64_t e = 0; e < d; e++) v = fma8(splat(dhx[e]), ld(x + e * np + i), v);
+                st(da + i, code == 0 ? ld(a + i) * vz * (v - vr) : v * vl);
+            }
+            if (code != 0) for (int64_t i = n; i < nb; i++) da[i] = 0.0f;
         }
         /* du = sum_i ds_i [x_i; y_i]; dA[:, :d] += du x_q^T */
         for (int64_t e = 0; e < d; e++) dux[e] = dot(da, x + e * np, nb);
@@ -698,6 +731,182 @@ static void loss_contexts(const loss_spec *s, int64_t k, float *work, int64_t T_
     *total_out = total;
 }
 
+/* ---- The same passes with d and C known to the compiler (d, C <= FIXED): one program per (d, C), each point's
+ * block of VEC points read once per pass with every sum over the points in registers. The generic functions above
+ * take the other sizes. Each sum over points is a sum of per-lane partial sums (one per block, added in order) added
+ * across the lanes at the end, so the numbers differ from the generic path's by float rounding. */
+#define FIXED 8
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE v8f max8(v8f a, v8f b) { v8i m = a > b; return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
+INLINE float hmax(v8f v) { float m = v[0]; for (int l = 1; l < VEC; l++) m = fmaxf(m, v[l]); return m; }
+/* lanes of all ones where the point i + l is in the context (i + l < n) */
+INLINE v8i inside(int64_t i, int64_t n) {
+    const v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    return (splati((int32_t)i) + lane) < splati((int32_t)n);
+}
+
+INLINE float forward_fixed(const loss_spec *s, int64_t k, int64_t gt, int64_t n, const fwd_buf *b, int64_t nl,
+                           const int64_t d, const int64_t C) {
+    int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), nb = round_up(n, VEC);
+    int64_t code = s->code[k];
+    const float *A = s->A + k * D * D, *WV = s->WV + k * D * D;
+    const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
+    const int32_t *lab = s->lab + gt * np;
+    float *sc = b->sc, *a = b->a, *u = b->u, *hx = b->hx, *hy = b->hy;
+    for (int64_t e = 0; e < d; e++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[e * D + f] * q[f]; u[e] = v; }
+    for (int64_t c = 0; c < C; c++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[(dm + c) * D + f] * q[f]; u[dm + c] = v; }
+    /* scores s_i = x_i^T u_x + u_y[label_i] (LOW beyond the context) and their largest */
+    const table8 tab = table_of(u + dm, C);
+    v8f ue[FIXED], top = splat(LOW);
+    for (int64_t e = 0; e < d; e++) ue[e] = splat(u[e]);
+    for (int64_t i = 0; i < nb; i += VEC) {
+        v8f v = lookup8(tab, u + dm, C, lab + i);
+        for (int64_t e = 0; e < d; e++) v = fma8(ue[e], ld(x + e * np + i), v);
+        if (i + VEC > n) { v8i in = inside(i, n); v = (v8f)(((v8i)v & in) | ((v8i)splat(LOW) & ~in)); }
+        st(sc + i, v);
+        top = max8(top, v);
+    }
+    float iz = 1.0f, lin = code == 1 ? 1.0f / (float)n : 1.0f;
+    if (code == 0) {
+        float mx = hmax(top);
+        for (int64_t i = 0; i < nb; i++) a[i] = expf(sc[i] - mx);
+    }
+    /* Z = sum_i a_i and h = sum_i a_i [x_i; y_i] in one pass (linear: a_i = s_i / n or s_i, 0 beyond n) */
+    v8f zs = splat(0.0f), hxs[FIXED], hys[FIXED];
+    for (int64_t e = 0; e < d; e++) hxs[e] = zs;
+    for (int64_t c = 0; c < C; c++) hys[c] = zs;
+    const v8f vl = splat(lin);
+    for (int64_t i = 0; i < nb; i += VEC) {
+        v8f av;
+        if (code == 0) av = ld(a + i);
+        else {
+            av = ld(sc + i) * vl;
+            if (i + VEC > n) av = masked(inside(i, n), av);
+            st(a + i, av);
+        }
+        zs += av;
+        for (int64_t e = 0; e < d; e++) hxs[e] = fma8(av, ld(x + e * np + i), hxs[e]);
+        const v8i lv = ldi(lab + i);
+        for (int64_t c = 0; c < C; c++) hys[c] += masked(lv == splati((int32_t)c), av);
+    }
+    if (code == 0) iz = 1.0f / hsum(zs);
+    for (int64_t e = 0; e < d; e++) hx[e] = hsum(hxs[e]) * iz;
+    for (int64_t c = 0; c < C; c++) hy[c] = hsum(hys[c]) * iz;
+    /* logits z_c = W_V[y_c] . [h_x; h_y] */
+    for (int64_t c = 0; c < nl; c++) {
+        const float *wr = WV + (dm + c) * D;
+        float v = 0.0f;
+        for (int64_t f = 0; f < d; f++) v += wr[f] * hx[f];
+        for (int64_t f = 0; f < C; f++) v += wr[dm + f] * hy[f];
+        b->lg[c] = v;
+    }
+    return iz;
+}
+
+/* loss_contexts for configurations of these d and C */
+INLINE void contexts_fixed(const loss_spec *s, int64_t k, float *work, int64_t T_all, float *gA, float *gWV,
+                           double *total_out, const int64_t d, const int64_t C) {
+    int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), T = s->T;
+    int64_t g = s->group[k], code = s->code[k];
+    const float *WV = s->WV + k * D * D;
+    float *sc = work, *a = sc + np, *da = a + np;
+    float *u = da + np, *hx = u + D, *dhx = hx + dm, *dux = dhx + dm;
+    float *hy = dux + dm, *dhy = hy + Cm, *duy = dhy + Cm, *lg = duy + Cm;
+    const fwd_buf fb = {sc, a, u, hx, hy, lg};
+    double total = *total_out;
+    const float inv_T = 1.0f / (float)T_all;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t gt = g * T + t;
+        const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
+        const int32_t *lab = s->lab + gt * np;
+        int64_t n = s->lengths ? s->lengths[k * T + t] : s->n[k], nb = round_up(n, VEC);
+        const float iz = forward_fixed(s, k, gt, n, &fb, C, d, C), lin = code == 1 ? 1.0f / (float)n : 1.0f;
+        /* the cross-entropy of the query's label */
+        float lm = lg[0];
+        for (int64_t c = 1; c < C; c++) lm = fmaxf(lm, lg[c]);
+        int64_t y = s->lq[gt];
+        float ly = lg[y], Zl = 0.0f;
+        for (int64_t c = 0; c < C; c++) { lg[c] = expf(lg[c] - lm); Zl += lg[c]; }
+        total += (double)(logf(Zl) + lm - ly);
+        /* backward: dL/dlogits = (p - e_y) / T, then dL/dW_V and dL/dh */
+        float izl = 1.0f / Zl;
+        for (int64_t c = 0; c < C; c++) lg[c] = (lg[c] * izl - (c == y ? 1.0f : 0.0f)) * inv_T;
+        for (int64_t f = 0; f < d; f++) dhx[f] = 0.0f;
+        for (int64_t f = 0; f < C; f++) dhy[f] = 0.0f;
+        for (int64_t c = 0; c < C; c++) {
+            const float *wr = WV + (dm + c) * D;
+            float *gr = gWV + (dm + c) * D, l = lg[c];
+            for (int64_t f = 0; f < d; f++) { gr[f] += l * hx[f]; dhx[f] += l * wr[f]; }
+            for (int64_t f = 0; f < C; f++) { gr[dm + f] += l * hy[f]; dhy[f] += l * wr[dm + f]; }
+        }
+        float rho = 0.0f;
+        if (code == 0) {
+            for (int64_t f = 0; f < d; f++) rho += dhx[f] * hx[f];
+            for (int64_t f = 0; f < C; f++) rho += dhy[f] * hy[f];
+        }
+        /* da_i = dhx^T x_i + dhy[label_i]; ds_i (softmax a_i (da_i - rho) / Z, linear da_i / n or da_i, 0 beyond n);
+         * du = sum_i ds_i [x_i; y_i]: one pass */
+        const table8 tab = table_of(dhy, C);
+        const v8f vz = splat(iz), vr = splat(rho), vl = splat(lin);
+        v8f dh[FIXED], duxs[FIXED], duys[FIXED];
+        for (int64_t e = 0; e < d; e++) { dh[e] = splat(dhx[e]); duxs[e] = splat(0.0f); }
+        for (int64_t c = 0; c < C; c++) duys[c] = splat(0.0f);
+        for (int64_t i = 0; i < nb; i += VEC) {
+            v8f v = lookup8(tab, dhy, C, lab + i);
+            for (int64_t e = 0; e < d; e++) v = fma8(dh[e], ld(x + e * np + i), v);
+            v8f ds;
+            if (code == 0) ds = ld(a + i) * vz * (v - vr);
+            else {
+                ds = v * vl;
+                if (i + VEC > n) ds = masked(inside(i, n), ds);
+            }
+            for (int64_t e = 0; e < d; e++) duxs[e] = fma8(ds, ld(x + e * np + i), duxs[e]);
+            const v8i lv = ldi(lab + i);
+            for (int64_t c = 0; c < C; c++) duys[c] += masked(lv == splati((int32_t)c), ds);
+        }
+        for (int64_t e = 0; e < d; e++) dux[e] = hsum(duxs[e]);
+        for (int64_t c = 0; c < C; c++) duy[c] = hsum(duys[c]);
+        /* dA[:, :d] += du x_q^T */
+        for (int64_t e = 0; e < d; e++) for (int64_t f = 0; f < d; f++) gA[e * D + f] += dux[e] * q[f];
+        for (int64_t c = 0; c < C; c++) for (int64_t f = 0; f < d; f++) gA[(dm + c) * D + f] += duy[c] * q[f];
+    }
+    *total_out = total;
+}
+
+typedef float (*forward_fn)(const loss_spec *, int64_t, int64_t, int64_t, const fwd_buf *, int64_t);
+typedef void (*contexts_fn)(const loss_spec *, int64_t, float *, int64_t, float *, float *, double *);
+#define FIXED_DC(d, C) \
+    static float forward_##d##_##C(const loss_spec *s, int64_t k, int64_t gt, int64_t n, const fwd_buf *b, int64_t nl) \
+    { return forward_fixed(s, k, gt, n, b, nl, d, C); } \
+    static void contexts_##d##_##C(const loss_spec *s, int64_t k, float *w, int64_t T_all, float *gA, float *gWV, \
+                                   double *tot) { contexts_fixed(s, k, w, T_all, gA, gWV, tot, d, C); }
+#define FIXED_D(d) FIXED_DC(d, 1) FIXED_DC(d, 2) FIXED_DC(d, 3) FIXED_DC(d, 4) FIXED_DC(d, 5) FIXED_DC(d, 6) \
+    FIXED_DC(d, 7) FIXED_DC(d, 8)
+FIXED_D(1) FIXED_D(2) FIXED_D(3) FIXED_D(4) FIXED_D(5) FIXED_D(6) FIXED_D(7) FIXED_D(8)
+#define ROW(d, f) {f##_##d##_1, f##_##d##_2, f##_##d##_3, f##_##d##_4, f##_##d##_5, f##_##d##_6, f##_##d##_7, \
+                   f##_##d##_8}
+static const forward_fn FORWARD[FIXED][FIXED] = {ROW(1, forward), ROW(2, forward), ROW(3, forward), ROW(4, forward),
+                                                  ROW(5, forward), ROW(6, forward), ROW(7, forward), ROW(8, forward)};
+static const contexts_fn CONTEXTS[FIXED][FIXED] = {ROW(1, contexts), ROW(2, contexts), ROW(3, contexts),
+                                                    ROW(4, contexts), ROW(5, contexts), ROW(6, contexts),
+                                                    ROW(7, contexts), ROW(8, contexts)};
+
+static int fixed(const loss_spec *s, int64_t k) {
+    return s->d[k] >= 1 && s->d[k] <= FIXED && s->C[k] >= 1 && s->C[k] <= FIXED;
+}
+
+/* forward_context / loss_contexts, by the program for the configuration's (d, C) where there is one */
+static float forward_any(const loss_spec *s, int64_t k, int64_t gt, int64_t n, const fwd_buf *b, int64_t nl) {
+    return fixed(s, k) ? FORWARD[s->d[k] - 1][s->C[k] - 1](s, k, gt, n, b, nl) : forward_context(s, k, gt, n, b, nl);
+}
+
+static void contexts_any(const loss_spec *s, int64_t k, float *work, int64_t T_all, float *gA, float *gWV,
+                         double *total_out) {
+    if (fixed(s, k)) CONTEXTS[s->d[k] - 1][s->C[k] - 1](s, k, work, T_all, gA, gWV, total_out);
+    else loss_contexts(s, k, work, T_all, gA, gWV, total_out);
+}
+
 /* One configuration k: its loss and gradients, summed over its contexts in order. */
 static void loss_unit(const loss_spec *s, int64_t k, float *work) {
     int64_t D = s->d_max + s->C_max;
@@ -705,7 +914,7 @@ static void loss_unit(const loss_spec *s, int64_t k, float *work) {
     memset(gA, 0, (size_t)(D * D) * sizeof(float));
     memset(gWV, 0, (size_t)(D * D) * sizeof(float));
     double total = 0.0;
-    loss_contexts(s, k, work, s->T, gA, gWV, &total);
+    contexts_any(s, k, work, s->T, gA, gWV, &total);
     s->loss[k] = (float)(total / (double)s->T);
 }
 
@@ -723,7 +932,7 @@ static void logits_one(const void *spec, uint8_t *work, int64_t k) {
     float *sc = (float *)work, *a = sc + np, *u = a + np, *hx = u + D, *hy = hx + dm, *lg = hy + Cm;
     const fwd_buf fb = {sc, a, u, hx, hy, lg};
     for (int64_t t = 0; t < T; t++) {
-        forward_context(s, k, s->group[k] * T + t, s->lengths ? s->lengths[k * T + t] : s->n[k], &fb, Cm);
+        forward_any(s, k, s->group[k] * T + t, s->lengths ? s->lengths[k * T + t] : s->n[k], &fb, Cm);
         memcpy(s->logits + (k * T + t) * Cm, lg, (size_t)Cm * sizeof(float));
     }
 }
@@ -788,7 +997,7 @@ static void step_one(const void *spec, uint8_t *work, int64_t i) {
         float *gA = p->part + ((k * nc + c) * 2) * D * D, *gWV = gA + D * D;
         memset(gA, 0, (size_t)(2 * D * D) * sizeof(float));
         p->part_loss[k * nc + c] = 0.0;
-        loss_contexts(&ls, k, lwork, p->d.T, gA, gWV, &p->part_loss[k * nc + c]);
+        contexts_any(&ls, k, lwork, p->d.T, gA, gWV, &p->part_loss[k * nc + c]);
     }
 }
 
