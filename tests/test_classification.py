@@ -472,14 +472,14 @@ def test_a_configuration_trained_alone_matches_it_inside_the_sweep():
 @pytest.mark.parametrize("name", ["readings", "shapes", "large", "mixture"])
 def test_the_compiled_loss_and_gradient_equal_pytorchs(name):
     """The engine's per-configuration CE and its gradient in W_K, W_Q, W_V are sa_logits + masked_ce's, to rounding:
-    every model (softmax, linear 1/n, linear unnormalised), padded C and d, C or d above 8, a mixture of lengths,
+    every model (softmax, linear 1/n, linear unnormalised), padded C and d, C or d above 6, a mixture of lengths,
     n < n_max."""
     if not native.available():
         pytest.skip(native.backend())
     sw = {"readings": cmodels.ClsSweep(tasks=(ctasks.task_spec("uniform"), ctasks.task_spec("balanced"),
                                               ctasks.task_spec("clustered", tau=0.5)), n=(9, 14), seeds=2),
           "shapes": cmodels.ClsSweep(shapes=((2, 3), (4, 2), (3, 3)), n=(10,), seeds=2),
-          # beyond the engine's programs for fixed (d, C) <= 8: its generic loop, beside a fixed one
+          # beyond the engine's programs for fixed 2 <= d, C <= 6: its generic loop, beside a fixed one
           "large": cmodels.ClsSweep(shapes=((9, 3), (3, 10), (4, 4)), n=(11,), seeds=2),
           "mixture": cmodels.ClsSweep(models=("softmax", "linear", "linear_sum"), n=(12,), n_min=3, seeds=2)}[name]
     configs = sw.configs()
@@ -596,7 +596,7 @@ def test_the_fused_step_equals_drawing_then_reading_the_step():
     ref = [t.clone() for t in (loss.loss, loss.gA, loss.gWV)]
     got = {}
     for threads in (1, 3):
-        step.spec.threads = threads
+        step.spec.d.threads = threads
         step.compute(A, WV, 5)
         got[threads] = [t.clone() for t in (step.loss, step.gA, step.gWV)]
         for a, b in zip(got[threads], ref):

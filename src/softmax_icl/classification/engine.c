@@ -731,13 +731,22 @@ static void loss_contexts(const loss_spec *s, int64_t k, float *work, int64_t T_
     *total_out = total;
 }
 
-/* ---- The same passes with d and C known to the compiler (d, C <= FIXED): one program per (d, C), each point's
+/* ---- The same passes with d and C known to the compiler (2 <= d, C <= FIXED): one program per (d, C), each point's
  * block of VEC points read once per pass with every sum over the points in registers. The generic functions above
  * take the other sizes. Each sum over points is a sum of per-lane partial sums (one per block, added in order) added
  * across the lanes at the end, so the numbers differ from the generic path's by float rounding. */
-#define FIXED 8
+#define FIXED 6
 #define INLINE static inline __attribute__((always_inline))
 
+/* acc + (a where lab == c, else 0): an add under a mask where the CPU has AVX-512VL */
+INLINE v8f add_where(v8f acc, v8i lab, int32_t c, v8f a) {
+#if defined(__AVX512VL__)
+    return (v8f)_mm256_mask_add_ps((__m256)acc, _mm256_cmpeq_epi32_mask((__m256i)lab, (__m256i)splati(c)), (__m256)acc,
+                                   (__m256)a);
+#else
+    return acc + masked(lab == splati(c), a);
+#endif
+}
 INLINE v8f max8(v8f a, v8f b) { v8i m = a > b; return (v8f)(((v8i)a & m) | ((v8i)b & ~m)); }
 INLINE float hmax(v8f v) { float m = v[0]; for (int l = 1; l < VEC; l++) m = fmaxf(m, v[l]); return m; }
 /* lanes of all ones where the point i + l is in the context (i + l < n) */
@@ -788,7 +797,7 @@ INLINE float forward_fixed(const loss_spec *s, int64_t k, int64_t gt, int64_t n,
         zs += av;
         for (int64_t e = 0; e < d; e++) hxs[e] = fma8(av, ld(x + e * np + i), hxs[e]);
         const v8i lv = ldi(lab + i);
-        for (int64_t c = 0; c < C; c++) hys[c] += masked(lv == splati((int32_t)c), av);
+        for (int64_t c = 0; c < C; c++) hys[c] = add_where(hys[c], lv, (int32_t)c, av);
     }
     if (code == 0) iz = 1.0f / hsum(zs);
     for (int64_t e = 0; e < d; e++) hx[e] = hsum(hxs[e]) * iz;
@@ -863,7 +872,7 @@ INLINE void contexts_fixed(const loss_spec *s, int64_t k, float *work, int64_t T
             }
             for (int64_t e = 0; e < d; e++) duxs[e] = fma8(ds, ld(x + e * np + i), duxs[e]);
             const v8i lv = ldi(lab + i);
-            for (int64_t c = 0; c < C; c++) duys[c] += masked(lv == splati((int32_t)c), ds);
+            for (int64_t c = 0; c < C; c++) duys[c] = add_where(duys[c], lv, (int32_t)c, ds);
         }
         for (int64_t e = 0; e < d; e++) dux[e] = hsum(duxs[e]);
         for (int64_t c = 0; c < C; c++) duy[c] = hsum(duys[c]);
@@ -881,29 +890,28 @@ typedef void (*contexts_fn)(const loss_spec *, int64_t, float *, int64_t, float 
     { return forward_fixed(s, k, gt, n, b, nl, d, C); } \
     static void contexts_##d##_##C(const loss_spec *s, int64_t k, float *w, int64_t T_all, float *gA, float *gWV, \
                                    double *tot) { contexts_fixed(s, k, w, T_all, gA, gWV, tot, d, C); }
-#define FIXED_D(d) FIXED_DC(d, 1) FIXED_DC(d, 2) FIXED_DC(d, 3) FIXED_DC(d, 4) FIXED_DC(d, 5) FIXED_DC(d, 6) \
-    FIXED_DC(d, 7) FIXED_DC(d, 8)
-FIXED_D(1) FIXED_D(2) FIXED_D(3) FIXED_D(4) FIXED_D(5) FIXED_D(6) FIXED_D(7) FIXED_D(8)
-#define ROW(d, f) {f##_##d##_1, f##_##d##_2, f##_##d##_3, f##_##d##_4, f##_##d##_5, f##_##d##_6, f##_##d##_7, \
-                   f##_##d##_8}
-static const forward_fn FORWARD[FIXED][FIXED] = {ROW(1, forward), ROW(2, forward), ROW(3, forward), ROW(4, forward),
-                                                  ROW(5, forward), ROW(6, forward), ROW(7, forward), ROW(8, forward)};
-static const contexts_fn CONTEXTS[FIXED][FIXED] = {ROW(1, contexts), ROW(2, contexts), ROW(3, contexts),
-                                                    ROW(4, contexts), ROW(5, contexts), ROW(6, contexts),
-                                                    ROW(7, contexts), ROW(8, contexts)};
+#define FIXED_D(d) FIXED_DC(d, 2) FIXED_DC(d, 3) FIXED_DC(d, 4) FIXED_DC(d, 5) FIXED_DC(d, 6)
+FIXED_D(2) FIXED_D(3) FIXED_D(4) FIXED_D(5) FIXED_D(6)
+#define ROW(d, f) {f##_##d##_2, f##_##d##_3, f##_##d##_4, f##_##d##_5, f##_##d##_6}
+static const forward_fn FORWARD[5][5] = {ROW(2, forward), ROW(3, forward), ROW(4, forward), ROW(5, forward),
+                                         ROW(6, forward)};
+static const contexts_fn CONTEXTS[5][5] = {ROW(2, contexts), ROW(3, contexts), ROW(4, contexts), ROW(5, contexts),
+                                           ROW(6, contexts)};
 
+/* Whether configuration k has a program of its own: 2 <= d, C <= FIXED (the book's sizes but its largest; each
+ * program costs the engine's build a third of a second). */
 static int fixed(const loss_spec *s, int64_t k) {
-    return s->d[k] >= 1 && s->d[k] <= FIXED && s->C[k] >= 1 && s->C[k] <= FIXED;
+    return s->d[k] >= 2 && s->d[k] <= FIXED && s->C[k] >= 2 && s->C[k] <= FIXED;
 }
 
 /* forward_context / loss_contexts, by the program for the configuration's (d, C) where there is one */
 static float forward_any(const loss_spec *s, int64_t k, int64_t gt, int64_t n, const fwd_buf *b, int64_t nl) {
-    return fixed(s, k) ? FORWARD[s->d[k] - 1][s->C[k] - 1](s, k, gt, n, b, nl) : forward_context(s, k, gt, n, b, nl);
+    return fixed(s, k) ? FORWARD[s->d[k] - 2][s->C[k] - 2](s, k, gt, n, b, nl) : forward_context(s, k, gt, n, b, nl);
 }
 
 static void contexts_any(const loss_spec *s, int64_t k, float *work, int64_t T_all, float *gA, float *gWV,
                          double *total_out) {
-    if (fixed(s, k)) CONTEXTS[s->d[k] - 1][s->C[k] - 1](s, k, work, T_all, gA, gWV, total_out);
+    if (fixed(s, k)) CONTEXTS[s->d[k] - 2][s->C[k] - 2](s, k, work, T_all, gA, gWV, total_out);
     else loss_contexts(s, k, work, T_all, gA, gWV, total_out);
 }
 
@@ -960,8 +968,7 @@ typedef struct {
     int64_t chunk;
     float *part;                 /* (K, chunks, 2, D, D) */
     double *part_loss;           /* (K, chunks) */
-    int64_t threads;
-    uint8_t *work;               /* threads x cls_step_workspace bytes */
+    uint8_t *work;               /* d.threads x cls_step_workspace bytes */
 } step_spec;
 
 static int64_t step_chunks(const step_spec *p) { return (p->d.T + p->chunk - 1) / p->chunk; }
@@ -1004,7 +1011,7 @@ static void step_one(const void *spec, uint8_t *work, int64_t i) {
 int cls_step(const step_spec *p) {
     if (p->d.length_words || p->l.lengths || p->chunk < 1) return 0;
     pool q = {step_one, p, p->work, cls_step_workspace(p), p->d.S * step_chunks(p), 1, 0};
-    parallel_for(&q, p->threads);
+    parallel_for(&q, p->d.threads);
     int64_t nc = step_chunks(p), D = p->l.d_max + p->l.C_max;
     for (int64_t k = 0; k < p->l.K; k++) {
         float *gA = p->l.gA + k * D * D, *gWV = p->l.gWV + k * D * D;

@@ -5,7 +5,8 @@ over large temporaries, and the model's forward and backward passes are a dozen 
 (seed, context) from the counter-based streams and builds every task of that seed while the context is in cache
 (:func:`cls_draw`, the scheme of :mod:`softmax_icl.classification.tasks`), and computes each configuration's mean cross-entropy and its
 gradient in ``A = W_K^T W_Q`` and ``W_V`` a context at a time while it is in cache (:class:`FusedLoss`, the function of
-:func:`.models.sa_logits` and :func:`.metrics.masked_ce`). Work is split over ``threads`` threads of its own (by
+:func:`.models.sa_logits` and :func:`.metrics.masked_ce`), and a training step's draws and loss together, a chunk of
+contexts of a seed at a time (:class:`FusedStep`, ``cls_step``: the tasks never go to memory). Work is split over ``threads`` threads of its own (by
 default ``torch.get_num_threads()`` when the object is made) by (seed, context) and by configuration, so the numbers
 do not depend on the thread count.
 
@@ -28,7 +29,7 @@ SOURCE = Path(__file__).with_name("engine.c")
 #: sha256 of ``engine.c`` (its first 16 hex digits). The result cache fingerprints Python modules only, so this
 #: line changes whenever the C source does (a test checks it), and cached results computed by an older engine are
 #: not reused.
-SOURCE_SHA = "de87a73b02210d32"
+SOURCE_SHA = "4f3bf27098659b3b"
 
 #: The engine works on blocks of this many points (``VEC`` in engine.c): a task's rows are padded to whole blocks.
 ROW_BLOCK = 8
@@ -62,8 +63,7 @@ class LossSpec(ctypes.Structure):
 class StepSpec(ctypes.Structure):
     """``step_spec`` of engine.c."""
 
-    _fields_ = [("d", DrawSpec), ("l", LossSpec), ("chunk", _I), ("part", _P), ("part_loss", _P), ("threads", _I),
-                ("work", _P)]
+    _fields_ = [("d", DrawSpec), ("l", LossSpec), ("chunk", _I), ("part", _P), ("part_loss", _P), ("work", _P)]
 
 
 def _load() -> ctypes.CDLL | None:
@@ -285,9 +285,9 @@ class FusedStep:
         self.part = torch.empty(K, chunks, 2, D, D, dtype=torch.float32, device="cpu")
         self.part_loss = torch.empty(K, chunks, dtype=torch.float64, device="cpu")
         spec.chunk, spec.part, spec.part_loss = self.chunk, self.part.data_ptr(), self.part_loss.data_ptr()
-        spec.threads = drawer.threads
+        spec.d.threads = drawer.threads
         self.spec = spec
-        self.work = _Workspace(self.lib.cls_step_workspace, spec, spec.threads)
+        self.work = _Workspace(self.lib.cls_step_workspace, spec, spec.d.threads)
 
     loss = property(lambda self: self.fused.loss)
     gA = property(lambda self: self.fused.gA)
@@ -305,7 +305,7 @@ class FusedStep:
             _check(t, tuple(self.fused.gA.shape), torch.float32, name)
         s.d.step, s.d.first = int(step), int(first)
         s.l.A, s.l.WV = A.data_ptr(), WV.data_ptr()
-        s.work = self.work.of(s, s.threads)
+        s.work = self.work.of(s, s.d.threads)
         if not self.lib.cls_step(ctypes.byref(s)):
             raise RuntimeError("cls_step refused its arguments")
 
