@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl import streams
+from softmax_icl import kernels, streams
 from softmax_icl.classification import algorithms as calg
 from softmax_icl.classification import metrics as cmetrics
 from softmax_icl.classification import models as cmodels
@@ -726,3 +726,30 @@ def test_crossover_and_t_interval():
     m, lo, hi = analysis.t_interval([1.0, 2.0, 3.0], 0.0)
     assert m == 2.0 and abs(hi - m - 4.303 * 1.0 / math.sqrt(3)) < 1e-12 and abs(m - lo - (hi - m)) < 1e-12
     assert analysis.t_interval([1.5], 0.25) == (1.5, 1.25, 1.75)
+
+
+def test_the_engines_update_is_autograd_through_A_and_pytorchs_adam():
+    """The trainer's update in paper 2's engine (kernels.Update on its unit_update): the gradients in W_K, W_Q from
+    the one in A = W_K^T W_Q, one step of Adam on W_K, W_Q, W_V, and the next A, as autograd and torch.optim.Adam
+    compute them, to float rounding."""
+    if not native.available():
+        pytest.skip(native.backend())
+    g = torch.Generator().manual_seed(1)
+    K, D = 5, 6
+    init = [torch.randn(K, D, D, generator=g) for _ in range(3)]
+    mine, ref = [p.clone() for p in init], [torch.nn.Parameter(p.clone()) for p in init]
+    kq, wv = kernels.Update(mine[:2], lib=native.library()), kernels.Update(mine[2:], lib=native.library())
+    opt = torch.optim.Adam(ref, lr=0.1)
+    for lr in (0.1, 0.03, 0.07):
+        gA, gWV = torch.randn(K, D, D, generator=g), torch.randn(K, D, D, generator=g)
+        A = ref[0].transpose(1, 2) @ ref[1]
+        torch.testing.assert_close(kq.M, A.detach(), rtol=1e-5, atol=1e-6)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad()
+        ((A * gA).sum() + (ref[2] * gWV).sum()).backward()
+        opt.step()
+        kq(gA, lr)
+        wv(gWV, lr)
+        for a, b in zip(mine, ref):
+            torch.testing.assert_close(a, b.detach(), rtol=1e-5, atol=1e-6)

@@ -154,8 +154,9 @@ def test_detector_sees_a_sync_in_the_loop(torch_path, traffic):
 # The same numbers
 
 
-def reference_optimise(params, step_loss, steps, lr, log_every, snapshot):
-    """The loop written plainly, copying to the host at every log point (``optimise`` before issue 13)."""
+def reference_optimise(params, step_loss, steps, lr, log_every, snapshot, update=None):
+    """The loop written plainly, copying to the host at every log point (``optimise`` before issue 13). ``update``:
+    the engine's whole step (its update in C) instead of autograd and ``torch.optim.Adam``."""
     opt = torch.optim.Adam(params, lr=lr)
     hist = {"steps": [], "loss": []}
     running, since = None, 0
@@ -173,10 +174,13 @@ def reference_optimise(params, step_loss, steps, lr, log_every, snapshot):
 
     log(0)
     for step in range(1, steps + 1):
-        per_config = step_loss()
-        opt.zero_grad(set_to_none=True)
-        per_config.sum().backward()
-        opt.step()
+        if update is not None:
+            per_config = update(lr)
+        else:
+            per_config = step_loss()
+            opt.zero_grad(set_to_none=True)
+            per_config.sum().backward()
+            opt.step()
         running = per_config.detach().clone() if running is None else running + per_config.detach()
         since += 1
         if step % log_every == 0 or step == steps:
@@ -194,7 +198,7 @@ def test_train_sweep_matches_the_reference_loop_bit_for_bit(name, path, monkeypa
     res = train_sweep(sw, "cpu", progress=False)
     prog = SweepProgram(sw, torch.device("cpu"))
     ref = reference_optimise(list(prog.unit.parameters()), prog.loss, sw.steps, sw.lr, sw.log_every,
-                             lambda: {"M": prog.matrices()})
+                             lambda: {"M": prog.matrices()}, update=prog.updater())
     np.testing.assert_array_equal(res.log_steps, ref["steps"])
     np.testing.assert_array_equal(res.M_history, ref["M"])
     np.testing.assert_array_equal(res.loss_history, ref["loss"][:, prog.back.numpy()])

@@ -290,3 +290,31 @@ def test_segment_weights_in_the_engine_equal_pytorch_and_do_not_depend_on_the_th
     np.testing.assert_allclose(stats.double(), stats_ref, rtol=2e-6)
     with pytest.raises(ValueError, match="bounds"):
         kernels.segment_exp(s.clone(), [0, 9, 9, 130])
+
+
+@pytest.mark.parametrize("param", ["M", "KQ"])
+def test_the_engines_update_is_autograd_and_pytorchs_adam(param):
+    """kernels.Update (adam.h): a key-query pair's gradients from the one in M (dP = Q G^T, dQ = P G), one step of
+    Adam, and the next M, as autograd and torch.optim.Adam compute them, to float rounding, over steps whose
+    learning rate changes (a schedule), with r != d for the pair."""
+    if not kernels.available():
+        pytest.skip(kernels.backend())
+    g = torch.Generator().manual_seed(0)
+    U, d = 7, 3
+    r = 5 if param == "KQ" else d
+    init = [torch.randn(U, r, d, generator=g) for _ in range(2 if param == "KQ" else 1)]
+    mine, ref = [p.clone() for p in init], [torch.nn.Parameter(p.clone()) for p in init]
+    update, opt = kernels.Update(mine), torch.optim.Adam(ref, lr=0.1)
+    for lr in (0.1, 0.05, 0.02, 0.08):
+        G = torch.randn(U, d, d, generator=g)
+        M = ref[0] if param == "M" else ref[0].transpose(1, 2) @ ref[1]
+        torch.testing.assert_close(update.M, M.detach(), rtol=1e-5, atol=1e-6)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        opt.zero_grad()
+        (M * G).sum().backward()
+        opt.step()
+        update(G, lr)
+        for a, b in zip(mine, ref):
+            torch.testing.assert_close(a, b.detach(), rtol=1e-5, atol=1e-6)
+    assert not torch.equal(mine[0], init[0])

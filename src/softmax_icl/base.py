@@ -135,7 +135,8 @@ def cuda_graphs_enabled() -> bool:
 
 def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], steps: int, lr: float,
              log_every: int, snapshot: Callable[[], dict], lr_factor: Callable[[int], float] | None = None,
-             progress=None, desc: str = "training", step_tensor: torch.Tensor | None = None) -> tuple[dict, float]:
+             progress=None, desc: str = "training", step_tensor: torch.Tensor | None = None,
+             update: Callable[[float], torch.Tensor] | None = None) -> tuple[dict, float]:
     """The optimisation loop every batched trainer shares: Adam over stacked parameters.
 
     ``step_loss()`` samples a fresh batch and returns the per-configuration loss (C,); their *sum* is
@@ -159,10 +160,17 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
     Nothing in the loop reads a tensor's value from Python. (PyTorch's Adam keeps its step count as a
     host-side scalar by design, so reading it is no device sync.) A ``snapshot`` that returns numpy
     arrays still works, but then waits for the device at every log point.
+
+    ``update(lr)``, where given, replaces ``step_loss``, the backward pass and Adam: it runs a whole step at learning
+    rate ``lr`` (the loss, its gradient, and an update that is Adam's to float rounding, all in a compiled engine:
+    :class:`softmax_icl.classification.native.Update`) and returns the per-configuration loss. On the CPU.
     """
     device_step = step_tensor is not None and step_tensor.device.type == "cuda"
+    if update is not None and device_step:
+        raise ValueError("update= runs a step on the CPU; a CUDA step_tensor has no compiled update")
     lr_value = torch.tensor(float(lr), device=step_tensor.device) if device_step and lr_factor is not None else lr
-    opt = adam(params, lr_value, device_step)
+    opt = adam(params, lr_value, device_step) if update is None else None
+    lr_now = lr
     hist: dict[str, list] = {"steps": [], "loss": []}
     running, since = None, 0
 
@@ -179,10 +187,12 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
 
     def prepare(step):
         """What the host decides about step ``step`` before it runs: its number and its learning rate."""
+        nonlocal lr_now
         if step_tensor is not None:
             step_tensor.fill_(step)
         if lr_factor is not None:
-            for group in opt.param_groups:
+            lr_now = lr * lr_factor(step)
+            for group in opt.param_groups if opt is not None else ():
                 if isinstance(group["lr"], torch.Tensor):
                     group["lr"].fill_(lr * lr_factor(step))
                 else:
@@ -190,10 +200,13 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
 
     def eager():
         nonlocal running
-        per_config = step_loss()
-        opt.zero_grad(set_to_none=True)
-        per_config.sum().backward()
-        opt.step()
+        if update is not None:
+            per_config = update(lr_now)
+        else:
+            per_config = step_loss()
+            opt.zero_grad(set_to_none=True)
+            per_config.sum().backward()
+            opt.step()
         if running is None:
             running = per_config.detach().clone()
         else:

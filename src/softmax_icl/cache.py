@@ -33,7 +33,7 @@ from .base import atomic_write_bytes, cache_dir
 #: code is left out on purpose, so restyling a figure does not invalidate the cache.
 COMPUTE_MODULES = ("base.py", "streams.py", "tasks.py", "models.py", "training.py", "metrics.py", "baselines.py",
                    "theory.py", "kernels/__init__.py", "kernels/engine.c", "kernels/philox.h",
-                   "kernels/philox_triton.py", "kernels/philox_cpu.py", "kernels/philox_cpu.c")
+                   "kernels/adam.h", "kernels/philox_triton.py", "kernels/philox_cpu.py", "kernels/philox_cpu.c")
 #: Folders whose every module is compute code too (each figure's sweeps and analyses, paper 2's subpackage), except
 #: the modules named here, which only draw, declare parameters, or write text from computed results.
 COMPUTE_TREES = ("figures", "classification")

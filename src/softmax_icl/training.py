@@ -256,6 +256,23 @@ class SweepProgram:
         losses = [self.unit.loss(b, st.start).flatten() for st, b in zip(self.streams, batches)]
         return torch.cat(losses) if len(losses) > 1 else losses[0]
 
+    def updater(self):
+        """Where the engine runs the step (:attr:`program`) and the parameters are ``M`` or a key-query pair: a
+        function ``update(lr)`` that runs a whole training step, the update included (:class:`.kernels.Update`, Adam's
+        to float rounding), and returns every configuration's loss (C,) in slot order, for
+        :func:`softmax_icl.base.optimise`. Else None."""
+        if self.program is None or self.sweep.param not in ("M", "KQ"):
+            return None
+        names = ["M"] if self.sweep.param == "M" else ["MK", "MQ"]
+        adam_step = kernels.Update([getattr(self.unit, n) for n in names])
+
+        def update(lr: float) -> torch.Tensor:
+            self.step += 1
+            loss, grad = self.program.run(adam_step.M, self.step)
+            adam_step(grad, lr)
+            return loss
+        return update
+
     def step_loss(self) -> torch.Tensor:
         """:meth:`loss` on the tasks of the step held in ``step_t``, which the caller writes (the PyTorch path as
         :func:`softmax_icl.base.optimise` runs it: a fixed sequence of kernels, which a CUDA graph can replay)."""
@@ -279,7 +296,8 @@ def train_sweep(sweep: Sweep, device="auto", configs: list[dict] | None = None, 
     torch_path = prog.fused is None                             # the step optimise may capture as a CUDA graph
     hist, seconds = optimise(list(prog.unit.parameters()), prog.step_loss if torch_path else prog.loss, sweep.steps,
                              sweep.lr, sweep.log_every, lambda: {"M": prog.matrices()}, lr_factor=sweep.lr_factor(),
-                             progress=progress, desc=desc, step_tensor=prog.step_t if torch_path else None)
+                             progress=progress, desc=desc, step_tensor=prog.step_t if torch_path else None,
+                             update=None if torch_path else prog.updater())
     state = {k: v.detach().cpu()[prog.back].numpy() for k, v in prog.unit.state_dict().items()}
     return SweepResult(sweep=sweep.to_dict(), configs=prog.configs, log_steps=hist["steps"], M_history=hist["M"],
                        loss_history=hist["loss"][:, prog.back.numpy()], final_state=state,

@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "../kernels/adam.h"           /* unit_update: the training step's update (Adam) */
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -1028,3 +1030,4 @@ int cls_step(const step_spec *p) {
     }
     return 1;
 }
+

@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 from ..base import derive_seed, optimise, resolve_device
+from ..kernels import Update
 from .metrics import masked_ce
 from . import native
-from .native import FusedLoss, FusedStep
+from .native import FusedLoss, FusedStep, library
 from .tasks import ClsBatch, ClsStream, context_lengths, take
 
 
@@ -233,10 +234,12 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     follows inside the sweep. On the CPU (float32, with a C compiler) the tasks and the loss and its gradient in
     ``A = W_K^T W_Q`` and ``W_V`` come from the compiled engine (:mod:`.native`; a chunk of contexts per seed drawn
     and read while in cache, :class:`.native.FusedStep`, or with a mixture of context lengths the step's tasks
-    drawn to buffers reused every step, then read), on ``torch.get_num_threads()`` threads of its own, while
-    PyTorch's few small operations of the step (``A``, its backward pass, Adam) run on one thread: PyTorch's OpenMP
-    workers spin after each parallel region and would take the cores from the engine's threads (the backward pass
-    and Adam of a paper-scale step took 10-40 ms instead of under 1). Elsewhere everything is PyTorch (:func:`sa_logits`, :func:`.metrics.masked_ce`).
+    drawn to buffers reused every step, then read), on ``torch.get_num_threads()`` threads of its own, and so do the
+    gradients in ``W_K``, ``W_Q``, Adam's update (PyTorch's, to float rounding) and the next step's ``A``
+    (:class:`softmax_icl.kernels.Update`: PyTorch's forty-odd small operations for them cost a millisecond a step
+    once the engine has swept the caches). PyTorch's few operations of the loop (the logged snapshots) run on one
+    thread: its OpenMP workers spin after each parallel region and would take the cores from the engine's threads.
+    Elsewhere everything is PyTorch (:func:`sa_logits`, :func:`.metrics.masked_ce`, ``torch.optim.Adam``).
     """
     dev = resolve_device(device) if isinstance(device, str) else device
     configs = sweep.configs() if configs is None else configs
@@ -250,21 +253,27 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
         plan = stream.plan
         fused = FusedLoss(plan.group, model_codes(configs), plan.unit_C, [c["d"] for c in configs], plan.unit_n, dims,
                           threads=stream.threads)
+        # the backward pass through A = W_K^T W_Q and Adam, in the engine too (kq.M is the next step's A)
+        kq, wv = Update([WK, WQ], lib=library()), Update([WV], lib=library())
         if plan.mixture:                 # the lengths come from the drawn tasks: draw the step, then read it
             stream.buffers(sweep.batch_size)
 
-            def step_loss():
-                nonlocal step
-                step += 1
+            def compute():
                 tasks = stream.draw(step, sweep.batch_size)
-                return fused(WK.transpose(1, 2) @ WQ, WV, tasks, context_lengths(plan, tasks.length_words))
+                fused.compute(kq.M, WV, tasks, context_lengths(plan, tasks.length_words))
         else:                            # drawn and read a chunk of contexts at a time, in cache
             fused_step = FusedStep(stream.drawer, fused, sweep.batch_size)
 
-            def step_loss():
-                nonlocal step
-                step += 1
-                return fused_step(WK.transpose(1, 2) @ WQ, WV, step)
+            def compute():
+                fused_step.compute(kq.M, WV, step)
+
+        def update(lr):
+            nonlocal step
+            step += 1
+            compute()
+            kq(fused.gA, lr)
+            wv(fused.gWV, lr)
+            return fused.loss
     else:
         is_soft = model_kind(configs, dev)
 
@@ -280,9 +289,10 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
         return {"A": WK.transpose(1, 2) @ WQ, "WV": WV}
 
     with torch_threads(1 if stream.native else torch.get_num_threads()):
-        hist, seconds = optimise([WK, WQ, WV], step_loss, sweep.steps, sweep.lr, sweep.log_every, snapshot,
-                                 lr_factor=cosine if sweep.lr_schedule == "cosine" else None, progress=progress,
-                                 desc=desc, step_tensor=None if stream.native else stream.step_tensor)
+        hist, seconds = optimise([WK, WQ, WV], None if stream.native else step_loss, sweep.steps, sweep.lr,
+                                 sweep.log_every, snapshot, lr_factor=cosine if sweep.lr_schedule == "cosine" else None,
+                                 progress=progress, desc=desc, update=update if stream.native else None,
+                                 step_tensor=None if stream.native else stream.step_tensor)
     K = len(configs)
     final = {k: v.detach().cpu().numpy() for k, v in zip(("WK", "WQ", "WV"), (WK, WQ, WV))}
     return ClsResult(sweep=sweep.to_dict(), configs=configs, dims=dims, log_steps=hist["steps"],

@@ -29,7 +29,7 @@ SOURCE = Path(__file__).with_name("engine.c")
 #: sha256 of ``engine.c`` (its first 16 hex digits). The result cache fingerprints Python modules only, so this
 #: line changes whenever the C source does (a test checks it), and cached results computed by an older engine are
 #: not reused.
-SOURCE_SHA = "4f3bf27098659b3b"
+SOURCE_SHA = "fa04ded84ba0ce67"
 
 #: The engine works on blocks of this many points (``VEC`` in engine.c): a task's rows are padded to whole blocks.
 ROW_BLOCK = 8
@@ -72,7 +72,7 @@ def _load() -> ctypes.CDLL | None:
     global _lib, _status
     if _status is not None:
         return _lib
-    lib, how = kernels.build_library("cls-engine", SOURCE, "classification engine")
+    lib, how = kernels.build_library("cls-engine", SOURCE, "classification engine", deps=(kernels.ADAM,))
     if lib is None:
         _status = how
         return None
@@ -83,7 +83,15 @@ def _load() -> ctypes.CDLL | None:
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = [ctypes.POINTER(spec)]
+    kernels.declare_update(lib)
     _lib, _status = lib, f"compiled engine ({how})"
+    return _lib
+
+
+def library() -> ctypes.CDLL:
+    """The engine, built and loaded (for :class:`softmax_icl.kernels.Update`, whose ``unit_update`` it exports too)."""
+    if _load() is None:
+        raise RuntimeError(f"the classification engine is not available: {_status}")
     return _lib
 
 

@@ -39,7 +39,9 @@ from ..base import KERNEL_ENV, cache_dir
 
 HERE = Path(__file__).parent
 SOURCE = HERE / "engine.c"
-SOURCES = (SOURCE, HERE / "philox.h")
+#: A training step's update (Adam, a key-query pair's gradient), shared with paper 2's engine.
+ADAM = HERE / "adam.h"
+SOURCES = (SOURCE, HERE / "philox.h", ADAM)
 #: Flag sets tried in order: tuned for this CPU first, then portable.
 FLAG_SETS = (["-O3", "-march=native", "-ffast-math"], ["-O3", "-ffast-math"])
 #: ``SOFTMAX_ICL_KERNEL``: ``auto`` (default: the fused engine where it builds) or ``torch``.
@@ -174,11 +176,73 @@ def _load() -> ctypes.CDLL | None:
     lib.window_sums.argtypes = [ctypes.POINTER(_Scan), ctypes.c_int64]
     lib.segment_exp.restype = ctypes.c_int
     lib.segment_exp.argtypes = [ctypes.POINTER(_SegExp), ctypes.c_int64]
+    declare_update(lib)
     lib.stream_values.restype = None
     lib.stream_values.argtypes = [ctypes.c_uint32] * 5 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int,
                                                            ctypes.c_void_p]
     _lib, _status = lib, f"fused C kernel ({how})"
     return _lib
+
+
+class _Update(ctypes.Structure):
+    """``update_t`` of engine.c."""
+
+    _fields_ = [("U", ctypes.c_int64), ("r", ctypes.c_int64), ("d", ctypes.c_int64), ("kq", ctypes.c_int64),
+                ("P", ctypes.c_void_p), ("Q", ctypes.c_void_p), ("gM", ctypes.c_void_p), ("g", ctypes.c_void_p),
+                ("m", ctypes.c_void_p), ("v", ctypes.c_void_p), ("M", ctypes.c_void_p), ("step", ctypes.c_int64),
+                ("lr", ctypes.c_double), ("beta1", ctypes.c_double), ("beta2", ctypes.c_double),
+                ("eps", ctypes.c_double)]
+
+
+def declare_update(lib: ctypes.CDLL) -> None:
+    """The signature of ``unit_update`` (``adam.h``), which both engines export."""
+    lib.unit_update.restype = ctypes.c_int
+    lib.unit_update.argtypes = [ctypes.POINTER(_Update)]
+
+
+class Update:
+    """A training step's update in an engine (``unit_update``, ``adam.h``): one step of PyTorch's default Adam
+    (``torch.optim.Adam(params, lr)``: betas 0.9, 0.999, eps 1e-8) on units' parameters, from the loss's gradient in
+    their ``M`` (what :meth:`FusedProgram.run` returns, or paper 2's engine writes). ``params``: ``[M]`` (C, d, d), or
+    a key-query pair ``[P, Q]`` (C, r, d) each with ``M = P^T Q``, whose gradients come from the one in ``M`` and
+    whose :attr:`M` is written for the next step. What autograd's backward pass and ``torch.optim.Adam`` compute, to
+    float rounding, in one call instead of PyTorch's dozens of small operations (up to a millisecond a step once an
+    engine has swept the caches). ``lib``: the engine that runs it (paper 1's by default; paper 2's,
+    :func:`softmax_icl.classification.native.library`, exports the same function)."""
+
+    def __init__(self, params: list[torch.Tensor], betas=(0.9, 0.999), eps: float = 1e-8, lib=None):
+        lib = _require() if lib is None else lib
+        if len(params) not in (1, 2):
+            raise ValueError(f"an update takes [M] or a key-query pair [P, Q]; got {len(params)} parameters")
+        P = params[0].detach()
+        U, r, d = P.shape
+        for t in params:
+            if t.shape != P.shape or t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
+                raise ValueError(f"the update takes contiguous float32 CPU parameters of one shape; got "
+                                 f"{[(tuple(p.shape), p.dtype, str(p.device)) for p in params]}")
+        kq = len(params) == 2
+        if not kq and r != d:
+            raise ValueError(f"M must be square; got {tuple(P.shape)}")
+        self.lib, self.params, self.kq = lib, list(params), kq
+        self.grad = torch.zeros(len(params), U, r, d)
+        self.m, self.v = torch.zeros_like(self.grad), torch.zeros_like(self.grad)
+        self.M = (P.transpose(1, 2) @ params[1].detach()).contiguous() if kq else P
+        self.steps = 0
+        self.spec = _Update(U=U, r=r, d=d, kq=int(kq), P=P.data_ptr(), Q=params[1].data_ptr() if kq else None,
+                            g=self.grad.data_ptr(), m=self.m.data_ptr(), v=self.v.data_ptr(),
+                            M=self.M.data_ptr() if kq else None, beta1=float(betas[0]), beta2=float(betas[1]),
+                            eps=float(eps))
+
+    def __call__(self, grad_M: torch.Tensor, lr: float) -> None:
+        """One step at learning rate ``lr`` with the loss's gradient ``grad_M`` (C, d, d) in M."""
+        U, d = self.grad.shape[1], self.grad.shape[3]
+        if grad_M.shape != (U, d, d) or grad_M.dtype != torch.float32 or not grad_M.is_contiguous():
+            raise ValueError(f"grad_M must be a contiguous float32 tensor of shape {(U, d, d)}; got "
+                             f"{tuple(grad_M.shape)} {grad_M.dtype}")
+        self.steps += 1
+        self.spec.gM, self.spec.step, self.spec.lr = grad_M.data_ptr(), self.steps, float(lr)
+        if not self.lib.unit_update(ctypes.byref(self.spec)):
+            raise RuntimeError("unit_update refused its arguments")
 
 
 def backend() -> str:

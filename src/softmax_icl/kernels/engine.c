@@ -40,6 +40,7 @@
 #endif
 
 #include "philox.h"
+#include "adam.h"
 
 #define DMAX 64
 #define CHUNK 128 /* points drawn and normalised at a time (D CHUNK / 4 blocks: whole groups of 32) */
@@ -756,3 +757,4 @@ void stream_values(uint32_t k0, uint32_t k1, uint32_t tag, uint32_t step, uint32
         o[f - f0] = w[f % 4][0];
     }
 }
+
