@@ -3,12 +3,13 @@
 On the CPU a PyTorch step of a paper-scale sweep spends most of its time drawing and building tasks in many passes
 over large temporaries, and the model's forward and backward passes are a dozen more. ``engine.c`` draws each
 (seed, context) from the counter-based streams and builds every task of that seed while the context is in cache
-(:func:`cls_draw`, the scheme of :mod:`softmax_icl.classification.tasks`), and computes each configuration's mean cross-entropy and its
-gradient in ``A = W_K^T W_Q`` and ``W_V`` a context at a time while it is in cache (:class:`FusedLoss`, the function of
-:func:`.models.sa_logits` and :func:`.metrics.masked_ce`), and a training step's draws and loss together, a chunk of
-contexts of a seed at a time (:class:`FusedStep`, ``cls_step``: the tasks never go to memory). Work is split over ``threads`` threads of its own (by
-default ``torch.get_num_threads()`` when the object is made) by (seed, context) and by configuration, so the numbers
-do not depend on the thread count.
+(:func:`cls_draw`, the scheme of :mod:`softmax_icl.classification.tasks`), and computes each configuration's mean
+cross-entropy and its gradient in ``A = W_K^T W_Q`` and ``W_V`` a context at a time while it is in cache
+(:class:`FusedLoss`, the function of :func:`.models.sa_logits` and :func:`.metrics.masked_ce`), and a training step's
+draws and loss together, a chunk of contexts of a seed at a time (:class:`FusedStep`, ``cls_step``: the tasks never
+go to memory); it exports the step's update too (``unit_update`` of ``kernels/adam.h``, :class:`.kernels.Update`).
+Work is split over ``threads`` threads of its own (by default ``torch.get_num_threads()`` when the object is made) by
+(seed, context) and by configuration, so the numbers do not depend on the thread count.
 
 The source is compiled once per machine with the system C compiler, the flags and the build directory of the paper-1
 kernel (:mod:`softmax_icl.kernels`), and loaded with :mod:`ctypes`. ``SOFTMAX_ICL_KERNEL=torch`` (or no compiler)
