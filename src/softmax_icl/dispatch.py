@@ -121,7 +121,7 @@ def auto_executor(device: str, jobs: int, cores: int | None = None, profile: str
     """``cores`` where the notebooks compute on the CPU (``device`` ``cpu``, or ``auto`` on a machine without CUDA)
     and there are at least two jobs and two cores; ``serial`` otherwise: a GPU's notebooks run one after another on
     it, with the progress bars in this terminal, and so does the ``paper`` profile, whose CPU run was measured one
-    notebook after another (64 minutes on two cores, half of it one figure's: with one thread per notebook
+    notebook after another (37 to 64 minutes on two cores, half of it one figure's: with one thread per notebook
     that figure alone could take longer than the serial run; ``--executor cores`` asks for the pool anyway)."""
     cores = usable_cores() if cores is None else cores
     if jobs < 2 or cores < 2 or profile == "paper":
