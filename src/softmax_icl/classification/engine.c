@@ -616,6 +616,73 @@ static void sum_by_label(float *out, const float *w, const int32_t *lab, int64_t
     }
 }
 
+#define INLINE static inline __attribute__((always_inline))
+
+/* The small per-context pieces the generic loops and the programs for fixed (d, C) share (inlined: in a program d and
+ * C are constants). A, W_V: a configuration's D x D matrices, the x part in columns 0 .. d-1, the y part from dm. */
+
+/* u = A[:, :d] x_q: rows 0 .. d-1 (x part) and dm .. dm+C-1 (y part) */
+INLINE void query_keys(const float *A, const float *q, float *u, int64_t d, int64_t C, int64_t dm, int64_t D) {
+    for (int64_t e = 0; e < d; e++) {
+        float v = 0.0f;
+        for (int64_t f = 0; f < d; f++) v += A[e * D + f] * q[f];
+        u[e] = v;
+    }
+    for (int64_t c = 0; c < C; c++) {
+        float v = 0.0f;
+        for (int64_t f = 0; f < d; f++) v += A[(dm + c) * D + f] * q[f];
+        u[dm + c] = v;
+    }
+}
+
+/* logits z_c = W_V[y_c] . [h_x; h_y] for c < nl */
+INLINE void logits_of(const float *WV, const float *hx, const float *hy, float *lg, int64_t nl, int64_t d, int64_t C,
+                      int64_t dm, int64_t D) {
+    for (int64_t c = 0; c < nl; c++) {
+        const float *wr = WV + (dm + c) * D;
+        float v = 0.0f;
+        for (int64_t f = 0; f < d; f++) v += wr[f] * hx[f];
+        for (int64_t f = 0; f < C; f++) v += wr[dm + f] * hy[f];
+        lg[c] = v;
+    }
+}
+
+/* The cross-entropy of label y from the logits lg (added to *total), then the backward pass from dL/dlogits =
+ * (p - e_y) / T (lg overwritten by it) to dL/dW_V (added to gWV) and dL/dh (dhx, dhy). Returns rho = dhx^T h_x +
+ * dhy^T h_y (= sum_j a_j da_j / Z; softmax only, else 0). */
+INLINE float head_backward(float *lg, int64_t y, float inv_T, const float *WV, float *gWV, const float *hx,
+                           const float *hy, float *dhx, float *dhy, int64_t code, double *total, int64_t d, int64_t C,
+                           int64_t dm, int64_t D) {
+    float lm = lg[0];
+    for (int64_t c = 1; c < C; c++) lm = fmaxf(lm, lg[c]);
+    float ly = lg[y], Zl = 0.0f;
+    for (int64_t c = 0; c < C; c++) { lg[c] = expf(lg[c] - lm); Zl += lg[c]; }
+    *total += (double)(logf(Zl) + lm - ly);             /* logsumexp(logits) - logits[y] */
+    float izl = 1.0f / Zl;
+    for (int64_t c = 0; c < C; c++) lg[c] = (lg[c] * izl - (c == y ? 1.0f : 0.0f)) * inv_T;
+    for (int64_t f = 0; f < d; f++) dhx[f] = 0.0f;
+    for (int64_t f = 0; f < C; f++) dhy[f] = 0.0f;
+    for (int64_t c = 0; c < C; c++) {
+        const float *wr = WV + (dm + c) * D;
+        float *gr = gWV + (dm + c) * D, l = lg[c];
+        for (int64_t f = 0; f < d; f++) { gr[f] += l * hx[f]; dhx[f] += l * wr[f]; }
+        for (int64_t f = 0; f < C; f++) { gr[dm + f] += l * hy[f]; dhy[f] += l * wr[dm + f]; }
+    }
+    float rho = 0.0f;
+    if (code == 0) {
+        for (int64_t f = 0; f < d; f++) rho += dhx[f] * hx[f];
+        for (int64_t f = 0; f < C; f++) rho += dhy[f] * hy[f];
+    }
+    return rho;
+}
+
+/* dA[:, :d] += du x_q^T */
+INLINE void add_key_gradient(float *gA, const float *dux, const float *duy, const float *q, int64_t d, int64_t C,
+                             int64_t dm, int64_t D) {
+    for (int64_t e = 0; e < d; e++) for (int64_t f = 0; f < d; f++) gA[e * D + f] += dux[e] * q[f];
+    for (int64_t c = 0; c < C; c++) for (int64_t f = 0; f < d; f++) gA[(dm + c) * D + f] += duy[c] * q[f];
+}
+
 /* The forward pass of configuration k on context gt (length n): the scores' y-part and x-part into u, the weights
  * a (softmax: exp(s_i - max), not normalised; linear: s_i / n or s_i; 0 beyond n), h = sum_i a_i [x_i; y_i] / Z into
  * hx, hy, and the logits of the classes c < nl into lg. Returns 1/Z (softmax) or 1 (linear). */
@@ -628,9 +695,7 @@ static float forward_context(const loss_spec *s, int64_t k, int64_t gt, int64_t 
     const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
     const int32_t *lab = s->lab + gt * np;
     float *sc = b->sc, *a = b->a, *u = b->u, *hx = b->hx, *hy = b->hy;
-    /* u = A[:, :d] x_q: rows 0..d-1 (x part) and d_max..d_max+C-1 (y part) */
-    for (int64_t e = 0; e < d; e++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[e * D + f] * q[f]; u[e] = v; }
-    for (int64_t c = 0; c < C; c++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[(dm + c) * D + f] * q[f]; u[dm + c] = v; }
+    query_keys(A, q, u, d, C, dm, D);
     /* scores s_i = x_i^T u_x + u_y[label_i] (LOW beyond the context) */
     {   /* a block of VEC points at a time, its scores in a register (the coordinates' products added in order from 0
          * to the label's term, as the loops over rows did before the twentieth session: the same bits) */
@@ -658,14 +723,7 @@ static float forward_context(const loss_spec *s, int64_t k, int64_t gt, int64_t 
     for (int64_t e = 0; e < d; e++) hx[e] = dot(a, x + e * np, nb) * iz;
     sum_by_label(hy, a, lab, C, nb);
     for (int64_t c = 0; c < C; c++) hy[c] *= iz;
-    /* logits z_c = W_V[y_c] . [h_x; h_y] */
-    for (int64_t c = 0; c < nl; c++) {
-        const float *wr = WV + (dm + c) * D;
-        float v = 0.0f;
-        for (int64_t f = 0; f < d; f++) v += wr[f] * hx[f];
-        for (int64_t f = 0; f < C; f++) v += wr[dm + f] * hy[f];
-        b->lg[c] = v;
-    }
+    logits_of(WV, hx, hy, b->lg, nl, d, C, dm, D);
     return iz;
 }
 
@@ -689,31 +747,10 @@ static void loss_contexts(const loss_spec *s, int64_t k, float *work, int64_t T_
         const int32_t *lab = s->lab + gt * np;
         int64_t n = s->lengths ? s->lengths[k * T + t] : s->n[k], nb = round_up(n, VEC);
         const float iz = forward_context(s, k, gt, n, &fb, C), lin = code == 1 ? 1.0f / (float)n : 1.0f;
-        /* the cross-entropy of the query's label */
-        float lm = lg[0];
-        for (int64_t c = 1; c < C; c++) lm = fmaxf(lm, lg[c]);
-        int64_t y = s->lq[gt];
-        float ly = lg[y], Zl = 0.0f;
-        for (int64_t c = 0; c < C; c++) { lg[c] = expf(lg[c] - lm); Zl += lg[c]; }
-        total += (double)(logf(Zl) + lm - ly);          /* logsumexp(logits) - logits[y] */
-        /* backward: dL/dlogits = (p - e_y) / T, then dL/dW_V and dL/dh */
-        float izl = 1.0f / Zl;
-        for (int64_t c = 0; c < C; c++) lg[c] = (lg[c] * izl - (c == y ? 1.0f : 0.0f)) * inv_T;
-        for (int64_t f = 0; f < d; f++) dhx[f] = 0.0f;
-        for (int64_t f = 0; f < C; f++) dhy[f] = 0.0f;
-        for (int64_t c = 0; c < C; c++) {
-            const float *wr = WV + (dm + c) * D;
-            float *gr = gWV + (dm + c) * D, l = lg[c];
-            for (int64_t f = 0; f < d; f++) { gr[f] += l * hx[f]; dhx[f] += l * wr[f]; }
-            for (int64_t f = 0; f < C; f++) { gr[dm + f] += l * hy[f]; dhy[f] += l * wr[dm + f]; }
-        }
-        /* dL/da_i = dhx^T x_i + dhy[label_i]; dL/ds_i: softmax a_i (da_i - rho) / Z with rho = dhx^T h_x + dhy^T h_y
-         * (= sum_j a_j da_j / Z), linear da_i / n or da_i; 0 beyond n */
-        float rho = 0.0f;
-        if (code == 0) {
-            for (int64_t f = 0; f < d; f++) rho += dhx[f] * hx[f];
-            for (int64_t f = 0; f < C; f++) rho += dhy[f] * hy[f];
-        }
+        /* the cross-entropy of the query's label and the backward pass to dL/dh */
+        const float rho = head_backward(lg, s->lq[gt], inv_T, WV, gWV, hx, hy, dhx, dhy, code, &total, d, C, dm, D);
+        /* dL/da_i = dhx^T x_i + dhy[label_i]; dL/ds_i: softmax a_i (da_i - rho) / Z, linear da_i / n or da_i; 0
+         * beyond n */
         {   /* a block of VEC points at a time in a register, as the scores above */
             const table8 tab = table_of(dhy, C);
             const v8f vz = splat(iz), vr = splat(rho), vl = splat(lin);
@@ -727,8 +764,7 @@ static void loss_contexts(const loss_spec *s, int64_t k, float *work, int64_t T_
         /* du = sum_i ds_i [x_i; y_i]; dA[:, :d] += du x_q^T */
         for (int64_t e = 0; e < d; e++) dux[e] = dot(da, x + e * np, nb);
         sum_by_label(duy, da, lab, C, nb);
-        for (int64_t e = 0; e < d; e++) for (int64_t f = 0; f < d; f++) gA[e * D + f] += dux[e] * q[f];
-        for (int64_t c = 0; c < C; c++) for (int64_t f = 0; f < d; f++) gA[(dm + c) * D + f] += duy[c] * q[f];
+        add_key_gradient(gA, dux, duy, q, d, C, dm, D);
     }
     *total_out = total;
 }
@@ -738,7 +774,6 @@ static void loss_contexts(const loss_spec *s, int64_t k, float *work, int64_t T_
  * take the other sizes. Each sum over points is a sum of per-lane partial sums (one per block, added in order) added
  * across the lanes at the end, so the numbers differ from the generic path's by float rounding. */
 #define FIXED 6
-#define INLINE static inline __attribute__((always_inline))
 
 /* acc + (a where lab == c, else 0): an add under a mask where the CPU has AVX-512VL */
 INLINE v8f add_where(v8f acc, v8i lab, int32_t c, v8f a) {
@@ -765,8 +800,7 @@ INLINE float forward_fixed(const loss_spec *s, int64_t k, int64_t gt, int64_t n,
     const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
     const int32_t *lab = s->lab + gt * np;
     float *sc = b->sc, *a = b->a, *u = b->u, *hx = b->hx, *hy = b->hy;
-    for (int64_t e = 0; e < d; e++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[e * D + f] * q[f]; u[e] = v; }
-    for (int64_t c = 0; c < C; c++) { float v = 0.0f; for (int64_t f = 0; f < d; f++) v += A[(dm + c) * D + f] * q[f]; u[dm + c] = v; }
+    query_keys(A, q, u, d, C, dm, D);
     /* scores s_i = x_i^T u_x + u_y[label_i] (LOW beyond the context) and their largest */
     const table8 tab = table_of(u + dm, C);
     v8f ue[FIXED], top = splat(LOW);
@@ -804,14 +838,7 @@ INLINE float forward_fixed(const loss_spec *s, int64_t k, int64_t gt, int64_t n,
     if (code == 0) iz = 1.0f / hsum(zs);
     for (int64_t e = 0; e < d; e++) hx[e] = hsum(hxs[e]) * iz;
     for (int64_t c = 0; c < C; c++) hy[c] = hsum(hys[c]) * iz;
-    /* logits z_c = W_V[y_c] . [h_x; h_y] */
-    for (int64_t c = 0; c < nl; c++) {
-        const float *wr = WV + (dm + c) * D;
-        float v = 0.0f;
-        for (int64_t f = 0; f < d; f++) v += wr[f] * hx[f];
-        for (int64_t f = 0; f < C; f++) v += wr[dm + f] * hy[f];
-        b->lg[c] = v;
-    }
+    logits_of(WV, hx, hy, b->lg, nl, d, C, dm, D);
     return iz;
 }
 
@@ -833,29 +860,7 @@ INLINE void contexts_fixed(const loss_spec *s, int64_t k, float *work, int64_t T
         const int32_t *lab = s->lab + gt * np;
         int64_t n = s->lengths ? s->lengths[k * T + t] : s->n[k], nb = round_up(n, VEC);
         const float iz = forward_fixed(s, k, gt, n, &fb, C, d, C), lin = code == 1 ? 1.0f / (float)n : 1.0f;
-        /* the cross-entropy of the query's label */
-        float lm = lg[0];
-        for (int64_t c = 1; c < C; c++) lm = fmaxf(lm, lg[c]);
-        int64_t y = s->lq[gt];
-        float ly = lg[y], Zl = 0.0f;
-        for (int64_t c = 0; c < C; c++) { lg[c] = expf(lg[c] - lm); Zl += lg[c]; }
-        total += (double)(logf(Zl) + lm - ly);
-        /* backward: dL/dlogits = (p - e_y) / T, then dL/dW_V and dL/dh */
-        float izl = 1.0f / Zl;
-        for (int64_t c = 0; c < C; c++) lg[c] = (lg[c] * izl - (c == y ? 1.0f : 0.0f)) * inv_T;
-        for (int64_t f = 0; f < d; f++) dhx[f] = 0.0f;
-        for (int64_t f = 0; f < C; f++) dhy[f] = 0.0f;
-        for (int64_t c = 0; c < C; c++) {
-            const float *wr = WV + (dm + c) * D;
-            float *gr = gWV + (dm + c) * D, l = lg[c];
-            for (int64_t f = 0; f < d; f++) { gr[f] += l * hx[f]; dhx[f] += l * wr[f]; }
-            for (int64_t f = 0; f < C; f++) { gr[dm + f] += l * hy[f]; dhy[f] += l * wr[dm + f]; }
-        }
-        float rho = 0.0f;
-        if (code == 0) {
-            for (int64_t f = 0; f < d; f++) rho += dhx[f] * hx[f];
-            for (int64_t f = 0; f < C; f++) rho += dhy[f] * hy[f];
-        }
+        const float rho = head_backward(lg, s->lq[gt], inv_T, WV, gWV, hx, hy, dhx, dhy, code, &total, d, C, dm, D);
         /* da_i = dhx^T x_i + dhy[label_i]; ds_i (softmax a_i (da_i - rho) / Z, linear da_i / n or da_i, 0 beyond n);
          * du = sum_i ds_i [x_i; y_i]: one pass */
         const table8 tab = table_of(dhy, C);
@@ -879,8 +884,7 @@ INLINE void contexts_fixed(const loss_spec *s, int64_t k, float *work, int64_t T
         for (int64_t e = 0; e < d; e++) dux[e] = hsum(duxs[e]);
         for (int64_t c = 0; c < C; c++) duy[c] = hsum(duys[c]);
         /* dA[:, :d] += du x_q^T */
-        for (int64_t e = 0; e < d; e++) for (int64_t f = 0; f < d; f++) gA[e * D + f] += dux[e] * q[f];
-        for (int64_t c = 0; c < C; c++) for (int64_t f = 0; f < d; f++) gA[(dm + c) * D + f] += duy[c] * q[f];
+        add_key_gradient(gA, dux, duy, q, d, C, dm, D);
     }
     *total_out = total;
 }
