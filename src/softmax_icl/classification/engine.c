@@ -727,6 +727,22 @@ static float forward_context(const loss_spec *s, int64_t k, int64_t gt, int64_t 
     return iz;
 }
 
+/* A thread's scratch for one configuration's contexts (cls_loss_workspace): the rows sc, a, da of np floats each,
+ * then the small vectors of the forward and backward passes; both loss loops carve it here. */
+typedef struct { float *a, *da, *hx, *dhx, *dux, *hy, *dhy, *duy, *lg; fwd_buf fb; } ctx_buf;
+
+static ctx_buf ctx_buffers(const loss_spec *s, float *work) {
+    const int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC);
+    ctx_buf b;
+    float *sc = work, *u;
+    b.a = sc + np; b.da = b.a + np; u = b.da + np;
+    b.hx = u + D; b.dhx = b.hx + dm; b.dux = b.dhx + dm;
+    b.hy = b.dux + dm; b.dhy = b.hy + Cm; b.duy = b.dhy + Cm; b.lg = b.duy + Cm;
+    const fwd_buf fb = {sc, b.a, u, b.hx, b.hy, b.lg};
+    b.fb = fb;
+    return b;
+}
+
 /* The contexts 0 .. s->T - 1 of configuration k added in order to gA, gWV (its gradient, the mean over T_all
  * contexts) and *total_out (the sum of their cross-entropies). A pass over a context's points runs over whole blocks
  * of VEC points (the rows are padded to whole blocks); the weights of points beyond the context length are 0. */
@@ -735,10 +751,9 @@ static void loss_contexts(const loss_spec *s, int64_t k, float *work, int64_t T_
     int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), T = s->T;
     int64_t g = s->group[k], code = s->code[k], C = s->C[k], d = s->d[k];
     const float *WV = s->WV + k * D * D;
-    float *sc = work, *a = sc + np, *da = a + np;
-    float *u = da + np, *hx = u + D, *dhx = hx + dm, *dux = dhx + dm;
-    float *hy = dux + dm, *dhy = hy + Cm, *duy = dhy + Cm, *lg = duy + Cm;
-    const fwd_buf fb = {sc, a, u, hx, hy, lg};
+    const ctx_buf b = ctx_buffers(s, work);
+    float *a = b.a, *da = b.da, *hx = b.hx, *dhx = b.dhx, *dux = b.dux;
+    float *hy = b.hy, *dhy = b.dhy, *duy = b.duy, *lg = b.lg;
     double total = *total_out;
     const float inv_T = 1.0f / (float)T_all;
     for (int64_t t = 0; t < T; t++) {
@@ -746,7 +761,7 @@ static void loss_contexts(const loss_spec *s, int64_t k, float *work, int64_t T_
         const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
         const int32_t *lab = s->lab + gt * np;
         int64_t n = s->lengths ? s->lengths[k * T + t] : s->n[k], nb = round_up(n, VEC);
-        const float iz = forward_context(s, k, gt, n, &fb, C), lin = code == 1 ? 1.0f / (float)n : 1.0f;
+        const float iz = forward_context(s, k, gt, n, &b.fb, C), lin = code == 1 ? 1.0f / (float)n : 1.0f;
         /* the cross-entropy of the query's label and the backward pass to dL/dh */
         const float rho = head_backward(lg, s->lq[gt], inv_T, WV, gWV, hx, hy, dhx, dhy, code, &total, d, C, dm, D);
         /* dL/da_i = dhx^T x_i + dhy[label_i]; dL/ds_i: softmax a_i (da_i - rho) / Z, linear da_i / n or da_i; 0
@@ -848,10 +863,9 @@ INLINE void contexts_fixed(const loss_spec *s, int64_t k, float *work, int64_t T
     int64_t dm = s->d_max, Cm = s->C_max, D = dm + Cm, np = round_up(s->n_max, VEC), T = s->T;
     int64_t g = s->group[k], code = s->code[k];
     const float *WV = s->WV + k * D * D;
-    float *sc = work, *a = sc + np, *da = a + np;
-    float *u = da + np, *hx = u + D, *dhx = hx + dm, *dux = dhx + dm;
-    float *hy = dux + dm, *dhy = hy + Cm, *duy = dhy + Cm, *lg = duy + Cm;
-    const fwd_buf fb = {sc, a, u, hx, hy, lg};
+    const ctx_buf b = ctx_buffers(s, work);
+    float *a = b.a, *hx = b.hx, *dhx = b.dhx, *dux = b.dux;
+    float *hy = b.hy, *dhy = b.dhy, *duy = b.duy, *lg = b.lg;
     double total = *total_out;
     const float inv_T = 1.0f / (float)T_all;
     for (int64_t t = 0; t < T; t++) {
@@ -859,7 +873,7 @@ INLINE void contexts_fixed(const loss_spec *s, int64_t k, float *work, int64_t T
         const float *x = s->xs + gt * dm * np, *q = s->xq + gt * dm;
         const int32_t *lab = s->lab + gt * np;
         int64_t n = s->lengths ? s->lengths[k * T + t] : s->n[k], nb = round_up(n, VEC);
-        const float iz = forward_fixed(s, k, gt, n, &fb, C, d, C), lin = code == 1 ? 1.0f / (float)n : 1.0f;
+        const float iz = forward_fixed(s, k, gt, n, &b.fb, C, d, C), lin = code == 1 ? 1.0f / (float)n : 1.0f;
         const float rho = head_backward(lg, s->lq[gt], inv_T, WV, gWV, hx, hy, dhx, dhy, code, &total, d, C, dm, D);
         /* da_i = dhx^T x_i + dhy[label_i]; ds_i (softmax a_i (da_i - rho) / Z, linear da_i / n or da_i, 0 beyond n);
          * du = sum_i ds_i [x_i; y_i]: one pass */
