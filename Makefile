@@ -29,7 +29,7 @@ WORKER_THREADS := $(shell $(PYTHON) -c "import os; print(max(1, (os.cpu_count() 
 BACKENDS ?= auto torch
 # The slowest tests (and notebook cells) of each job, listed at its end: where CI's time goes.
 DURATIONS ?= --durations=8
-# Both papers' trainers have a compiled CPU engine (paper 1: softmax_icl.kernels; paper 2: classification/engine.c),
+# Both papers' trainers have a compiled CPU engine (paper 1: softmax_icl.engine.regression; paper 2: engine/classification.c),
 # so the PyTorch pass re-executes every notebook. (SKIP_torch: a -k expression of figures its regression test leaves
 # out, for a NOTEBOOKS_torch that leaves some out.)
 NOTEBOOKS ?= notebooks/generalization.ipynb notebooks/classification_kernel_gd.ipynb notebooks/norm_scaling.ipynb \
@@ -49,7 +49,7 @@ setup: $(STAMP)
 # --no-compile: Python compiles a module's bytecode when it is first imported; compiling every installed file up
 # front (pip's default) took half of the install's CPU time on the book's machine (114 -> 63 s of user time). Where
 # Python may not keep it (PYTHONDONTWRITEBYTECODE), `make test`'s jobs keep theirs in their temporary folder.
-# The compiled CPU engines (python -m softmax_icl.build_engines: about a minute of one core) are built while pip
+# The compiled CPU engines (python -m softmax_icl.engine.build: about a minute of one core) are built while pip
 # installs the book's and the tests' packages on the other core; they need only torch and numpy. Their libraries go to
 # the engine cache, where the notebooks and `make test` look for them first; a build that fails is never an error
 # (the same computation then runs in PyTorch).
@@ -57,7 +57,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --no-compile $(TORCH_SPEC)
 	$(BIN)/python -m pip install --quiet --no-compile "numpy>=1.24"
-	PYTHONPATH=src $(BIN)/python -m softmax_icl.build_engines > $(VENV)/engines.log 2>&1 & engines=$$!; \
+	PYTHONPATH=src $(BIN)/python -m softmax_icl.engine.build > $(VENV)/engines.log 2>&1 & engines=$$!; \
 	  $(BIN)/python -m pip install --quiet --no-compile -e ".[book,test]"; status=$$?; \
 	  wait $$engines; cat $(VENV)/engines.log; exit $$status
 	$(BIN)/python -c "import torch, softmax_icl; print('installed softmax_icl', softmax_icl.__version__, 'with torch', torch.__version__)"

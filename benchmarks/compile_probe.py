@@ -6,7 +6,7 @@ PyTorch path's step that dominates it on the CPU, ``benchmarks/roofline.md``) th
 * eager PyTorch (``softmax_icl.tasks._draw_torch``, what ``SOFTMAX_ICL_KERNEL=torch`` and every GPU run use);
 * the same function under ``torch.compile`` (inductor's C++ backend; the step passed as a tensor so that one compiled
   program serves every step), with its compile time;
-* the engine (``softmax_icl.kernels.sample_raw``), the fused CPU path.
+* the engine (``softmax_icl.engine.regression.sample_raw``), the fused CPU path.
 
 and prints the times, the ratios and the largest difference of the three outputs (the same counter scheme: equal to
 float32 rounding). Usage: ``python benchmarks/compile_probe.py [d n rows tasks ...]`` (groups of four; default two
@@ -26,7 +26,8 @@ import warnings
 
 import torch
 
-from softmax_icl import kernels, streams, tasks
+from softmax_icl import streams, tasks
+from softmax_icl.engine import regression as kernels
 
 
 def probe(d: int, n: int, R: int, T: int, reps: int = 5) -> str:
@@ -118,7 +119,7 @@ def main(argv: list[str]) -> None:
         sys.exit(f"compile_probe.py: got {' '.join(argv)!r}; {usage}")
     nums = [int(a) for a in argv] or [8, 200, 5, 256, 5, 100, 5, 512]
     if not kernels.available():
-        sys.exit("compile_probe.py: the engine is not built on this machine (softmax_icl.kernels.available() is False)")
+        sys.exit("compile_probe.py: the engine is not built on this machine (softmax_icl.engine.regression.available() is False)")
     warnings.filterwarnings("ignore", module="torch")
     for i in range(0, len(nums), 4):
         print(probe(*nums[i:i + 4]), flush=True)

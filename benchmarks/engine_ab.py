@@ -1,8 +1,8 @@
 """Two versions of a CPU engine in one process, alternated call by call: the ratio of their step times.
 
 This machine's speed moves by a fifth between runs of one hour (``roofline.md``), so two versions of the engine
-timed in separate runs cannot be told apart below that. Here both are compiled (paper 1's ``kernels/engine.c`` and
-``kernels/philox.h``, or paper 2's ``classification/engine.c``, of two source trees, e.g. ``main`` and a
+timed in separate runs cannot be told apart below that. Here both are compiled (paper 1's ``engine/regression.c`` and
+``engine/philox.h``, or paper 2's ``engine/classification.c``, of two source trees, e.g. ``main`` and a
 ``git worktree`` of a branch), and every training step
 of a roofline stage (``roofline.py``'s sweeps at the paper profile) calls A and B in turn, ``--calls`` times each on the
 same matrices; the step's time of each is the fastest of its calls, in CPU seconds of both threads (steadier than wall
@@ -17,8 +17,8 @@ only replace the engine call. Both must take the same arguments as the installed
 again after each pair of calls, so training follows A.
 
 Usage:  python benchmarks/engine_ab.py A_DIR B_DIR [--stages NAME ...] [--steps 14] [--calls 3]
-        (A_DIR, B_DIR: source trees holding src/softmax_icl/kernels/engine.c and philox.h for paper 1's stages,
-        src/softmax_icl/classification/engine.c for paper 2's)
+        (A_DIR, B_DIR: source trees holding src/softmax_icl/engine/regression.c and philox.h for paper 1's stages,
+        src/softmax_icl/engine/classification.c for paper 2's)
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import roofline  # noqa: E402
 
-#: Paper 1's stages (kernels/engine.c) and paper 2's (classification/engine.c)
+#: Paper 1's stages (engine/regression.c) and paper 2's (engine/classification.c)
 STAGES = [s.name for s in roofline.STAGES]
 
 
@@ -44,8 +44,9 @@ def is_cls(stage: str) -> bool:
 
 
 def engine_sources(tree: Path) -> tuple[Path, Path]:
-    k = tree / "src" / "softmax_icl" / "kernels"
-    return k / "engine.c", k / "philox.h"
+    """Paper 1's engine source and the Philox header of source tree ``tree``."""
+    e = tree / "src" / "softmax_icl" / "engine"
+    return e / "regression.c", e / "philox.h"
 
 
 def alternate(obj, attr: str, libs: dict, calls: int, call) -> tuple[dict, dict]:
@@ -96,14 +97,15 @@ def summary(stage: str, times: dict, diff: float) -> dict:
 
 
 def cls_source(tree: Path) -> Path:
-    return tree / "src" / "softmax_icl" / "classification" / "engine.c"
+    """Paper 2's engine source of source tree ``tree``."""
+    return tree / "src" / "softmax_icl" / "engine" / "classification.c"
 
 
 def load_cls(tree: Path):
     """Compile and load paper 2's engine of source tree ``tree``."""
-    from softmax_icl import kernels
-    from softmax_icl.classification import native
-    lib, how = kernels.build_library("cls-engine", cls_source(tree), "classification engine", chosen_by_env=False)
+    from softmax_icl.engine import classification as native
+    from softmax_icl.engine import common
+    lib, how = common.build_library("cls-engine", cls_source(tree), "classification engine", chosen_by_env=False)
     if lib is None:
         raise SystemExit(f"the classification engine of {tree} did not build: {how}")
     lib.cls_step.restype = ctypes.c_int
@@ -115,7 +117,7 @@ def load_cls(tree: Path):
 
 def measure_cls(stage: str, libs: dict, steps: int, calls: int) -> dict:
     """Train paper 2's ``stage`` for ``steps`` steps, each step's ``cls_step`` made by A and B in turn."""
-    from softmax_icl.classification import native
+    from softmax_icl.engine import classification as native
     from softmax_icl.classification.models import train_cls_sweep
     times = {"A": [], "B": []}
     diff = [0.0]
@@ -143,9 +145,10 @@ def measure_cls(stage: str, libs: dict, steps: int, calls: int) -> dict:
 
 def load(tree: Path):
     """Compile and load the engine of source tree ``tree`` (built and cached as the package builds its own)."""
-    from softmax_icl import kernels
+    from softmax_icl.engine import common
+    from softmax_icl.engine import regression as kernels
     engine, philox = engine_sources(tree)
-    lib, how = kernels.build_library("engine", engine, "fused kernel", [philox], chosen_by_env=False)
+    lib, how = common.build_library("engine", engine, "fused kernel", [philox, common.ADAM], chosen_by_env=False)
     if lib is None:
         raise SystemExit(f"the engine of {tree} did not build: {how}")
     lib.fused_steps.restype = ctypes.c_int
@@ -159,7 +162,7 @@ def load(tree: Path):
 def measure(stage: str, libs: dict, steps: int, calls: int) -> dict:
     """Train ``stage`` for ``steps`` steps, each step's engine call made by A and B in turn."""
     import torch
-    from softmax_icl import kernels
+    from softmax_icl.engine import regression as kernels
     from softmax_icl.training import train_sweep
     times = {"A": [], "B": []}
     diff = [0.0]
@@ -186,8 +189,8 @@ def measure(stage: str, libs: dict, steps: int, calls: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("a", type=Path, help="source tree A (holding src/softmax_icl/kernels/engine.c and "
-                                         "src/softmax_icl/classification/engine.c)")
+    ap.add_argument("a", type=Path, help="source tree A (holding src/softmax_icl/engine/regression.c and "
+                                         "src/softmax_icl/engine/classification.c)")
     ap.add_argument("b", type=Path, help="source tree B")
     ap.add_argument("--stages", nargs="+", default=STAGES, help="roofline stages (figure/tag or tag)")
     ap.add_argument("--steps", type=int, default=14, help="training steps per stage (the first two are not counted)")

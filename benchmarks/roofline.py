@@ -317,13 +317,14 @@ int main(int argc, char **argv) {
 
 def build_fma(tmp: Path) -> Path | None:
     """The FMA loop compiled with the fused kernel's flags (None without a C compiler)."""
-    from softmax_icl import kernels
-    cc = kernels._compiler()
+    from softmax_icl.engine import common
+    from softmax_icl.engine import regression as kernels
+    cc = common._compiler()
     if cc is None:
         return None
     src, exe = tmp / "fma.c", tmp / "fma"
     src.write_text(FMA_SOURCE)
-    for flags in kernels.FLAG_SETS:
+    for flags in common.FLAG_SETS:
         if subprocess.run([cc, *flags, str(src), "-o", str(exe), "-lpthread"], capture_output=True).returncode == 0:
             return exe
     return None
@@ -407,7 +408,8 @@ def child(stage_name: str, budget: float, device: str = "cpu") -> dict:
     set)."""
     import torch
 
-    from softmax_icl import kernels
+    from softmax_icl.engine import common
+    from softmax_icl.engine import regression as kernels
     stage = BY_NAME[stage_name]
     sw = stage_sweep(stage)
     if stage.figure == "classification_kernel_gd":

@@ -37,7 +37,7 @@ os.environ["SOFTMAX_ICL_KERNEL"] = "torch"       # the PyTorch path, also on the
 
 import torch  # noqa: E402
 
-from softmax_icl import kernels  # noqa: E402
+from softmax_icl.engine import regression as kernels  # noqa: E402
 from softmax_icl.training import Sweep, SweepProgram  # noqa: E402
 
 

@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from softmax_icl import kernels
+from softmax_icl.engine import regression as kernels
 from softmax_icl.base import adam
 from softmax_icl.training import Sweep, SweepProgram, train_sweep
 

@@ -86,23 +86,23 @@ def test_engine_ab_names_a_tree_without_the_engine(monkeypatch, capsys, tmp_path
 
 def test_engine_ab_names_a_tree_without_paper_2s_engine(monkeypatch, capsys, tmp_path):
     ab = _load("engine_ab")
-    kernels = tmp_path / "src" / "softmax_icl" / "kernels"
-    kernels.mkdir(parents=True)
-    for name in ("engine.c", "philox.h"):
-        (kernels / name).write_text("")                 # paper 1's sources only
+    engine = tmp_path / "src" / "softmax_icl" / "engine"
+    engine.mkdir(parents=True)
+    for name in ("regression.c", "philox.h"):
+        (engine / name).write_text("")                  # paper 1's sources only
     monkeypatch.setattr(ab, "load", lambda *a: pytest.fail("built before refusing"))
     monkeypatch.setattr(ab, "load_cls", lambda *a: pytest.fail("built before refusing"))
     monkeypatch.setattr(sys, "argv", ["engine_ab.py", str(ROOT), str(tmp_path), "--stages", "train_readings_n200"])
     with pytest.raises(SystemExit) as exit_:
         ab.main()
     err = capsys.readouterr().err
-    assert exit_.value.code == 2 and "classification/engine.c" in err and f"{tmp_path}: no engine sources" in err
+    assert exit_.value.code == 2 and "engine/classification.c" in err and f"{tmp_path}: no engine sources" in err
 
 
 def test_engine_ab_times_paper_2s_step_and_one_engine_against_itself_differs_by_nothing():
     """Paper 2's stage, the same engine as A and B: both timed every step, the same bits."""
     ab = _load("engine_ab")
-    from softmax_icl.classification import native
+    from softmax_icl.engine import classification as native
     if not native.available():
         pytest.skip(native.backend())
     lib = ab.load_cls(ROOT)

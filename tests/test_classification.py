@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl import kernels, streams
+from softmax_icl import streams
+from softmax_icl.engine import regression as kernels
 from softmax_icl.classification import algorithms as calg
 from softmax_icl.classification import metrics as cmetrics
 from softmax_icl.classification import models as cmodels
-from softmax_icl.classification import native
+from softmax_icl.engine import classification as native
 from softmax_icl.classification import tasks as ctasks
 from test_device import traffic  # noqa: F401  (the fixture that records host traffic in a training loop)
 from test_streams import ref_normal, ref_philox, ref_words

@@ -21,7 +21,8 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 
-from softmax_icl import base, kernels, models, streams
+from softmax_icl import base, models, streams
+from softmax_icl.engine import regression as kernels
 from softmax_icl.training import Sweep, SweepProgram, task_streams, train_sweep
 
 #: Tensor methods that read a value on the host (a device sync on a GPU) or copy to the host.

@@ -229,22 +229,22 @@ def test_core_pool_stops_on_sigterm_without_starting_another_job(tmp_path, monke
 
 
 def test_build_engines_reports_each_engine_and_never_fails(tmp_path):
-    """``python -m softmax_icl.build_engines`` (make setup runs it beside pip, the cores executor before its
+    """``python -m softmax_icl.engine.build`` (make setup runs it beside pip, the cores executor before its
     notebooks, make test one engine per job): with the engines switched off it builds nothing and says so for each
     engine asked for, exit status 0; an unknown engine is refused."""
     import os
     import subprocess
 
     env = {**os.environ, "SOFTMAX_ICL_KERNEL": "torch", "SOFTMAX_ICL_CACHE_DIR": str(tmp_path)}
-    res = subprocess.run([sys.executable, "-m", "softmax_icl.build_engines"], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-m", "softmax_icl.engine.build"], capture_output=True, text=True,
                          env=env, timeout=120)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.strip().splitlines()
     assert [ln.split(":")[0] for ln in lines] == ["engine paper 1", "engine paper 2"]
     assert all("SOFTMAX_ICL_KERNEL=torch" in ln for ln in lines)
-    one = subprocess.run([sys.executable, "-m", "softmax_icl.build_engines", "paper 2"], capture_output=True,
+    one = subprocess.run([sys.executable, "-m", "softmax_icl.engine.build", "paper 2"], capture_output=True,
                          text=True, env=env, timeout=120)              # one engine (make test's engine jobs)
     assert one.returncode == 0 and [ln.split(":")[0] for ln in one.stdout.strip().splitlines()] == ["engine paper 2"]
-    bad = subprocess.run([sys.executable, "-m", "softmax_icl.build_engines", "paper 3"], capture_output=True,
+    bad = subprocess.run([sys.executable, "-m", "softmax_icl.engine.build", "paper 3"], capture_output=True,
                          text=True, env=env, timeout=120)
     assert bad.returncode == 2 and "allowed values: engine paper 1, engine paper 2" in bad.stderr

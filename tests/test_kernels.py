@@ -9,7 +9,8 @@ import pytest
 import torch
 from test_streams import SEEDS, ref_normal, ref_uniform, ref_words
 
-from softmax_icl import kernels, models, streams
+from softmax_icl import models, streams
+from softmax_icl.engine import regression as kernels
 from softmax_icl.tasks import InputSpec, draw_rows
 from softmax_icl.training import Sweep, SweepProgram, train_sweep
 
@@ -304,7 +305,7 @@ def test_the_engines_update_is_autograd_and_pytorchs_adam(param):
     r = 5 if param == "KQ" else d
     init = [torch.randn(U, r, d, generator=g) for _ in range(2 if param == "KQ" else 1)]
     mine, ref = [p.clone() for p in init], [torch.nn.Parameter(p.clone()) for p in init]
-    update, opt = kernels.Update(mine), torch.optim.Adam(ref, lr=0.1)
+    update, opt = kernels.Update(mine, lib=kernels.library()), torch.optim.Adam(ref, lr=0.1)
     for lr in (0.1, 0.05, 0.02, 0.08):
         G = torch.randn(U, d, d, generator=g)
         M = ref[0] if param == "M" else ref[0].transpose(1, 2) @ ref[1]

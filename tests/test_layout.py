@@ -99,7 +99,7 @@ def makefile_list(name: str) -> list[str]:
 
 def test_every_notebook_the_backend_can_change_is_re_executed_under_torch():
     """`make test` re-executes under SOFTMAX_ICL_KERNEL=torch the notebooks the backend can change: every figure whose
-    computation (its package modules and what they import) reaches the kernel switch (softmax_icl.kernels, which the
+    computation (its package modules and what they import) reaches the kernel switch (softmax_icl.engine.regression, which the
     classification engine's build also reads) must be in the Makefile's NOTEBOOKS_torch and not in SKIP_torch."""
     graph = _graph()
     torch_nbs, skipped = makefile_list("NOTEBOOKS_torch"), makefile_list("SKIP_torch")
@@ -111,7 +111,7 @@ def test_every_notebook_the_backend_can_change_is_re_executed_under_torch():
             if m not in reach:
                 reach.add(m)
                 todo += [n for n in graph.get(m, ()) if n != "softmax_icl.records"]  # records: provenance only
-        if any(m.startswith("softmax_icl.kernels") for m in reach):
+        if any(m.startswith("softmax_icl.engine.regression") for m in reach):
             assert f"notebooks/{fig}.ipynb" in torch_nbs and fig not in skipped, fig
 
 

@@ -80,7 +80,9 @@ def test_cli_rejects_a_bad_numerics_switch_before_compute(name, value, message, 
 
 
 def test_the_clis_switch_values_are_the_ones_the_numerics_accept(monkeypatch):
-    from softmax_icl import kernels, streams
+    from softmax_icl import streams
+    from softmax_icl.engine import common
+    from softmax_icl.engine import regression as kernels
     assert cli.SWITCHES["SOFTMAX_ICL_WORDS"][0] == "fused" and cli.SWITCHES["SOFTMAX_ICL_KERNEL"][0] == "auto"
     assert cli.SWITCHES["SOFTMAX_ICL_WORDS"] == streams.WORDS_CHOICES
     for value in cli.SWITCHES["SOFTMAX_ICL_WORDS"]:
@@ -88,7 +90,7 @@ def test_the_clis_switch_values_are_the_ones_the_numerics_accept(monkeypatch):
         streams.fused_words_enabled()                 # accepted
     monkeypatch.setenv(kernels.ENV, "neither")
     with pytest.raises(ValueError, match="allowed values: 'auto', 'torch'"):
-        kernels.build_library("engine", kernels.SOURCE, "fused kernel")
+        common.build_library("engine", kernels.SOURCE, "fused kernel")
     assert tuple(cli.SWITCHES) == (kernels.ENV, streams.WORDS_ENV)
 
 

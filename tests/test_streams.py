@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from softmax_icl import streams
-from softmax_icl.kernels import philox_cpu
+from softmax_icl.engine import philox_cpu
 
 MASK = np.uint64(0xFFFFFFFF)
 
@@ -135,7 +135,7 @@ def _has_triton() -> bool:
 TRITON_CHECK = r"""
 import torch
 from softmax_icl import streams
-from softmax_icl.kernels import philox_triton
+from softmax_icl.engine import philox_triton
 cases = [([1, 2**50, 2**64 - 1], 9, range(100, 164), [0, 1, 2, 7], [1, 1, 7, 0x205]),
          ([0], 0, range(0, 3), [0], [0]),
          ([12345], torch.tensor(2**32 - 1), torch.tensor([5, 2**31, 2**32 - 1]), list(range(1000)), [3] * 1000)]
@@ -153,7 +153,7 @@ print("triton words equal")
 
 @pytest.mark.skipif(not _has_triton(), reason="Triton is not installed (it comes with CUDA builds of PyTorch)")
 def test_the_triton_kernel_draws_pytorchs_words_bit_for_bit_in_the_interpreter():
-    """The CUDA kernel of :mod:`softmax_icl.kernels.philox_triton`, run by Triton's interpreter on the CPU, against
+    """The CUDA kernel of :mod:`softmax_icl.engine.philox_triton`, run by Triton's interpreter on the CPU, against
     PyTorch's words: keys at both ends of 64 bits, tasks and steps up to 2^32 - 1, a step as a tensor, many blocks."""
     import os
     import subprocess
@@ -178,7 +178,7 @@ def test_the_words_switch_names_its_allowed_values(monkeypatch):
 @pytest.mark.skipif(not philox_cpu.available(), reason="no C compiler built the CPU's Philox words")
 @pytest.mark.parametrize("T, J", [(1, 1), (3, 5), (7, 16), (5, 17), (40, 3), (2, 300)])
 def test_the_cpus_compiled_words_equal_pytorchs_bit_for_bit(monkeypatch, T, J):
-    """:mod:`softmax_icl.kernels.philox_cpu` against PyTorch's operations: keys at both ends of 64 bits, tasks and
+    """:mod:`softmax_icl.engine.philox_cpu` against PyTorch's operations: keys at both ends of 64 bits, tasks and
     steps up to 2^32 - 1, a step as a tensor, tasks with fewer blocks than the C's sixteen lanes (taken across
     tasks), as many, more, and a last partial group."""
     monkeypatch.setenv(streams.WORDS_ENV, "fused")
@@ -270,22 +270,23 @@ def test_the_cpus_philox_words_are_built_whatever_the_engine_switch_and_a_failin
     exception, for the words as for the engine."""
     import subprocess
 
-    from softmax_icl import kernels
+    from softmax_icl.engine import common
+    from softmax_icl.engine import regression as kernels
     monkeypatch.setenv(kernels.ENV, "torch")
-    lib, how = kernels.build_library("philox", philox_cpu.SOURCE, "compiled Philox words",
+    lib, how = common.build_library("philox", philox_cpu.SOURCE, "compiled Philox words",
                                      (philox_cpu.SOURCE.parent / "philox.h",), chosen_by_env=False)
-    if kernels._compiler() is not None:
+    if common._compiler() is not None:
         assert lib is not None, how
-    assert kernels.build_library("engine", kernels.SOURCE, "fused kernel") == (None, f"torch ({kernels.ENV}=torch)")
+    assert common.build_library("engine", kernels.SOURCE, "fused kernel") == (None, f"torch ({kernels.ENV}=torch)")
 
     def hangs(*args, **kwargs):
         raise subprocess.TimeoutExpired(args[0], 30)
-    monkeypatch.setattr(kernels, "_compiler", lambda: "cc")
-    monkeypatch.setattr(kernels.subprocess, "run", hangs)
+    monkeypatch.setattr(common, "_compiler", lambda: "cc")
+    monkeypatch.setattr(common.subprocess, "run", hangs)
     monkeypatch.setattr(philox_cpu, "_lib", [])
     monkeypatch.setattr(philox_cpu, "_why", [])
     assert not philox_cpu.available()
     assert philox_cpu.status().startswith("torch (the compiled Philox words could not be built or loaded:")
     monkeypatch.setenv(kernels.ENV, "auto")
-    lib, how = kernels.build_library("engine", kernels.SOURCE, "fused kernel")
+    lib, how = common.build_library("engine", kernels.SOURCE, "fused kernel")
     assert lib is None and how.startswith("torch (the fused kernel could not be built or loaded:")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl import kernels
+from softmax_icl.engine import regression as kernels
 from softmax_icl.base import derive_seed, resolve_device
 from softmax_icl.training import Sweep, task_streams, train_sweep
 

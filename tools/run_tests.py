@@ -94,7 +94,7 @@ def plan(tmp: Path, backends, notebooks: dict, unit_args: list[str], nb_args: li
                 shutil.copytree(src, tmp / p / "cache" / "kernels")
 
     jobs = [
-        *(Job(name, [[sys.executable, "-m", "softmax_icl.build_engines", name]], {**common, **engines})
+        *(Job(name, [[sys.executable, "-m", "softmax_icl.engine.build", name]], {**common, **engines})
           for name in ("engine paper 1", "engine paper 2")),
         Job("engines shared", [], after=("engine paper 1", "engine paper 2"), then=share_engines, expected=0),
     ]

@@ -163,7 +163,7 @@ def optimise(params: list[torch.Tensor], step_loss: Callable[[], torch.Tensor], 
 
     ``update(lr)``, where given, replaces ``step_loss``, the backward pass and Adam: it runs a whole step at learning
     rate ``lr`` (the loss, its gradient, and an update that is Adam's to float rounding, all in a compiled engine:
-    :class:`softmax_icl.kernels.Update`) and returns the per-configuration loss. On the CPU.
+    :class:`softmax_icl.engine.common.Update`) and returns the per-configuration loss. On the CPU.
     """
     device_step = step_tensor is not None and step_tensor.device.type == "cuda"
     if update is not None and device_step:

@@ -32,8 +32,15 @@ from .base import atomic_write_bytes, cache_dir
 #: Modules whose code determines trained and evaluated numbers (a missing one is an error, never a skip). Plotting
 #: code is left out on purpose, so restyling a figure does not invalidate the cache.
 COMPUTE_MODULES = ("base.py", "streams.py", "tasks.py", "models.py", "training.py", "metrics.py", "baselines.py",
-                   "theory.py", "kernels/__init__.py", "kernels/engine.c", "kernels/philox.h",
-                   "kernels/adam.h", "kernels/philox_triton.py", "kernels/philox_cpu.py", "kernels/philox_cpu.c")
+                   "theory.py", "engine/common.py", "engine/regression.py", "engine/classification.py",
+                   "engine/philox_triton.py", "engine/philox_cpu.py", "engine/regression.c", "engine/classification.c",
+                   "engine/philox_cpu.c", "engine/philox.h", "engine/adam.h")
+#: The C sources each engine module compiles: they come with the module into a fingerprint.
+ENGINE_SOURCES = {"engine/regression.py": ("engine/common.py", "engine/regression.c", "engine/philox.h",
+                                           "engine/adam.h"),
+                  "engine/classification.py": ("engine/common.py", "engine/classification.c", "engine/philox.h",
+                                               "engine/adam.h"),
+                  "engine/philox_cpu.py": ("engine/common.py", "engine/philox_cpu.c", "engine/philox.h")}
 #: Folders whose every module is compute code too (each figure's sweeps and analyses, paper 2's subpackage), except
 #: the modules named here, which only draw, declare parameters, or write text from computed results.
 COMPUTE_TREES = ("figures", "classification")
@@ -81,12 +88,10 @@ def _imports(path: Path, here: Path) -> tuple[set[Path], set[str]]:
 
 
 def _with_data(modules: set[str]) -> set[str]:
-    """The modules and the non-Python sources of the packages among them (``kernels/engine.c`` with
-    ``kernels/__init__.py``)."""
+    """The modules and the sources each engine module among them compiles (:data:`ENGINE_SOURCES`)."""
     out = set(modules)
-    for name in COMPUTE_MODULES:
-        if not name.endswith(".py") and "/" in name and name.rsplit("/", 1)[0] + "/__init__.py" in modules:
-            out.add(name)
+    for name in modules:
+        out.update(ENGINE_SOURCES.get(name, ()))
     return out
 
 
@@ -95,7 +100,7 @@ def compute_files(figure: str | None = None) -> list[Path]:
 
     With ``figure``: ``figures/<figure>/``, every compute folder it imports, and the shared compute modules that
     code imports, each followed through its own imports (``figures/window_adaptation`` imports ``training``, which
-    imports ``kernels``, whose ``engine.c`` comes with it), so a change to a shared module re-keys only the figures
+    imports ``engine/regression.py``, whose ``regression.c`` comes with it), so a change to a shared module re-keys only the figures
     whose code reaches it. An unknown figure gets every file (a wider fingerprint is never wrong, a narrower one
     would be).
     """
@@ -139,7 +144,7 @@ def code_fingerprint(figure: str | None = None) -> str:
 
 
 def cache_key(tag: str, config: dict, device: str, figure: str | None = None) -> str:
-    from .kernels import backend
+    from .engine.regression import backend
 
     # the fused kernel and the PyTorch code round differently: results of one are not the other's
     kernel = backend().split(" (")[0] if device.startswith("cpu") else "torch"

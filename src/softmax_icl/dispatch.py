@@ -182,8 +182,8 @@ def _gpu_pool(jobs: Sequence[NotebookJob], devices: Sequence[str]) -> list[JobRe
 
 
 #: Run before the ``cores`` pool's notebooks (each process would otherwise compile the engine it loads first, at the
-#: same time as the others): both compiled engines built at once (:mod:`softmax_icl.build_engines`).
-ENGINE_BUILD = (sys.executable, "-m", "softmax_icl.build_engines")
+#: same time as the others): both compiled engines built at once (:mod:`softmax_icl.engine.build`).
+ENGINE_BUILD = (sys.executable, "-m", "softmax_icl.engine.build")
 #: Seconds between the ``cores`` pool's lines on what is running.
 HEARTBEAT_S = 60.0
 

@@ -22,7 +22,7 @@ import math
 
 import torch
 
-from . import kernels
+from .engine import regression as engine
 
 MODEL_KINDS = ("softmax", "linear")
 PARAMETERISATIONS = ("M", "KQ", "full")
@@ -59,16 +59,16 @@ def segment_weights(s: torch.Tensor, bounds, inplace: bool = False) -> tuple[tor
 
     The readout of every prefix length of one context in one pass (the segments between consecutive lengths are
     combined log-sum-exp fashion by the caller): each score's exp is taken once. On the CPU in the engine where it is
-    built and chosen (:func:`softmax_icl.kernels.segment_exp`; weights below exp(-40) of their segment's largest are
+    built and chosen (:func:`softmax_icl.engine.segment_exp`; weights below exp(-40) of their segment's largest are
     dropped there, below float32's resolution of a sum >= 1), else in PyTorch. ``inplace``: ``E`` may be ``s``
     itself (the engine writes the weights over the scores).
     """
     bounds = [int(b) for b in bounds]
-    if s.device.type == "cpu" and s.dtype == torch.float32 and kernels.available():
+    if s.device.type == "cpu" and s.dtype == torch.float32 and engine.available():
         E = s.contiguous()                       # a copy unless s is contiguous
         if E.data_ptr() == s.data_ptr() and not inplace:
             E = E.clone()
-        return E, kernels.segment_exp(E, bounds)
+        return E, engine.segment_exp(E, bounds)
     E = s if inplace else torch.empty_like(s)
     stats = s.new_empty(*s.shape[:-1], len(bounds) - 1, 3)
     for k, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
@@ -143,7 +143,7 @@ def predict_reference(kind: str, x_ctx, y_ctx, x_q, M) -> torch.Tensor:
 def mse_loss(kind: str, batch, M) -> torch.Tensor:
     """Per-configuration training loss (R, G): the mean over tasks of ``(f_hat(x_q) - f(x_q))^2``, for units with
     key-query matrices ``M`` (R, G, d, d) on ``batch``; differentiable in ``M``. (The CPU trainer computes the same
-    loss fused with the sampling of its tasks: :class:`softmax_icl.kernels.FusedStream`.)"""
+    loss fused with the sampling of its tasks: :class:`softmax_icl.engine.FusedStream`.)"""
     return ((predict(kind, batch.x_ctx, batch.y_ctx, batch.x_q, M) - batch.f_q) ** 2).mean(dim=-1)
 
 

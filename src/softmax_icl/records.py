@@ -22,7 +22,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from . import __version__, kernels, ledger
+from . import __version__, ledger
+from .engine import regression as engine
 from .cache import cached, code_fingerprint
 from .plotting import save, use_style
 from .base import OUTPUT_DIR_ENV, atomic_write_bytes, resolve_device
@@ -271,7 +272,7 @@ class Run:
             "package_version": __version__, "git_revision": self.revision, "code_fingerprint": self.fingerprint,
             "torch": torch.__version__,
             "python": platform.python_version(), "threads": torch.get_num_threads(),
-            "kernel": kernels.backend() if self.device.type == "cpu" else "torch",
+            "kernel": engine.backend() if self.device.type == "cpu" else "torch",
             "seeds": {k: self.cfg[k] for k in ("data_seed", "init_seed", "eval_seed", "seeds") if k in self.cfg},
             "use_cache": self.use_cache,
             "peak_memory_mb": peak_memory_mb(self.device),

@@ -39,11 +39,11 @@ kernel's) ``log``, ``sqrt``, ``cos``, ``sin``: equal to rounding (a few units in
 **Implementation.** Words live in int64 tensors holding values in [0, 2^32): a product of two such values wraps
 modulo 2^64 on every device, its low word is ``p & 0xFFFFFFFF`` and its high word ``(p >> 32) & 0xFFFFFFFF``. All
 functions are vectorised over keys (rows), tasks and values, work on any device, and can write into caller-owned
-buffers (``out=``). The fused CPU kernel (:mod:`softmax_icl.kernels`) implements the same scheme in C; the tests
+buffers (``out=``). The fused CPU kernel (:mod:`softmax_icl.engine.regression`) implements the same scheme in C; the tests
 hold both against a reference implementation in NumPy and Random123's known-answer vectors. :func:`blocks` computes
 the words without a hundred passes of int64 tensors through memory where it can: on a CUDA GPU in one Triton kernel
-(:mod:`softmax_icl.kernels.philox_triton`, where Triton imports), on the CPU in compiled C
-(:mod:`softmax_icl.kernels.philox_cpu`, where a C compiler builds it): the same integers, so the same numbers, as
+(:mod:`softmax_icl.engine.philox_triton`, where Triton imports), on the CPU in compiled C
+(:mod:`softmax_icl.engine.philox_cpu`, where a C compiler builds it): the same integers, so the same numbers, as
 the PyTorch operations above, which run elsewhere and with ``SOFTMAX_ICL_WORDS=torch``.
 """
 
@@ -193,7 +193,7 @@ _compiled_blocks: dict = {}        # device type -> function or None, once per p
 
 def _fused_blocks(device: torch.device):
     """The compiled :func:`blocks` for ``device``: the Triton kernel on CUDA
-    (:mod:`softmax_icl.kernels.philox_triton`), the C function on the CPU (:mod:`softmax_icl.kernels.philox_cpu`);
+    (:mod:`softmax_icl.engine.philox_triton`), the C function on the CPU (:mod:`softmax_icl.engine.philox_cpu`);
     None on other devices, with ``SOFTMAX_ICL_WORDS=torch``, or where it does not import or build (then PyTorch draws
     the same words, slower)."""
     if device.type not in ("cuda", "cpu") or not fused_words_enabled():
@@ -201,14 +201,14 @@ def _fused_blocks(device: torch.device):
     if device.type not in _compiled_blocks:
         if device.type == "cuda":
             try:
-                from .kernels import philox_triton
+                from .engine import philox_triton
                 _compiled_blocks["cuda"] = philox_triton.blocks
             except ImportError as err:
                 warnings.warn(f"Triton is not available ({err}); CUDA draws run as PyTorch operations (the same "
                               "numbers, slower)", stacklevel=3)
                 _compiled_blocks["cuda"] = None
         else:
-            from .kernels import philox_cpu
+            from .engine import philox_cpu
             _compiled_blocks["cpu"] = philox_cpu.blocks if philox_cpu.available() else None
     return _compiled_blocks[device.type]
 
@@ -250,7 +250,7 @@ def _fused_values(device: torch.device):
     (:func:`_fused_blocks`); None elsewhere (a GPU converts its Triton words with PyTorch's operations)."""
     if device.type != "cpu" or _fused_blocks(device) is None:
         return None
-    from .kernels import philox_cpu
+    from .engine import philox_cpu
     return philox_cpu.values
 
 
@@ -259,7 +259,7 @@ def values(key: torch.Tensor, step, tasks, block: torch.Tensor, tag: torch.Tenso
     standard normals each (:func:`normal_from_words` on its words), the others as four uniforms on [0, 1)
     (:func:`uniform_from_words`).
 
-    On the CPU the compiled words convert them in the same pass (:func:`softmax_icl.kernels.philox_cpu.values`: the
+    On the CPU the compiled words convert them in the same pass (:func:`softmax_icl.engine.philox_cpu.values`: the
     same uniforms, normals to a few units in the last place, paper 1's compiled engine's); elsewhere PyTorch's
     operations convert the words of :func:`blocks`. Paper 1's PyTorch draws (:func:`softmax_icl.tasks.draw_rows`)
     take their values here; paper 2's keep PyTorch's conversion (:func:`normal`), which its engine's libm conversion

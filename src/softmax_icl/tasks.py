@@ -167,17 +167,17 @@ def draw_rows(spec: InputSpec, keys: torch.Tensor, n: int, tasks: range, step: i
       uniform on [-1, 1), ``phase`` (R, T) uniform on [0, 2 pi), ``noise`` (R, T, n) standard normal (one value per
       context point).
 
-    On the CPU, where the fused engine is built (:mod:`softmax_icl.kernels`), it makes the draws; elsewhere PyTorch
+    On the CPU, where the fused engine is built (:mod:`softmax_icl.engine.regression`), it makes the draws; elsewhere PyTorch
     does (:mod:`softmax_icl.streams`). The integers are the same bits, the floats equal to rounding.
     """
-    from . import kernels          # here, not at the top: paper 2 imports this module and never uses the engine
+    from .engine import regression as engine       # here, not at the top: paper 2 imports this module and never uses the engine
 
     R, T = keys.shape[0], len(tasks)
     if tasks.step != 1:
         raise ValueError(f"tasks must be a range of consecutive indices, got {tasks}")
     out = raw_buffers(spec, R, T, n, keys.device) if out is None else out
-    if kernels.usable(keys.device, spec.d, spec.k):
-        return kernels.sample_raw(spec.input_dist, keys, n, tasks.start, step, out, spec.sqrt_cov("cpu"))
+    if engine.usable(keys.device, spec.d, spec.k):
+        return engine.sample_raw(spec.input_dist, keys, n, tasks.start, step, out, spec.sqrt_cov("cpu"))
     per_task = (n + 3) * spec.d + spec.k + n + 8
     chunk = max(1, TORCH_CHUNK_BLOCKS.get(keys.device.type, TORCH_CHUNK_BLOCKS_DEFAULT) * 4 // (R * per_task))
     for t0 in range(0, T, chunk):

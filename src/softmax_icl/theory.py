@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import kernels
+from .engine import regression as engine
 from .models import scores, segment_weights
 from .tasks import InputSpec, draw_raw, nonisotropic_covariance, task_values
 from .base import Progress, derive_seed, resolve_device
@@ -528,7 +528,7 @@ def relu_window_scan(d: int, ns, w, n_tasks: int, seed: int = 0, chunk: int = 32
     largest ``c`` and combined in log-sum-exp fashion, so no term that matters underflows at large ``w``. The
     inputs are drawn in float64 and the per-task sums computed in ``dtype`` (float32: every weight is at most 1
     relative to the largest, so what float32 drops is below 1e-38 of it); the sums over tasks are float64. In float32
-    on the CPU the per-segment sums run in the engine (:func:`softmax_icl.kernels.window_sums`, where it is built and
+    on the CPU the per-segment sums run in the engine (:func:`softmax_icl.engine.window_sums`, where it is built and
     chosen), else in PyTorch; the two agree to float32 rounding (a test). A progress bar (``desc``, default
     "Theorem 3.4 scan, d = <d>") counts the chunks.
     """
@@ -537,7 +537,7 @@ def relu_window_scan(d: int, ns, w, n_tasks: int, seed: int = 0, chunk: int = 32
     W, n_max = wt.numel(), ns[-1]
     bounds = (0,) + ns
     g = torch.Generator().manual_seed(derive_seed(seed, 3413))
-    fused = dtype == torch.float32 and kernels.available()
+    fused = dtype == torch.float32 and engine.available()
     sums = {k: torch.zeros(len(ns), W, dtype=torch.float64) for k in ("b", "b2", "v", "v2")}
     done = 0
     bar = Progress(-(-n_tasks // chunk), desc or f"Theorem 3.4 scan, d = {d}")
@@ -554,7 +554,7 @@ def relu_window_scan(d: int, ns, w, n_tasks: int, seed: int = 0, chunk: int = 32
                 G = torch.cat([torch.ones_like(p), p.clamp_min(0), (-p).clamp_min(0)], -1)      # (b, n, 3)
                 gq = torch.stack([q[:, 0].clamp_min(0), (-q[:, 0]).clamp_min(0)], -1).to(dtype)  # (b, 2)
                 if fused:                    # every segment's sums at once, each exp computed once (the engine)
-                    AA = kernels.window_sums(wt, c.contiguous(), G[..., 1].contiguous(), G[..., 2].contiguous(), bounds)
+                    AA = engine.window_sums(wt, c.contiguous(), G[..., 1].contiguous(), G[..., 2].contiguous(), bounds)
                 logm = None                                                 # running shift (b, W) of the prefix
                 S = None                                                    # prefix sums (b, W, 3) and (b, W)
                 for k, n in enumerate(ns):

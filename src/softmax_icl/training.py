@@ -15,7 +15,7 @@ its configurations are stacked along a leading axis C and trained together:
   gradient is scaled by how many others share the batch; Adam is elementwise, so each keeps its
   own optimiser state;
 * on the CPU a step (draw, label, readout, gradient) of every stream runs fused in the engine of
-  :mod:`softmax_icl.kernels`, in one call per step and in buffers made once; elsewhere (and with ``SOFTMAX_ICL_KERNEL=torch``) it runs as
+  :mod:`softmax_icl.engine.regression`, in one call per step and in buffers made once; elsewhere (and with ``SOFTMAX_ICL_KERNEL=torch``) it runs as
   PyTorch code (:func:`softmax_icl.tasks.draw_rows`, :func:`softmax_icl.models.mse_loss`): the same draws, the
   same numbers to float rounding.
 
@@ -31,7 +31,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from . import kernels, streams
+from . import streams
+from .engine import regression as engine
 from .tasks import (LOW_RANK_CLASSES, ClassBlock, InputSpec, TaskBatch, class_blocks, draw_plan, draw_rows,
                     make_batch, raw_buffers, sphere_cos_mean)
 from .models import AttentionUnit
@@ -178,14 +179,14 @@ class TaskStream:
         raw = draw_rows(self.spec, self.keys, self.n, range(first_task, first_task + batch_size), step, self._raw)
         return make_batch(self.spec, raw, self.blocks, self.L, self.sigma, self.n, self.cos_mean)
 
-    def fused(self, kind: str, batch_size: int) -> "kernels.FusedStream | None":
+    def fused(self, kind: str, batch_size: int) -> "engine.FusedStream | None":
         """The engine's fused step for units of ``kind`` at this batch size (made once), or None where the engine
         cannot take it (off the CPU, ``SOFTMAX_ICL_KERNEL=torch``, shapes or Lipschitz constants out of its range)."""
         key = (kind, int(batch_size))
         if key not in self._fused:
             spec = self.spec
-            ok = kernels.FusedStream.usable(self.slot_classes, self.L, spec.d, spec.k, self.device)
-            self._fused[key] = kernels.FusedStream(
+            ok = engine.FusedStream.usable(self.slot_classes, self.L, spec.d, spec.k, self.device)
+            self._fused[key] = engine.FusedStream(
                 spec.input_dist, self.keys, self.n, batch_size, spec.d, spec.k, self.slot_classes, self.L, self.sigma,
                 torch.zeros_like(self.L) if self.cos_mean is None else self.cos_mean, kind == "softmax",
                 spec.sqrt_cov("cpu"), spec.basis("cpu") if any(b.name in LOW_RANK_CLASSES for b in self.blocks)
@@ -238,7 +239,7 @@ class SweepProgram:
         fused = [None if sweep.param == "full" else st.fused(sweep.model, sweep.batch_size) for st in self.streams]
         self.fused = fused if all(f is not None for f in fused) else None
         # every stream's fused step in one call of the engine
-        self.program = None if self.fused is None else kernels.FusedProgram(self.fused,
+        self.program = None if self.fused is None else engine.FusedProgram(self.fused,
                                                                             [st.start for st in self.streams])
 
     def sample(self, step: int) -> list[TaskBatch]:
@@ -258,13 +259,13 @@ class SweepProgram:
 
     def updater(self):
         """Where the engine runs the step (:attr:`program`) and the parameters are ``M`` or a key-query pair: a
-        function ``update(lr)`` that runs a whole training step, the update included (:class:`.kernels.Update`, Adam's
+        function ``update(lr)`` that runs a whole training step, the update included (:class:`.engine.Update`, Adam's
         to float rounding), and returns every configuration's loss (C,) in slot order, for
         :func:`softmax_icl.base.optimise`. Else None."""
         if self.program is None or self.sweep.param not in ("M", "KQ"):
             return None
         names = ["M"] if self.sweep.param == "M" else ["MK", "MQ"]
-        adam_step = kernels.Update([getattr(self.unit, n) for n in names])
+        adam_step = engine.Update([getattr(self.unit, n) for n in names], lib=engine.library())
 
         def update(lr: float) -> torch.Tensor:
             self.step += 1

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from ..base import derive_seed, optimise, resolve_device
-from ..kernels import Update
+from ..engine.common import Update
 from .metrics import masked_ce
-from . import native
-from .native import FusedLoss, FusedStep, library
+from ..engine import classification as engine
+from ..engine.classification import FusedLoss, FusedStep, library
 from .tasks import ClsBatch, ClsStream, context_lengths, take
 
 
@@ -233,10 +233,10 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     weights: a configuration trained alone (same sweep, subset ``configs``) follows exactly the trajectory it
     follows inside the sweep. On the CPU (float32, with a C compiler) the tasks and the loss and its gradient in
     ``A = W_K^T W_Q`` and ``W_V`` come from the compiled engine (:mod:`.native`; a chunk of contexts per seed drawn
-    and read while in cache, :class:`.native.FusedStep`, or with a mixture of context lengths the step's tasks
+    and read while in cache, :class:`.engine.FusedStep`, or with a mixture of context lengths the step's tasks
     drawn to buffers reused every step, then read), on ``torch.get_num_threads()`` threads of its own, and so do the
     gradients in ``W_K``, ``W_Q``, Adam's update (PyTorch's, to float rounding) and the next step's ``A``
-    (:class:`softmax_icl.kernels.Update`: PyTorch's forty-odd small operations for them cost a millisecond a step
+    (:class:`softmax_icl.engine.common.Update`: PyTorch's forty-odd small operations for them cost a millisecond a step
     once the engine has swept the caches). PyTorch's few operations of the loop (the logged snapshots) run on one
     thread: its OpenMP workers spin after each parallel region and would take the cores from the engine's threads.
     Elsewhere everything is PyTorch (:func:`sa_logits`, :func:`.metrics.masked_ce`, ``torch.optim.Adam``).
@@ -350,13 +350,13 @@ def models_on(A, WV, is_soft, batch: ClsBatch, idx, chunk: int = 512, jacobian: 
     B = batch.x_ctx.shape[1]
     src = batch.source
     if (src is not None and not jacobian and A.device.type == "cpu" and A.dtype == torch.float32
-            and native.available()):
+            and engine.available()):
         # the compiled forward pass, on the contexts as the engine drew them (no per-model copies)
         idx = torch.as_tensor(idx).reshape(-1).tolist()
         codes = torch.as_tensor(is_soft).reshape(-1)
         codes = (torch.where(codes, 0, 1) if codes.dtype == torch.bool else codes).expand(len(idx))
         n = [src.n[i] for i in idx] if lengths is None else torch.as_tensor(lengths).reshape(-1).tolist()
-        lg = native.unit_logits(A, WV, codes, [src.group[i] for i in idx], [src.C[i] for i in idx],
+        lg = engine.unit_logits(A, WV, codes, [src.group[i] for i in idx], [src.C[i] for i in idx],
                                 [src.d[i] for i in idx], [min(int(v), src.dims[0]) for v in n], src.tasks, src.dims)
         return lg, None
     outs, jacs = [], []

@@ -67,8 +67,8 @@ import torch
 from .. import streams
 from ..base import derive_seed
 from ..tasks import dot_last
-from . import native as _native
-from .native import row_length
+from ..engine import classification as _engine
+from ..engine.classification import row_length
 
 #: Readings of the paper's task the sampler can draw (see the module docstring), as integer codes.
 READINGS = {"uniform": 0, "balanced": 1, "clustered": 2, "subspace": 3}
@@ -461,7 +461,7 @@ class ClsStream:
     ``configs``: dicts with ``seed`` (an index into ``seeds``), ``reading``, ``P``, ``tau``, ``k``, ``C``, ``d``,
     ``n`` (and optionally ``n_min``); ``dims = (n_max, C_max, P_max, d_max)``; ``seeds``: the 64-bit stream seed of
     each seed index (only those the configurations read are drawn). ``native``: draw with the compiled CPU kernel (default: on the CPU with float32 where it
-    builds, :func:`.native.available`).
+    builds, :func:`softmax_icl.engine.classification.available`).
     """
 
     def __init__(self, configs: list[dict], dims, seeds: list[int], device, dtype=torch.float32,
@@ -471,17 +471,17 @@ class ClsStream:
         self.plan = TaskPlan.of([dict(c, seed=used.index(int(c["seed"]))) for c in configs], dims, self.device)
         self.keys = Keys.of([seeds[i] for i in used], dims[3], dims[2], self.device)
         if native is None:
-            native = self.device.type == "cpu" and dtype == torch.float32 and _native.available()
+            native = self.device.type == "cpu" and dtype == torch.float32 and _engine.available()
         self.native = bool(native)
         self.threads = torch.get_num_threads()              # the compiled engine's threads
-        self._drawer = _native.Drawer(self.keys, self.plan, self.threads) if self.native else None
+        self._drawer = _engine.Drawer(self.keys, self.plan, self.threads) if self.native else None
         self._buffers: Tasks | None = None
         # the step, as the streams take it (a trainer writes it, then draws with ``step=step_tensor``)
         self.step_tensor = torch.zeros((), dtype=torch.int64, device=self.device)
 
     @property
     def drawer(self):
-        """The compiled engine's :class:`.native.Drawer` of this stream (None on the PyTorch path)."""
+        """The compiled engine's :class:`softmax_icl.engine.classification.Drawer` of this stream (None on the PyTorch path)."""
         return self._drawer
 
     @property

@@ -1,4 +1,4 @@
-/* A training step's update in C, shared by the two engines (kernels/engine.c, classification/engine.c).
+/* A training step's update in C, shared by the two engines (engine/regression.c, engine/classification.c).
  *
  * Adam is PyTorch's default one (torch.optim.Adam: single-tensor, no weight decay, not amsgrad), the same operations
  * in the same order: m += (1 - beta1) (g - m); v = beta2 v + (1 - beta2) g g;
@@ -108,7 +108,7 @@ static void kq_product(int64_t U, int64_t r, int64_t d, const float *P, const fl
 #pragma GCC pop_options
 #endif
 
-/* unit_update, exported by both engines (softmax_icl.kernels.Update): a training step's update of units' parameters
+/* unit_update, exported by both engines (softmax_icl.engine.common.Update): a training step's update of units' parameters
  * from the loss's gradient in their M. kq = 0: the parameter is M itself (P: (U, d, d)); kq = 1: M = P^T Q (P, Q:
  * (U, r, d)), their gradients from the one in M, and M of the updated pair written for the next step. On the CPU
  * PyTorch's small operations for this (autograd's backward pass, Adam) cost up to a millisecond a step once an engine

@@ -1,4 +1,4 @@
-/* The CPU engine of paper 1's trainer (softmax_icl.kernels): tasks drawn from the counter-based streams, labelled,
+/* The CPU engine of paper 1's trainer (softmax_icl.engine.regression): tasks drawn from the counter-based streams, labelled,
  * and consumed by the attention readout while they are in cache.
  *
  * fused_step: for every row r (a seed's key) and task b of a step, draw the task (query, direction, coefficients,

@@ -35,17 +35,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..base import KERNEL_ENV, cache_dir
+from .common import ADAM, ENV, PHILOX, Update, build_library, declare_update
 
 HERE = Path(__file__).parent
-SOURCE = HERE / "engine.c"
-#: A training step's update (Adam, a key-query pair's gradient), shared with paper 2's engine.
-ADAM = HERE / "adam.h"
-SOURCES = (SOURCE, HERE / "philox.h", ADAM)
-#: Flag sets tried in order: tuned for this CPU first, then portable.
-FLAG_SETS = (["-O3", "-march=native", "-ffast-math"], ["-O3", "-ffast-math"])
-#: ``SOFTMAX_ICL_KERNEL``: ``auto`` (default: the fused engine where it builds) or ``torch``.
-ENV = KERNEL_ENV
+SOURCE = HERE / "regression.c"
+SOURCES = (SOURCE, PHILOX, ADAM)
 #: The engine's codes of the function classes (engine.c's ``labels``).
 CLASS_CODES = {"affine": 0, "relu": 1, "cosine": 2, "cosine_centered": 3, "lowrank_linear": 4, "lowrank_affine": 5,
                "lowrank_quadratic": 6, "lowrank_cosine": 7}
@@ -82,79 +76,6 @@ class _SegExp(ctypes.Structure):
         (name, ctypes.c_void_p) for name in ("bounds", "s", "stats")]
 
 
-def _compiler() -> str | None:
-    for cand in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if cand and shutil.which(cand):
-            return shutil.which(cand)
-    return None
-
-
-def _cpu_id() -> str:
-    """What ``-march=native`` depends on: the CPU model and its feature flags."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        keep = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags", "Features", "CPU part"))]
-        return "\n".join(sorted(set(keep)))
-    except OSError:
-        return platform.processor()
-
-
-def _build_dir() -> Path:
-    return cache_dir() / "kernels"
-
-
-def _compile(cc: str, name: str, source: Path, deps=()) -> tuple[Path | None, str]:
-    """Compile ``source`` (including the headers ``deps``, found beside it) into ``<name>-<key>.so`` in the build
-    directory, or reuse an earlier build with the same sources, compiler, flags and CPU. Returns the library's path
-    (None if no flag set compiles) and how it was built (or why not)."""
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
-    errors = []
-    text = "\n".join(p.read_text() for p in (source, *deps))
-    for flags in FLAG_SETS:
-        key = hashlib.sha256("\n".join([text, cc, version, " ".join(flags), platform.machine(),
-                                        _cpu_id()]).encode()).hexdigest()[:16]
-        out = _build_dir() / f"{name}-{key}.so"
-        if out.exists():
-            return out, f"{Path(cc).name} {' '.join(flags)}"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{name}-", suffix=".so")
-        os.close(fd)
-        cmd = [cc, *flags, "-fPIC", "-shared", f"-I{source.parent}", str(source), "-o", tmp, "-lm", "-lpthread"]
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-            if res.returncode == 0:
-                os.replace(tmp, out)          # atomic: a concurrent or interrupted build never leaves half a file
-                return out, f"{Path(cc).name} {' '.join(flags)}"
-            errors.append(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit {res.returncode}")
-        finally:
-            Path(tmp).unlink(missing_ok=True)
-    return None, "; ".join(errors)
-
-
-def build_library(name: str, source: Path, what: str, deps=(), chosen_by_env: bool = True
-                  ) -> tuple[ctypes.CDLL | None, str]:
-    """Build (once per machine) and load a C engine: ``(library, how it was built)``, or ``(None, why not)`` as
-    ``"torch (...)"``: with ``SOFTMAX_ICL_KERNEL=torch``, without a C compiler, or when it does not compile or load.
-    ``what`` names the engine in those reasons. Paper 1's engine and paper 2's (:mod:`softmax_icl.classification.
-    native`) are built by this one function, and so are the CPU's Philox words (:mod:`.philox_cpu`), with
-    ``chosen_by_env=False``: integers, the same whichever computes them, so ``SOFTMAX_ICL_KERNEL`` does not apply."""
-    if chosen_by_env:
-        choice = os.environ.get(ENV, "auto")
-        if choice not in ("auto", "torch"):
-            raise ValueError(f"{ENV}={choice!r} is not allowed; allowed values: 'auto', 'torch'")
-        if choice == "torch":
-            return None, f"torch ({ENV}=torch)"
-    cc = _compiler()
-    if cc is None:
-        return None, f"torch (no C compiler found; set CC to use the {what})"
-    try:
-        path, how = _compile(cc, name, source, deps)
-        if path is None:
-            return None, f"torch (the {what} did not compile: {how})"
-        return ctypes.CDLL(str(path)), how
-    except (OSError, subprocess.SubprocessError) as exc:
-        return None, f"torch (the {what} could not be built or loaded: {exc})"
-
 
 def _load() -> ctypes.CDLL | None:
     """Build and load the engine once per process; remember why not if it cannot be."""
@@ -184,67 +105,6 @@ def _load() -> ctypes.CDLL | None:
     return _lib
 
 
-class _Update(ctypes.Structure):
-    """``update_t`` of engine.c."""
-
-    _fields_ = [("U", ctypes.c_int64), ("r", ctypes.c_int64), ("d", ctypes.c_int64), ("kq", ctypes.c_int64),
-                ("P", ctypes.c_void_p), ("Q", ctypes.c_void_p), ("gM", ctypes.c_void_p), ("g", ctypes.c_void_p),
-                ("m", ctypes.c_void_p), ("v", ctypes.c_void_p), ("M", ctypes.c_void_p), ("step", ctypes.c_int64),
-                ("lr", ctypes.c_double), ("beta1", ctypes.c_double), ("beta2", ctypes.c_double),
-                ("eps", ctypes.c_double)]
-
-
-def declare_update(lib: ctypes.CDLL) -> None:
-    """The signature of ``unit_update`` (``adam.h``), which both engines export."""
-    lib.unit_update.restype = ctypes.c_int
-    lib.unit_update.argtypes = [ctypes.POINTER(_Update)]
-
-
-class Update:
-    """A training step's update in an engine (``unit_update``, ``adam.h``): one step of PyTorch's default Adam
-    (``torch.optim.Adam(params, lr)``: betas 0.9, 0.999, eps 1e-8) on units' parameters, from the loss's gradient in
-    their ``M`` (what :meth:`FusedProgram.run` returns, or paper 2's engine writes). ``params``: ``[M]`` (C, d, d), or
-    a key-query pair ``[P, Q]`` (C, r, d) each with ``M = P^T Q``, whose gradients come from the one in ``M`` and
-    whose :attr:`M` is written for the next step. What autograd's backward pass and ``torch.optim.Adam`` compute, to
-    float rounding, in one call instead of PyTorch's dozens of small operations (up to a millisecond a step once an
-    engine has swept the caches). ``lib``: the engine that runs it (paper 1's by default; paper 2's,
-    :func:`softmax_icl.classification.native.library`, exports the same function)."""
-
-    def __init__(self, params: list[torch.Tensor], betas=(0.9, 0.999), eps: float = 1e-8, lib=None):
-        lib = _require() if lib is None else lib
-        if len(params) not in (1, 2):
-            raise ValueError(f"an update takes [M] or a key-query pair [P, Q]; got {len(params)} parameters")
-        P = params[0].detach()
-        U, r, d = P.shape
-        for t in params:
-            if t.shape != P.shape or t.dtype != torch.float32 or t.device.type != "cpu" or not t.is_contiguous():
-                raise ValueError(f"the update takes contiguous float32 CPU parameters of one shape; got "
-                                 f"{[(tuple(p.shape), p.dtype, str(p.device)) for p in params]}")
-        kq = len(params) == 2
-        if not kq and r != d:
-            raise ValueError(f"M must be square; got {tuple(P.shape)}")
-        self.lib, self.params, self.kq = lib, list(params), kq
-        self.grad = torch.zeros(len(params), U, r, d)
-        self.m, self.v = torch.zeros_like(self.grad), torch.zeros_like(self.grad)
-        self.M = (P.transpose(1, 2) @ params[1].detach()).contiguous() if kq else P
-        self.steps = 0
-        self.spec = _Update(U=U, r=r, d=d, kq=int(kq), P=P.data_ptr(), Q=params[1].data_ptr() if kq else None,
-                            g=self.grad.data_ptr(), m=self.m.data_ptr(), v=self.v.data_ptr(),
-                            M=self.M.data_ptr() if kq else None, beta1=float(betas[0]), beta2=float(betas[1]),
-                            eps=float(eps))
-
-    def __call__(self, grad_M: torch.Tensor, lr: float) -> None:
-        """One step at learning rate ``lr`` with the loss's gradient ``grad_M`` (C, d, d) in M."""
-        U, d = self.grad.shape[1], self.grad.shape[3]
-        if grad_M.shape != (U, d, d) or grad_M.dtype != torch.float32 or not grad_M.is_contiguous():
-            raise ValueError(f"grad_M must be a contiguous float32 tensor of shape {(U, d, d)}; got "
-                             f"{tuple(grad_M.shape)} {grad_M.dtype}")
-        self.steps += 1
-        self.spec.gM, self.spec.step, self.spec.lr = grad_M.data_ptr(), self.steps, float(lr)
-        if not self.lib.unit_update(ctypes.byref(self.spec)):
-            raise RuntimeError("unit_update refused its arguments")
-
-
 def backend() -> str:
     """Which implementation the CPU trainer uses, and why."""
     _load()
@@ -260,6 +120,12 @@ def _require() -> ctypes.CDLL:
     if _load() is None:
         raise RuntimeError(f"the fused kernel is not available: {_status}")
     return _lib
+
+
+def library() -> ctypes.CDLL:
+    """The loaded engine (for :class:`softmax_icl.engine.common.Update`); RuntimeError naming why when it is not
+    available."""
+    return _require()
 
 
 def _ptr(t: torch.Tensor | None) -> int | None:

@@ -6,7 +6,7 @@ block's four words through memory a hundred times (ten rounds of ten elementwise
 words: on the CPU that was about two thirds of a training step of the PyTorch path (one default ``train_theory_d5``
 step on one thread: ~50 % rounds, ~15 % stacking). ``philox_cpu.c`` computes each block's ten rounds in registers,
 sixteen blocks at a time, and writes its four words once, into the (R, T, J, 4) tensor :func:`blocks` returns. It is
-to the CPU what :mod:`softmax_icl.kernels.philox_triton` is to CUDA: the same integers as PyTorch (32 x 32 -> 64-bit
+to the CPU what :mod:`softmax_icl.engine.philox_triton` is to CUDA: the same integers as PyTorch (32 x 32 -> 64-bit
 products, the same key schedule), so every number drawn from its words is the same bits; switching between the two
 changes speed, never a number (a test holds them together bit for bit).
 
@@ -21,7 +21,7 @@ paper 2's keep PyTorch's conversion, which its engine (libm's) is held against.
 
 It is used by the PyTorch path on the CPU (``SOFTMAX_ICL_KERNEL=torch``, or where the fused engine does not build)
 whenever it compiles; ``SOFTMAX_ICL_WORDS=torch`` turns it (and the Triton kernel) off. It is compiled once per
-machine with the system C compiler by the engines' :func:`softmax_icl.kernels.build_library`, but does not depend on
+machine with the system C compiler by the engines' :func:`softmax_icl.engine.common.build_library`, but does not depend on
 ``SOFTMAX_ICL_KERNEL``: the words are integers, the same whichever computes them.
 """
 
@@ -39,7 +39,7 @@ _why: list = []
 
 def _load():
     if not _lib:
-        from . import build_library
+        from .common import build_library
         lib, how = build_library("philox", SOURCE, "compiled Philox words", (SOURCE.parent / "philox.h",),
                                  chosen_by_env=False)
         if lib is not None:

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/adam.h"           /* unit_update: the training step's update (Adam) */
+#include "../engine/adam.h"           /* unit_update: the training step's update (Adam) */
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif

@@ -1,7 +1,7 @@
-"""Build both compiled CPU engines into the engine cache, at once: ``python -m softmax_icl.build_engines``.
+"""Build both compiled CPU engines into the engine cache, at once: ``python -m softmax_icl.engine.build``.
 
-Paper 1's engine (``softmax_icl.kernels``) takes about a minute of one core to compile, paper 2's
-(``softmax_icl.classification.native``) a few seconds; the first notebook that needs one would otherwise compile it
+Paper 1's engine (``softmax_icl.engine.regression``) takes about a minute of one core to compile, paper 2's
+(``softmax_icl.engine.classification``) a few seconds; the first notebook that needs one would otherwise compile it
 then. ``make setup`` runs this in the background while pip installs the book's and the tests' packages (a single
 process that leaves the second core idle), so a fresh machine's first ``make book`` or ``make test`` finds them
 built; the ``cores`` executor (:mod:`softmax_icl.dispatch`) runs it before its notebooks, which would otherwise each
@@ -29,11 +29,11 @@ def build(which: str) -> str:
     """Build (or find built) one engine; ``<name>: <how it was built, or why not> (<seconds> s)``."""
     t = time.perf_counter()
     if which == ENGINES[0]:
-        from softmax_icl import kernels
-        how = kernels.backend()
+        from softmax_icl.engine import regression
+        how = regression.backend()
     else:
-        from softmax_icl.classification import native
-        how = native.backend()
+        from softmax_icl.engine import classification
+        how = classification.backend()
     return f"{which}: {how} ({time.perf_counter() - t:.0f} s)"
 
 
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     if unknown:
         print(f"unknown engine(s) {unknown}; allowed values: {', '.join(ENGINES)}", file=sys.stderr)
         return 2
-    import softmax_icl.kernels  # noqa: F401 - import once here, not in two threads at once
+    import softmax_icl.engine.regression  # noqa: F401 - import once here, not in two threads at once
 
     # the compilers run as subprocesses, so two threads compile at once
     with ThreadPoolExecutor(max_workers=len(wanted)) as pool:

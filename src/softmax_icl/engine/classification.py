@@ -7,12 +7,12 @@ over large temporaries, and the model's forward and backward passes are a dozen 
 cross-entropy and its gradient in ``A = W_K^T W_Q`` and ``W_V`` a context at a time while it is in cache
 (:class:`FusedLoss`, the function of :func:`.models.sa_logits` and :func:`.metrics.masked_ce`), and a training step's
 draws and loss together, a chunk of contexts of a seed at a time (:class:`FusedStep`, ``cls_step``: the tasks never
-go to memory); it exports the step's update too (``unit_update`` of ``kernels/adam.h``, :class:`.kernels.Update`).
+go to memory); it exports the step's update too (``unit_update`` of ``adam.h``, :class:`.common.Update`).
 Work is split over ``threads`` threads of its own (by default ``torch.get_num_threads()`` when the object is made) by
 (seed, context) and by configuration, so the numbers do not depend on the thread count.
 
 The source is compiled once per machine with the system C compiler, the flags and the build directory of the paper-1
-kernel (:mod:`softmax_icl.kernels`), and loaded with :mod:`ctypes`. ``SOFTMAX_ICL_KERNEL=torch`` (or no compiler)
+kernel (:mod:`softmax_icl.engine.regression`), and loaded with :mod:`ctypes`. ``SOFTMAX_ICL_KERNEL=torch`` (or no compiler)
 selects the PyTorch code instead; :func:`backend` says which one runs. The tests hold the two against each other.
 """
 
@@ -24,13 +24,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import kernels
+from . import common
 
-SOURCE = Path(__file__).with_name("engine.c")
+SOURCE = Path(__file__).with_name("classification.c")
 #: sha256 of ``engine.c`` (its first 16 hex digits). The result cache fingerprints Python modules only, so this
 #: line changes whenever the C source does (a test checks it), and cached results computed by an older engine are
 #: not reused.
-SOURCE_SHA = "25f8461ee6dd6f83"
+SOURCE_SHA = "85a33907ef5bb378"
 
 #: The engine works on blocks of this many points (``VEC`` in engine.c): a task's rows are padded to whole blocks.
 ROW_BLOCK = 8
@@ -68,12 +68,12 @@ class StepSpec(ctypes.Structure):
 
 
 def _load() -> ctypes.CDLL | None:
-    """Build and load the engine once per process (:func:`softmax_icl.kernels.build_library`); remember why not if it
+    """Build and load the engine once per process (:func:`softmax_icl.common.build_library`); remember why not if it
     cannot be."""
     global _lib, _status
     if _status is not None:
         return _lib
-    lib, how = kernels.build_library("cls-engine", SOURCE, "classification engine", deps=(kernels.ADAM,))
+    lib, how = common.build_library("cls-engine", SOURCE, "classification engine", deps=(common.ADAM,))
     if lib is None:
         _status = how
         return None
@@ -84,13 +84,13 @@ def _load() -> ctypes.CDLL | None:
         fn = getattr(lib, name)
         fn.restype = res
         fn.argtypes = [ctypes.POINTER(spec)]
-    kernels.declare_update(lib)
+    common.declare_update(lib)
     _lib, _status = lib, f"compiled engine ({how})"
     return _lib
 
 
 def library() -> ctypes.CDLL:
-    """The engine, built and loaded (for :class:`softmax_icl.kernels.Update`, whose ``unit_update`` it exports too)."""
+    """The engine, built and loaded (for :class:`softmax_icl.engine.common.Update`, whose ``unit_update`` it exports too)."""
     if _load() is None:
         raise RuntimeError(f"the classification engine is not available: {_status}")
     return _lib
