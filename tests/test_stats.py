@@ -1,0 +1,100 @@
+"""The verdict statistics (softmax_icl.stats): t quantiles, the three tests, power, synthetic samples, settling."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from softmax_icl import stats
+from softmax_icl.stats import FAIL, INCONCLUSIVE, NOT_SETTLED, PASS, Test
+
+
+@pytest.mark.parametrize("p, df, q", [(0.95, 1, 6.313752), (0.95, 2, 2.919986), (0.95, 9, 1.833113),
+                                      (0.95, 14, 1.761310), (0.975, 2, 4.302653), (0.975, 30, 2.042272),
+                                      (0.99, 5, 3.364930), (0.95, 1000, 1.646379)])
+def test_t_quantiles_match_the_tables(p, df, q):
+    assert stats.t_quantile(p, df) == pytest.approx(q, abs=2e-6)
+    assert stats.t_quantile(1 - p, df) == pytest.approx(-q, abs=2e-6)
+    assert stats.t_cdf(q, df) == pytest.approx(p, abs=1e-7)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="allowed values: below, above, equal"):
+        Test("smaller", 0.1, 0.05)
+    with pytest.raises(ValueError, match="margin must be > 0"):
+        Test("below", 0.1, 0.0)
+    with pytest.raises(ValueError, match="finite"):
+        stats.decide(Test("below", 0.1, 0.05), [0.0, float("nan")])
+    with pytest.raises(ValueError, match="p must lie"):
+        stats.t_quantile(1.5, 3)
+
+
+def test_a_pass_needs_evidence_not_the_absence_of_a_difference():
+    """Three seeds with a large mean deficit and a wide spread: the old 'interval reaches 0' rule passed this;
+    a non-inferiority test with margin 0.05 is inconclusive, and with fifteen seeds of the same spread it fails."""
+    ni = Test("below", 0.05, 0.05)                 # deficit A - B must stay below the margin
+    few = np.array([0.02, 0.30, 0.58])             # mean 0.30, sd 0.28: the 95 % t-interval reaches 0
+    assert stats.decide(ni, few).verdict == INCONCLUSIVE
+    many = stats.synthetic(15, 0.30, 0.28)
+    assert stats.decide(ni, many).verdict == FAIL
+    none = stats.synthetic(15, 0.0, 0.02)
+    assert stats.decide(ni, none).verdict == PASS
+
+
+@pytest.mark.parametrize("kind, c, m", [("below", 0.1, 0.1), ("above", math.log(1.5), math.log(1.5)),
+                                        ("equal", 0.25, 0.25), ("below", 0.05, 0.05)])
+def test_good_reference_passes_bad_reference_fails_when_the_design_has_power(kind, c, m):
+    t = Test(kind, c, m)
+    n, sd = 15, m / 2                             # a half-width of t(14) sd / sqrt(15) = 0.23 m: enough
+    assert stats.decide(t, stats.synthetic(n, t.good, sd)).verdict == PASS
+    assert stats.decide(t, stats.synthetic(n, t.bad, sd)).verdict == FAIL
+    if kind == "equal":
+        assert stats.decide(t, stats.synthetic(n, -t.bad, sd)).verdict == FAIL
+    pw, false_pass = stats.power(t, n, sd)
+    assert pw > 0.9 and false_pass < 0.01
+
+
+def test_power_grows_with_seeds_and_falls_with_spread():
+    t = Test("below", 0.05, 0.05)
+    assert stats.power(t, 15, 0.05)[0] > stats.power(t, 3, 0.05)[0]
+    assert stats.power(t, 15, 0.01)[0] > stats.power(t, 15, 0.1)[0]
+    assert math.isnan(stats.power(Test("below", 0.1, 0.1, exact=True), 15, 0.01)[0])
+
+
+def test_synthetic_samples_have_the_exact_mean_and_spread():
+    x = stats.synthetic(10, 1.5, 0.3)
+    assert x.mean() == pytest.approx(1.5, abs=1e-12) and x.std(ddof=1) == pytest.approx(0.3, abs=1e-12)
+
+
+def test_an_exact_test_has_no_interval():
+    t = Test("below", 1e-5, 1e-5, exact=True)
+    assert stats.decide(t, [4e-7]).verdict == PASS and stats.decide(t, [0.9]).verdict == FAIL
+    with pytest.raises(ValueError, match="one finite value"):
+        stats.decide(t, [1.0, 2.0])
+
+
+def test_one_seed_is_never_evidence():
+    assert stats.decide(Test("below", 0.1, 0.1), [0.0]).verdict == INCONCLUSIVE
+
+
+def test_settling_rule():
+    t = Test("below", 0.1, 0.1)
+    steps = [0, 250, 500, 750, 1000]
+    # a statistic that failed but is still falling fast towards the threshold: not settled
+    d, verdict, delta = stats.verdict_of(t, stats.synthetic(15, 0.144, 0.02), steps, [1.0, 0.5, 0.3, 0.22, 0.144])
+    assert d.verdict == FAIL and verdict == NOT_SETTLED and delta == pytest.approx(-0.076)
+    # the same end value, flat over the last quarter: a settled failure
+    assert stats.verdict_of(t, stats.synthetic(15, 0.144, 0.02), steps, [1.0, 0.5, 0.2, 0.15, 0.144])[1] == FAIL
+    # a pass still falling (away from the threshold) stays a pass
+    assert stats.verdict_of(t, stats.synthetic(15, 0.02, 0.01), steps, [1.0, 0.5, 0.3, 0.09, 0.02])[1] == PASS
+    # a pass rising fast towards the threshold is not settled
+    assert stats.verdict_of(t, stats.synthetic(15, 0.05, 0.01), steps, [1.0, 0.0, 0.0, 0.0, 0.049])[1] == PASS
+    assert stats.verdict_of(t, stats.synthetic(15, 0.07, 0.01), steps, [1.0, 0.0, 0.0, 0.0, 0.07])[1] == NOT_SETTLED
+    # an equality statistic: a small move is settled, a move away from zero by more than half the margin is not
+    e = Test("equal", 0.25, 0.25)
+    assert stats.verdict_of(e, stats.synthetic(15, 0.1, 0.05), steps, [0, 0, 0, 0.0, 0.1])[1] == PASS
+    assert stats.verdict_of(e, stats.synthetic(15, 0.15, 0.05), steps, [0, 0, 0, 0.0, 0.15])[1] == NOT_SETTLED
+    with pytest.raises(ValueError, match="increasing steps"):
+        stats.settled(t, [0, 0], [1.0, 1.0], PASS)
