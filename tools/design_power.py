@@ -1,0 +1,210 @@
+"""The statistical design's prospective power, from the seed spread of the records committed before the design.
+
+usage: python tools/design_power.py [--results book/results] [--out book/design_power.json] [--page book/design.md]
+
+For every check of ``book/design.yml`` whose ``spread`` names how the committed record and its seed audit hold the
+statistic ("log" or "identity" of the checks' values), the spread of the check's value over the committed run and the
+audit's fresh seed sets (each of ``seeds`` seeds) gives a per-seed standard deviation (the set-to-set standard
+deviation times the square root of the seeds per set: the values are seed means or close to them); the power and
+false-pass rate of the design's test then follow at the design's seed counts (``softmax_icl.stats.power``). Written
+once, before the records of the design were computed; the page shows it beside the power each committed run achieved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from softmax_icl import stats  # noqa: E402
+
+
+def number(x) -> float:
+    """A design number: a float or ``log(x)``, ``-log(x)``, ``log(a/b)``."""
+    if isinstance(x, (int, float)):
+        return float(x)
+    text = str(x).replace(" ", "")
+    sign = -1.0 if text.startswith("-") else 1.0
+    text = text.lstrip("-")
+    if text.startswith("log(") and text.endswith(")"):
+        inner = text[4:-1]
+        a, _, b = inner.partition("/")
+        return sign * math.log(float(a) / (float(b) if b else 1.0))
+    return sign * float(text)
+
+
+def spread_today(results: Path, key: str, how: str) -> tuple[float, int, int] | None:
+    """(per-seed sd, seeds per set, sets) of check ``key`` from the committed record and its audit."""
+    figure, cid = key.split("/", 1)
+    try:
+        rec = json.loads((results / f"{figure}.json").read_text())
+        aud = json.loads((results / "audit" / f"{figure}.json").read_text())
+    except OSError:
+        return None
+    mine = next((c for c in rec["claims"] if c["id"] == cid), None)
+    fresh = next((c for c in aud["checks"] if c["id"] == cid), None)
+    if mine is None or fresh is None:
+        return None
+    vals = [mine["value"], *fresh.get("values", [])]
+    flat = []
+    for v in vals:
+        if v is None:
+            continue
+        v = float(np.max(v)) if isinstance(v, list) else float(v)
+        if how == "log":
+            if not v > 0:
+                return None
+            v = math.log(v)
+        flat.append(v)
+    if len(flat) < 3:
+        return None
+    k = int(rec["parameters"].get("seeds", 1))
+    return float(np.std(flat, ddof=1)) * math.sqrt(k), k, len(flat)
+
+
+def seeds_for(test: stats.Test, sd: float, power: float = 0.8) -> int:
+    """The smallest seed count whose power reaches ``power`` (normal approximation; capped at 10,000)."""
+    for n in range(2, 10001):
+        if stats.power(test, n, sd)[0] >= power:
+            return n
+    return 10001
+
+
+def _cell(text) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def page(design: dict, power: dict) -> str:
+    """The design page: the rules, then one table per chapter (statistic, test, threshold, margin, seeds, power)."""
+    seeds = design["seeds"]
+    lines = ["# Statistical design", "",
+             "Every verdict of this book is decided by a test fixed here before the records that carry it were "
+             "computed. This page is written from `book/design.yml` (the data the package reads) and the seed spread "
+             "of the records committed before the design; each chapter's folded check list shows the power its run "
+             "achieved.", "",
+             "## The rules", "",
+             f"* **Seeds.** Seeds are one more batch axis of every figure's sweeps: {seeds['default']} at the default "
+             f"profile, {seeds['paper']} at the paper profile. A seed is a pretraining run with its own task stream and "
+             "initial weights; every seed meets the same fixed evaluation set, so two models compared on one seed are "
+             "paired. A verdict rests on every seed of its run; the seed audit's fresh sets are shown beside it as a "
+             "robustness check.",
+             "* **Statistic.** One value per seed; ratios as natural logarithms, so a factor reads the same above and "
+             "below 1.",
+             f"* **Tests.** *below* (mean < threshold), *above* (mean > threshold), *equal* (|mean| < threshold), with "
+             f"one-sided {1 - design['alpha']:.0%} Student-t bounds on the seed mean. **Pass**: the whole interval on "
+             "the claim's side of the threshold. **Fail**: the whole interval on the other side. **Inconclusive**: the "
+             "interval straddles the threshold. A pass needs evidence; finding no difference is never one. *Exact*: a "
+             "computation with no seed (a construction, a population scan on its fixed Monte Carlo sample), held "
+             "against the threshold as one value.",
+             "* **Cells.** A check over several cells (settings, context lengths, links) passes when every cell "
+             "passes, fails when any cell fails, and is inconclusive otherwise.",
+             "* **Margin.** The deficit that matters, in the statistic's units. *Power* is the chance of a pass when "
+             "the truth sits one margin on the claim's side of the threshold (for a non-inferiority test: no deficit "
+             "at all); *false pass* the chance of a pass one margin on the other side (a deficit of twice the margin). "
+             "A unit test feeds every test exactly these two cases at the committed seed count: the first must pass, "
+             "the second fail.",
+             "* **Settling.** A check marked *followed* records its statistic's seed mean at every logged step of "
+             "training. It is *not settled at this training length* when, over the last quarter of training, that mean "
+             "moved by more than half the margin towards another verdict than the one it has.",
+             "* **Rivals.** Every claim check runs on at least one rival without the property (the best isotropic or "
+             "fixed window, identical units, the neighbouring L, the algorithm at a wrong rate, kernel GD with a fixed "
+             "rate), through the same statistic and test. A rival must *fail*; an entry whose rival does not fail is "
+             "inconclusive.",
+             "* **Verdict of a claim.** *Not reproduced* when a check fails (settled); else *not settled at this "
+             "training length* when a check has not settled; else *inconclusive* when a check is inconclusive or a "
+             "rival does not fail; else *reproduced*. A claim tested under several readings of a setting the sources "
+             "leave open *depends on that setting* when its readings disagree.", "",
+             "The prospective power uses the spread of each statistic over the committed run and its five fresh seed "
+             "sets before this design (the set-to-set standard deviation times the square root of the seeds per set); "
+             "checks whose statistic those records do not hold show none. Where the power at the default seeds is "
+             "below 0.8, the column *seeds for 0.8* says how many seeds the same test would need: such a check is "
+             "expected to be inconclusive, and the book says so rather than widening its margin.", ""]
+    by_fig: dict = {}
+    for key, e in design["checks"].items():
+        by_fig.setdefault(key.split("/", 1)[0], []).append((key, e))
+    for fig, entries in by_fig.items():
+        lines += [f"## {fig}", "", "```{list-table}", ":header-rows: 1", ":class: design-table",
+                  ":widths: 18 30 12 12 8 10 10", "",
+                  "* - Check", "  - Statistic per seed (cells)", "  - Test", "  - Margin", "  - Followed",
+                  "  - Power (default / paper)", "  - Seeds for 0.8"]
+        for key, e in entries:
+            cid = key.split("/", 1)[1]
+            metrics = e.get("metrics")
+            if metrics:
+                test_txt = "; ".join(f"{n}: {m['test']} {m['threshold']}" for n, m in metrics.items())
+                margin_txt = "; ".join(f"{m['margin']}" for m in metrics.values())
+            else:
+                test_txt = f"{e['test']} {e['threshold']}" + (" (exact)" if e.get("exact") else "")
+                margin_txt = str(e["margin"])
+            p = power.get(key, {})
+            if "power_default" in p:
+                pw = f"{p['power_default']:.2f} / {p['power_paper']:.2f}"
+                first = next(iter(metrics.values())) if metrics else e
+                need = seeds_for(stats.Test(first["test"], number(first["threshold"]), number(first["margin"])),
+                                 p["sd_per_seed"])
+                need_txt = "" if p["power_default"] >= 0.8 else (str(need) if need <= 10000 else "> 10000")
+            elif "mc_sd" in p:
+                pw, need_txt = f"exact (Monte Carlo sd {p['mc_sd']:.2g})", ""
+            else:
+                pw, need_txt = "not in earlier records", ""
+            controls = "; ".join(f"*{v}*" for v in (e.get("controls") or {}).values())
+            stat = _cell(e["quantity"]) + f" ({_cell(e['cells'])})"
+            if controls:
+                stat += f". Rival: {_cell(controls)}"
+            lines += [f"* - `{cid}`", f"  - {stat}", f"  - {_cell(test_txt)}", f"  - {_cell(margin_txt)}",
+                      f"  - {'yes' if e['trajectory'] else 'no'}", f"  - {pw}", f"  - {need_txt}"]
+        lines += ["```", ""]
+        lines += ["Why each margin:", ""]
+        for key, e in entries:
+            lines.append(f"* `{key.split('/', 1)[1]}`: {_cell(e['why'])}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--design", type=Path, default=ROOT / "book" / "design.yml")
+    ap.add_argument("--results", type=Path, default=ROOT / "book" / "results")
+    ap.add_argument("--out", type=Path, default=ROOT / "book" / "design_power.json")
+    ap.add_argument("--page", type=Path, default=ROOT / "book" / "design.md")
+    args = ap.parse_args(argv)
+    design = yaml.safe_load(args.design.read_text())
+    seeds = design["seeds"]
+    out = {}
+    for key, e in design["checks"].items():
+        row = {"spread_source": e["spread"]}
+        got = None if e["spread"] == "none" else spread_today(args.results, key, e["spread"])
+        if got is not None:
+            sd, k, sets = got
+            row.update(sd_per_seed=sd, seeds_per_set=k, sets=sets)
+            metrics = e.get("metrics") or {"": {"test": e["test"], "threshold": e["threshold"], "margin": e["margin"]}}
+            if e.get("exact"):
+                row["mc_sd"] = sd / math.sqrt(k)
+            else:
+                m = next(iter(metrics.values()))
+                test = stats.Test(m["test"], number(m["threshold"]), number(m["margin"]))
+                for scale in ("default", "paper"):
+                    pw, fp = stats.power(test, int(seeds[scale]), sd)
+                    row[f"power_{scale}"], row[f"false_pass_{scale}"] = pw, fp
+        out[key] = row
+    args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    if args.page is not None:
+        args.page.write_text(page(design, out))
+    have = sum("power_default" in r for r in out.values())
+    print(f"wrote {args.out.relative_to(ROOT)}: prospective power for {have} of {len(out)} checks")
+    low = [(k, r["power_default"]) for k, r in out.items() if r.get("power_default", 1) < 0.8]
+    for k, p in low:
+        print(f"  power below 0.8 at the default seeds: {k}: {p:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
