@@ -98,3 +98,21 @@ def test_settling_rule():
     assert stats.verdict_of(e, stats.synthetic(15, 0.15, 0.05), steps, [0, 0, 0, 0.0, 0.15])[1] == NOT_SETTLED
     with pytest.raises(ValueError, match="increasing steps"):
         stats.settled(t, [0, 0], [1.0, 1.0], PASS)
+
+
+def test_cells_combine_as_an_intersection_union_test_and_controls_must_fail_everywhere():
+    t = Test("below", 0.1, 0.05)
+    good, bad, mid = stats.synthetic(15, 0.0, 0.02), stats.synthetic(15, 0.2, 0.02), stats.synthetic(15, 0.1, 0.05)
+    cells = [stats.Cell("a", good, t).judge(), stats.Cell("b", mid, t).judge()]
+    assert [c["verdict"] for c in cells] == [PASS, INCONCLUSIVE]
+    assert stats.combine([c["verdict"] for c in cells]) == INCONCLUSIVE
+    assert stats.combine([PASS, FAIL, INCONCLUSIVE]) == FAIL and stats.combine([PASS, PASS]) == PASS
+    assert stats.combine([PASS, NOT_SETTLED, INCONCLUSIVE]) == NOT_SETTLED
+    # a rival is rejected only where every cell fails
+    assert stats.combine([FAIL, FAIL], control=True) == FAIL
+    assert stats.combine([FAIL, INCONCLUSIVE], control=True) == INCONCLUSIVE
+    assert stats.combine([FAIL, PASS], control=True) == PASS
+    c = stats.Cell("b", bad, t).judge()
+    assert c["verdict"] == FAIL and stats.margin_over_threshold(c) < 0 < stats.margin_over_threshold(cells[0])
+    with pytest.raises(ValueError, match="at least one cell"):
+        stats.combine([])

@@ -327,3 +327,63 @@ def verdict_of(test: Test, samples, steps=None, means=None) -> tuple[Decision, s
         return d, d.verdict, None
     ok, delta = settled(test, steps, means, d.verdict)
     return d, (d.verdict if ok else NOT_SETTLED), delta
+
+
+# -- a check over cells --------------------------------------------------------------------------------------------
+
+@dataclass
+class Cell:
+    """One cell of a check: its label (a setting, a context length, a metric...), the per-seed ``samples`` of its
+    statistic (one value for an exact test), its ``test``, and optionally the statistic's seed mean ``means`` at the
+    logged training ``steps`` (for :func:`settled`)."""
+
+    label: str
+    samples: np.ndarray
+    test: Test
+    steps: np.ndarray | None = None
+    means: np.ndarray | None = None
+
+    def judge(self) -> dict:
+        d, verdict, delta = verdict_of(self.test, self.samples, self.steps, self.means)
+        out = {"label": self.label, **d.as_dict(), "decision": d.verdict, "verdict": verdict,
+               "test": self.test.kind, "threshold": self.test.threshold, "margin": self.test.margin,
+               "exact": self.test.exact, "samples": [float(x) for x in np.asarray(self.samples).ravel()]}
+        if delta is not None:
+            out["last_quarter_change"] = delta
+            out["trajectory"] = {"steps": [float(s) for s in self.steps], "means": [float(m) for m in self.means]}
+        return out
+
+
+def combine(verdicts: list[str], control: bool = False) -> str:
+    """The verdict of a check from its cells' verdicts. A check passes when every cell passes, fails when any cell
+    fails (settled), and is otherwise not settled (a cell not settled) or inconclusive. A control (a rival that must
+    fail) fails only when every cell fails, passes when any cell passes, and is otherwise inconclusive: the check
+    discriminates only where its rival is rejected."""
+    if not verdicts:
+        raise ValueError("a check needs at least one cell")
+    if control:
+        if all(v == FAIL for v in verdicts):
+            return FAIL
+        return PASS if any(v == PASS for v in verdicts) else INCONCLUSIVE
+    if all(v == PASS for v in verdicts):
+        return PASS
+    if any(v == FAIL for v in verdicts):
+        return FAIL
+    return NOT_SETTLED if any(v == NOT_SETTLED for v in verdicts) else INCONCLUSIVE
+
+
+def worst_bound(cell: dict) -> float:
+    """The bound of a judged cell that decides it: the upper bound of a 'below' test, the lower of an 'above' test,
+    the larger |bound| of an 'equal' test (its distance to the claim's side)."""
+    if cell["test"] == "below":
+        return cell["hi"]
+    if cell["test"] == "above":
+        return cell["lo"]
+    return max(abs(cell["lo"]), abs(cell["hi"]))
+
+
+def margin_over_threshold(cell: dict) -> float:
+    """How far a judged cell's deciding bound clears its threshold, in the statistic's units (negative: it does not):
+    the book's "margin over the rival" and "margin to the threshold" are read from it."""
+    b, c = worst_bound(cell), cell["threshold"]
+    return {"below": c - b, "above": b - c, "equal": c - b}[cell["test"]]
