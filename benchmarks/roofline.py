@@ -255,7 +255,7 @@ BY_NAME = {s.name: s for s in STAGES} | {s.tag: s for s in STAGES}
 
 
 def stage_sweep(stage: Stage, profile: str = "paper"):
-    from softmax_icl.registry import resolve
+    from softmax_icl.book.registry import resolve
     return stage.sweep(resolve(stage.figure, profile))
 
 
@@ -514,7 +514,7 @@ def main() -> int:
                 print(f"  {s.name:<45} {b:<6} {res['seconds_per_step']:.4f} s/step ({res['steps']} steps; "
                       f"{res['backend']})", flush=True)
     flop_s, bw = max(flops), max(bws)
-    from softmax_icl.records import git_revision
+    from softmax_icl.book.records import git_revision
     cpu, code = processor(args.device), git_revision()
     print(f"\nmachine: {args.device} ({cpu}), code {code}, {args.threads} threads, {flop_s / 1e9:.1f} GFLOP/s ({how}; "
           f"best of {len(flops)} rounds, "

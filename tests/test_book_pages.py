@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from softmax_icl.bookgen import page_texts, settings_markdown
-from softmax_icl.registry import FIGURES
+from softmax_icl.book.pages import page_texts, settings_markdown
+from softmax_icl.book.registry import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ def test_every_notebook_is_in_the_table_of_contents():
 
 import json  # noqa: E402
 
-from softmax_icl import audit  # noqa: E402
+from softmax_icl.book import audit  # noqa: E402
 
 
 def _claim(id, passed, kind="claim", **extra):
@@ -101,9 +101,9 @@ def test_entries_are_counted_in_four_categories_at_both_scales(tmp_path):
     """The headline counts ledger entries (not checks): a robust failure makes an entry not reproduced, a verdict
     that flips between seed sets inconclusive, readings that disagree 'depends'; the paper scale counts only records
     of the same code."""
-    from softmax_icl import ledger as lg
-    from softmax_icl.bookgen import headline, landing_table, reason
-    from softmax_icl.verdicts import BookVerdicts
+    from softmax_icl.book import ledger as lg
+    from softmax_icl.book.pages import headline, landing_table, reason
+    from softmax_icl.book.verdicts import BookVerdicts
 
     (tmp_path / "claims.yml").write_text(LEDGER)
     led = lg.load(tmp_path / "claims.yml")
@@ -154,7 +154,7 @@ def test_entries_are_counted_in_four_categories_at_both_scales(tmp_path):
 def test_every_claim_check_of_the_book_names_a_ledger_entry_that_lists_it():
     """The committed records: each check of kind claim names its ledger entry, which lists it; every entry of the
     ledger has a record of each of its checks, and a baseline (a control of one of its checks) that fails."""
-    from softmax_icl import ledger as lg
+    from softmax_icl.book import ledger as lg
 
     led = lg.load()
     records = {p.stem: json.loads(p.read_text()) for p in (ROOT / "book" / "results").glob("*.json")}
@@ -192,7 +192,7 @@ def test_a_fresh_set_that_did_not_run_makes_no_verdict_stable(tmp_path):
 
 def test_audit_command_writes_records_from_the_fresh_runs_and_regenerates_the_summary(tmp_path, monkeypatch, capsys):
     """`softmax-icl audit --no-run` on a checkout whose fresh runs exist (what the executors leave behind)."""
-    from softmax_icl import cli
+    from softmax_icl.book import cli
 
     (tmp_path / "_config.yml").write_text("title: t\n")
     (tmp_path / "notebooks").mkdir()
@@ -234,7 +234,7 @@ def test_an_audit_speaks_for_a_rerun_that_reproduces_the_audited_run_and_not_for
 
 
 def test_verdict_box_groups_checks_by_claim_with_baselines_fresh_seeds_and_paper_scale():
-    from softmax_icl.chapter import verdict_markdown
+    from softmax_icl.book.chapter import verdict_markdown
 
     claims = [_claim("softmax-near-oracle", True, ledger="nn-window", title="near the tuned window"),
               _claim("softmax-near-oracle-control", False, kind="control", control_of="softmax-near-oracle",
@@ -257,9 +257,9 @@ def test_verdict_box_groups_checks_by_claim_with_baselines_fresh_seeds_and_paper
 
 
 def test_audit_summary_names_every_check_that_flips_with_its_fresh_verdicts(tmp_path, monkeypatch):
-    from softmax_icl import chapter
-    from softmax_icl.records import Claim
-    from softmax_icl.registry import resolve
+    from softmax_icl.book import chapter
+    from softmax_icl.book.records import Claim
+    from softmax_icl.book.registry import resolve
 
     (tmp_path / "_config.yml").write_text("title: t\n")
     (tmp_path / "notebooks").mkdir()
@@ -288,9 +288,9 @@ def test_a_verdict_that_changes_with_scale_names_its_checks_values_and_the_setti
     """The chapter's paragraph of a claim whose verdict differs between the scales prints, from the two records, each
     check that moved with its value at both scales and every setting in which the runs differ; a claim whose verdict
     holds at both scales gets no such text."""
-    from softmax_icl import ledger as lg
-    from softmax_icl.bookgen import scale_difference
-    from softmax_icl.verdicts import BookVerdicts
+    from softmax_icl.book import ledger as lg
+    from softmax_icl.book.pages import scale_difference
+    from softmax_icl.book.verdicts import BookVerdicts
 
     (tmp_path / "claims.yml").write_text(LEDGER)
     led = lg.load(tmp_path / "claims.yml")

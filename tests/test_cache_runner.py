@@ -9,8 +9,9 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from softmax_icl import base, cache
-from softmax_icl.runner import HIDE_TAG, NotebookFailed, execute_notebook
+from softmax_icl import base
+from softmax_icl.book import cache
+from softmax_icl.book.runner import HIDE_TAG, NotebookFailed, execute_notebook
 
 
 def test_cache_hit_miss_and_bypass(tmp_path, monkeypatch):
@@ -34,8 +35,8 @@ def test_cache_hit_miss_and_bypass(tmp_path, monkeypatch):
 def test_an_entry_keeps_what_its_computation_took_for_the_runs_that_read_it(tmp_path, monkeypatch):
     """A resumed run (a paper run over several sessions) reads earlier stages from the cache; their compute time
     survives in <key>.meta.json, reaches the record as compute_seconds and the pages through cache_note."""
-    from softmax_icl import records
-    from softmax_icl.scales import cache_note
+    from softmax_icl.book import records
+    from softmax_icl.book.scales import cache_note
 
     monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path / "cache"))
     ticks = iter([10.0, 13.5] + [100.0] * 50)
@@ -181,7 +182,7 @@ def test_a_run_stopped_by_sigterm_keeps_its_partial_notebook_and_the_good_one(tm
     dest = tmp_path / "out" / "fig.ipynb"
     dest.parent.mkdir()
     dest.write_text("good")
-    code = ("from pathlib import Path; from softmax_icl.runner import execute_notebook; "
+    code = ("from pathlib import Path; from softmax_icl.book.runner import execute_notebook; "
             f"execute_notebook(Path({str(src)!r}), Path({str(dest)!r}), {{}}, progress_bar=False)")
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -225,7 +226,7 @@ def test_cli_runs_show_training_progress_without_storing_it(tmp_path):
 
 def test_a_runs_provenance_names_the_revision_it_started_with(tmp_path, monkeypatch):
     """The code is loaded when the run starts: a commit made while it runs must not appear in its record."""
-    from softmax_icl import records
+    from softmax_icl.book import records
 
     monkeypatch.setattr(records, "git_revision", lambda: "aaaaaaa")
     run = records.Run("window_adaptation", "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
@@ -246,7 +247,7 @@ def _checkout(tmp_path):
 
 
 def test_a_run_without_an_output_dir_writes_to_runs_never_the_book(tmp_path, monkeypatch, capsys):
-    from softmax_icl import records
+    from softmax_icl.book import records
 
     root = _checkout(tmp_path)
     monkeypatch.delenv("SOFTMAX_ICL_OUTPUT_DIR", raising=False)
@@ -263,7 +264,7 @@ def test_a_run_without_an_output_dir_writes_to_runs_never_the_book(tmp_path, mon
 
 
 def test_finish_prints_verdicts_without_values_and_values_apart(tmp_path, monkeypatch):
-    from softmax_icl import records
+    from softmax_icl.book import records
 
     run = records.Run("window_adaptation", "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
     run.check("softmax-near-oracle", "something rises", 1.23456, True, "> 1", kind="claim",
@@ -284,7 +285,7 @@ def test_finish_prints_verdicts_without_values_and_values_apart(tmp_path, monkey
 def test_a_claim_check_names_the_ledger_entry_that_lists_it(tmp_path):
     """A check of kind claim without a ledger entry, or naming an entry that does not list it, is refused before it
     is recorded; so is a control naming an entry (it belongs to the check it controls)."""
-    from softmax_icl import records
+    from softmax_icl.book import records
 
     run = records.Run("window_adaptation", "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
     kw = dict(kind="claim", source="Collins et al.")
@@ -308,7 +309,7 @@ def test_a_plain_papermill_run_does_not_touch_the_book(tmp_path, monkeypatch):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     params = new_code_cell('profile = "default"')
     params.metadata["tags"] = ["parameters"]
-    nb.cells = [params, new_code_cell('from softmax_icl.records import Run\n'
+    nb.cells = [params, new_code_cell('from softmax_icl.book.records import Run\n'
                                       'run = Run("window_adaptation", profile, "cpu", use_cache=False)\n'
                                       'print(run.finish())')]
     src = root / "notebooks" / "window_adaptation.ipynb"
@@ -324,9 +325,9 @@ def test_a_plain_papermill_run_does_not_touch_the_book(tmp_path, monkeypatch):
 def test_in_place_only_at_the_books_own_settings(argv, capsys, monkeypatch):
     from pathlib import Path
 
-    from softmax_icl import cli
+    from softmax_icl.book import cli
 
-    monkeypatch.setattr("softmax_icl.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
+    monkeypatch.setattr("softmax_icl.book.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     assert cli.main(["run", "window_adaptation", "--in-place", *argv]) == 2
     assert "--in-place writes the book" in capsys.readouterr().err
@@ -340,10 +341,10 @@ def package_copy(tmp_path, monkeypatch):
     import shutil
     from pathlib import Path
 
-    src = Path(cache.__file__).resolve().parent
+    src = Path(cache.__file__).resolve().parents[1]
     dst = tmp_path / "softmax_icl"
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(cache, "__file__", str(dst / "cache.py"))
+    monkeypatch.setattr(cache, "__file__", str(dst / "book" / "cache.py"))
     monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path / "cache"))
     return dst
 
@@ -452,7 +453,7 @@ def test_git_revision_of_a_copied_tree_is_stated_or_unknown(monkeypatch, tmp_pat
     stated, or 'unknown'; inside a checkout git's answer wins over the variable."""
     import subprocess
 
-    from softmax_icl import records
+    from softmax_icl.book import records
 
     real = subprocess.run
 

@@ -7,7 +7,7 @@ from softmax_icl.figures.generalization.analysis import loglog_slope
 from softmax_icl.figures.generalization.sweeps import sweep_for
 from softmax_icl.metrics import icl_error_grid, icl_error_of_matrices
 from softmax_icl.profiles import ParameterError
-from softmax_icl.registry import resolve
+from softmax_icl.book.registry import resolve
 from softmax_icl.tasks import InputSpec
 
 TESTS = [dict(function_class="relu", L=1.5, sigma=0.3), dict(function_class="cosine", L=4.0, sigma=0.0),

@@ -110,7 +110,7 @@ def test_every_notebook_the_backend_can_change_is_re_executed_under_torch():
             m = todo.pop()
             if m not in reach:
                 reach.add(m)
-                todo += [n for n in graph.get(m, ()) if n != "softmax_icl.records"]  # records: provenance only
+                todo += [n for n in graph.get(m, ()) if n != "softmax_icl.book.records"]  # records: provenance only
         if any(m.startswith("softmax_icl.engine.regression") for m in reach):
             assert f"notebooks/{fig}.ipynb" in torch_nbs and fig not in skipped, fig
 

@@ -10,7 +10,7 @@ from softmax_icl.figures.low_rank.analysis import distance_to_cBB, subspace_alig
 from softmax_icl.figures.low_rank.sweeps import sweep_for
 from softmax_icl.metrics import icl_error_of_matrices, rho1, rho2
 from softmax_icl.profiles import ParameterError
-from softmax_icl.registry import resolve
+from softmax_icl.book.registry import resolve
 from softmax_icl.tasks import InputSpec, draw_raw, evaluate_class, low_rank_basis
 
 D, K = 7, 2

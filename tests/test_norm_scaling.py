@@ -12,7 +12,7 @@ from softmax_icl.figures.norm_scaling import analysis as an
 from softmax_icl.figures.norm_scaling import dynamics
 from softmax_icl.figures.norm_scaling import sweeps as sw_mod
 from softmax_icl.profiles import ParameterError
-from softmax_icl.registry import resolve
+from softmax_icl.book.registry import resolve
 from softmax_icl.tasks import ClassBlock, InputSpec, draw_raw, evaluate_class, make_batch, nonisotropic_covariance
 from softmax_icl.training import SweepResult
 

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from softmax_icl import plotting  # noqa: E402
-from softmax_icl.records import Run  # noqa: E402
+from softmax_icl.book.records import Run  # noqa: E402
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "render_figures.py"
 spec = importlib.util.spec_from_file_location("render_figures", TOOL)

@@ -7,9 +7,9 @@ import sys
 import nbformat
 import pytest
 
-from softmax_icl import cli
+from softmax_icl.book import cli
 from softmax_icl.profiles import PROFILES, ParameterError
-from softmax_icl.registry import FIGURES, resolve
+from softmax_icl.book.registry import FIGURES, resolve
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def test_cli_rejects_bad_input_with_nonzero_exit_before_compute(argv, message, c
     def boom(*a, **k):
         raise AssertionError("a notebook was executed despite invalid input")
 
-    monkeypatch.setattr("softmax_icl.runner.execute_notebook", boom)
+    monkeypatch.setattr("softmax_icl.book.runner.execute_notebook", boom)
     monkeypatch.chdir(ROOT)
     assert cli.main(argv + ["--output", str(tmp_path)] if argv[-1] != "nosuchfigure" else argv) == 2
     assert message in capsys.readouterr().err
@@ -73,7 +73,7 @@ def test_cli_rejects_bad_input_with_nonzero_exit_before_compute(argv, message, c
 ])
 def test_cli_rejects_a_bad_numerics_switch_before_compute(name, value, message, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv(name, value)
-    monkeypatch.setattr("softmax_icl.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
+    monkeypatch.setattr("softmax_icl.book.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
     monkeypatch.chdir(ROOT)
     assert cli.main(["run", "window_adaptation", "--output", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
@@ -95,7 +95,7 @@ def test_the_clis_switch_values_are_the_ones_the_numerics_accept(monkeypatch):
 
 
 def test_cli_entry_point_exit_code():
-    proc = subprocess.run([sys.executable, "-m", "softmax_icl.cli", "run", "window_adaptation", "-p", "sigma", "-1"],
+    proc = subprocess.run([sys.executable, "-m", "softmax_icl.book.cli", "run", "window_adaptation", "-p", "sigma", "-1"],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "'sigma' = -1.0 is out of range" in proc.stderr
 
@@ -129,7 +129,7 @@ def test_notebook_parameters_cell_declares_every_figure_parameter(figure):
 def test_committed_records_are_default_profile_and_every_check_says_what_it_is():
     """SPEC Part 4: every check names its kind (claim / finding / control) and its source; a control names the check
     it controls, which is in the same record."""
-    from softmax_icl.records import KINDS
+    from softmax_icl.book.records import KINDS
 
     for fig in FIGURES.values():
         path = ROOT / "book" / "results" / f"{fig.name}.json"
@@ -161,7 +161,7 @@ def test_cli_list_columns_never_collide(capsys):
 
 def test_cli_list_loads_no_torch_or_plotting():
     """`softmax-icl list` must start fast (well under 1 s): nothing heavy is imported for it."""
-    code = ("import sys; from softmax_icl import cli; cli.main(['list']); "
+    code = ("import sys; from softmax_icl.book import cli; cli.main(['list']); "
             "print(sorted(m for m in ('torch', 'matplotlib', 'seaborn', 'numpy', 'papermill') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == "[]"
@@ -171,7 +171,7 @@ def test_cli_rejects_cuda_without_a_gpu_before_compute(capsys, monkeypatch, tmp_
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr("softmax_icl.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
+    monkeypatch.setattr("softmax_icl.book.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
     monkeypatch.chdir(ROOT)
     for argv in (["run", "window_adaptation", "--device", "cuda", "--output", str(tmp_path)],
                  ["build", "--device", "cuda:1", "--skip-html"]):
@@ -180,7 +180,7 @@ def test_cli_rejects_cuda_without_a_gpu_before_compute(capsys, monkeypatch, tmp_
 
 
 def test_settings_page_names_sources_in_words_and_how_to_change_each_setting():
-    from softmax_icl.bookgen import settings_markdown
+    from softmax_icl.book.pages import settings_markdown
 
     text = settings_markdown()
     assert "| spec |" not in text and "| chosen |" not in text

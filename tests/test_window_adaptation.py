@@ -9,7 +9,7 @@ import torch
 from softmax_icl.figures.window_adaptation.sweeps import families, settings, sweep_for, unit_index
 from softmax_icl.metrics import icl_error_of_matrices
 from softmax_icl.profiles import ParameterError
-from softmax_icl.registry import resolve
+from softmax_icl.book.registry import resolve
 from softmax_icl.tasks import InputSpec, draw_raw, evaluate_class, sphere_cos_mean
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from softmax_icl import ledger as lg  # noqa: E402  (torch-free)
+from softmax_icl.book import ledger as lg  # noqa: E402  (torch-free)
 
 RUN_CALL = re.compile(r"\bRun(\.from_notebook)?\s*\(")
 FINISH_CALL = re.compile(r"\brun\.finish\(\)")
@@ -118,7 +118,7 @@ def apply(nb: dict, figure: str) -> list[str]:
         if not finish:
             changes.append("NOT DONE: no cell calls run.finish() to put chapter.glue_chapter(run) after")
         else:
-            cells.insert(finish[-1] + 1, _code("from softmax_icl import chapter\n\nchapter.glue_chapter(run)",
+            cells.insert(finish[-1] + 1, _code("from softmax_icl.book import chapter\n\nchapter.glue_chapter(run)",
                                                ["remove-cell"]))
             changes.append("chapter.glue_chapter(run) cell inserted after the claim checks")
 

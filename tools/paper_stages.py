@@ -4,7 +4,7 @@ A long run (the paper profile on a CPU) is a notebook whose stages run one after
 completes. Its training stages are independent programs (each with its own seeds and generators), so they can also
 be trained apart from the notebook -- e.g. on an idle core while the notebook trains an earlier stage -- into the
 same cache entries the notebook will read: the key is computed here exactly as the notebook computes it
-(:meth:`softmax_icl.records.Run.cached`: figure, stage tag, the sweep's settings, the device, the code fingerprint).
+(:meth:`softmax_icl.book.records.Run.cached`: figure, stage tag, the sweep's settings, the device, the code fingerprint).
 Only for figures whose ``sweeps`` module has ``sweeps(cfg)`` (norm_scaling, classification_kernel_gd). Long
 stages the notebook computes from the configuration alone (norm_scaling's ``theorem34_scan``, classification's
 hyperparameter ``search``) or from training stages already cached (norm_scaling's ``population_scan``, from its
@@ -42,9 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from softmax_icl.base import atomic_write_bytes, cache_dir, resolve_device
-from softmax_icl.cache import cache_key, cached
-from softmax_icl.records import Run
-from softmax_icl.registry import FIGURES, resolve
+from softmax_icl.book.cache import cache_key, cached
+from softmax_icl.book.records import Run
+from softmax_icl.book.registry import FIGURES, resolve
 
 def _norm_population_scan(run: Run) -> None:
     from softmax_icl.figures.norm_scaling import analysis, sweeps

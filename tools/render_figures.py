@@ -35,7 +35,7 @@ matplotlib.use("agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from softmax_icl import plotting  # noqa: E402
-from softmax_icl.records import Run  # noqa: E402
+from softmax_icl.book.records import Run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 Drawers = dict[str, Callable[[], plt.Figure]]

@@ -27,7 +27,7 @@ from ...classification import algorithms as calg
 from ...classification import metrics as cmetrics
 from ...classification import models as cmodels
 from ...classification import tasks as ctasks
-from ...records import Run
+from ...book.records import Run
 
 MODELS = cmodels.MODELS
 MIX_MODELS = ("softmax", "linear", "linear_sum")

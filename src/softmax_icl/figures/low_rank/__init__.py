@@ -1,5 +1,5 @@
 """The low-rank figure (Collins et al. (2024), Figure 4 / Appendix Figure 10 and Theorem 4.4): parameters, computation, claims and plots.
 
-This package imports nothing itself, so the registry (:mod:`softmax_icl.registry`) can read ``params`` without
+This package imports nothing itself, so the registry (:mod:`softmax_icl.book.registry`) can read ``params`` without
 loading the figure's computation. The notebook imports the stage modules it calls.
 """

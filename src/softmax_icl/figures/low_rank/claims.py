@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...records import Run, claim_or_baseline
+from ...book.records import Run, claim_or_baseline
 from .analysis import LowRankAnalysis, distance_to_cBB
 from .sweeps import MODELS
 

@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from ... import theory as th
-from ...chapter import table
+from ...book.chapter import table
 from .analysis import SETTING_LABEL, SETTING_OF, Analysis, L_trend, n_trend, panels, sigma_trend
 from .dynamics import Growth, Ordering
 from .theorem34 import NEFF_MIN, NOISE_FIT_W, Theorem34, TrainedLargeN

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...records import BASELINE_SOURCE as BASE, Run
+from ...book.records import BASELINE_SOURCE as BASE, Run
 from .analysis import WindowAnalysis
 from .sweeps import MODELS
 

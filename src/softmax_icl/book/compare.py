@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from .profiles import DEFAULT_ATOL, DEFAULT_RTOL, SE_UNITS, fmt
+from ..profiles import DEFAULT_ATOL, DEFAULT_RTOL, SE_UNITS, fmt
 
 
 #: Decimal numbers (and numbers in scientific notation) in a check's statement are measured context ("argmax

@@ -6,7 +6,7 @@ seeds and context lengths; meant for a GPU). :func:`scales_markdown` reads the r
 verdict and value side by side, marks the verdicts that change with scale, and lists the figures that have no paper
 record yet, with the reason. It reads JSON only (no torch), so the page can be rebuilt anywhere.
 
-``python -m softmax_icl.scales book/results`` prints the page.
+``python -m softmax_icl.book.scales book/results`` prints the page.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ def _load(path: Path) -> dict | None:
 
 
 def _md(x) -> str:
-    """Text for a table cell: one line, pipes escaped, word-internal hyphens non-breaking (``bookgen.nobreak``), so a
+    """Text for a table cell: one line, pipes escaped, word-internal hyphens non-breaking (``pages.nobreak``), so a
     narrow cell never splits "t-interval" over two lines."""
-    from .bookgen import nobreak                       # bookgen imports this module
+    from .pages import nobreak                       # pages imports this module
 
     return nobreak(str(x).replace("|", "\\|").replace("\n", " "))
 
@@ -163,7 +163,7 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
            "two-core CPU. The `paper` profile is the most faithful scale (more training steps, seeds and context "
            "lengths). This page sets every check's verdict and value at the two profiles side by side, so a reader "
            "can see which conclusions hold at both scales and which depend on the scale. It is generated from the "
-           "records (`book/results/<figure>.json` and `book/results/paper/<figure>.json`) by `softmax_icl.scales`. "
+           "records (`book/results/<figure>.json` and `book/results/paper/<figure>.json`) by `softmax_icl.book.scales`. "
            "Two records are compared only when the same code computed them (the result cache's code fingerprint, "
            "kept in each record): a record of other code is another experiment.", "",
            f"{len(both)} of {len(figures)} figures have a paper-profile record of the same code; {compared} checks "

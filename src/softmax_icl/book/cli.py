@@ -26,10 +26,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .profiles import PROFILES, ParameterError, fmt, validate_device
+from ..profiles import PROFILES, ParameterError, fmt, validate_device
 from .registry import FIGURES, resolve
 
-#: The profile the book shows (the same as softmax_icl.records.BOOK_PROFILE, without importing torch).
+#: The profile the book shows (the same as softmax_icl.book.records.BOOK_PROFILE, without importing torch).
 BOOK_PROFILE = "default"
 
 
@@ -149,13 +149,13 @@ def cmd_run(args) -> int:
         check_in_place(args.profile, params)
     run_figure(root, args.figure, args.profile, params, args.device, not args.no_cache, args.in_place, args.output)
     if args.in_place:
-        from .bookgen import write_pages
+        from .pages import write_pages
         write_pages(root / "book")
     return 0
 
 
 def cmd_pages(args) -> int:
-    from .bookgen import write_pages
+    from .pages import write_pages
 
     for p in write_pages(project_root() / "book"):
         print(f"wrote {p}")
@@ -164,7 +164,7 @@ def cmd_pages(args) -> int:
 
 def figure_job(root: Path, name: str, profile: str, params: dict, device: str, use_cache: bool, in_place: bool,
                output: Path | None):
-    """The :class:`~softmax_icl.dispatch.NotebookJob` of one figure run (what :func:`run_figure` executes here)."""
+    """The :class:`~softmax_icl.book.dispatch.NotebookJob` of one figure run (what :func:`run_figure` executes here)."""
     from .dispatch import NotebookJob, job_env
 
     src = root / "notebooks" / FIGURES[name].notebook
@@ -231,9 +231,9 @@ def job_device(args) -> str:
 
 def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
     """Copy the records of a ``profile`` build (``runs/<figure>-<profile>/results/``) to ``book/results/<profile>/``,
-    where the page "Results at two scales" reads them (:mod:`softmax_icl.scales`); the book's own records and
+    where the page "Results at two scales" reads them (:mod:`softmax_icl.book.scales`); the book's own records and
     chapters are not touched."""
-    from .base import atomic_write_bytes
+    from ..base import atomic_write_bytes
     from .scales import PAPER_SUBDIR
 
     out = []
@@ -249,7 +249,7 @@ def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
 
 
 def cmd_build(args) -> int:
-    from .bookgen import write_pages
+    from .pages import write_pages
     from .scales import PAPER_SUBDIR
 
     root = project_root()
@@ -341,7 +341,7 @@ def cmd_audit(args) -> int:
             print(f"    {c['id']:<44} {'PASS' if c['committed'] else 'FAIL'} | "
                   + " ".join({True: "PASS", False: "FAIL", None: "----"}[v] for v in c["fresh"]))
     if book:
-        from .bookgen import write_pages
+        from .pages import write_pages
 
         write_pages(root / "book")
     return 0 if ok else 1

@@ -1,9 +1,9 @@
 """Verdicts as a reader meets them: each check's status at both scales, and each ledger entry's verdict.
 
 Three sources meet here: a figure's record at the book's profile (``book/results/<figure>.json``), its seed audit
-(``book/results/audit/<figure>.json``, :mod:`softmax_icl.audit`) and its record at the paper profile
+(``book/results/audit/<figure>.json``, :mod:`softmax_icl.book.audit`) and its record at the paper profile
 (``book/results/paper/<figure>.json``). :class:`FigureVerdicts` holds them for one figure; :class:`BookVerdicts` for
-the whole book, with each entry of the claims ledger (:mod:`softmax_icl.ledger`) combined at both scales. The book's
+the whole book, with each entry of the claims ledger (:mod:`softmax_icl.book.ledger`) combined at both scales. The book's
 pages (the landing table, the results summary, the chapters' verdict boxes, the two-scale page) all read their
 verdicts from here, so they cannot disagree.
 

@@ -6,12 +6,12 @@ book and of ``softmax-icl list`` is written here once.
 
 from __future__ import annotations
 
-from .figures.classification_kernel_gd.params import FIGURE as CLASSIFICATION_KERNEL_GD
-from .figures.generalization.params import FIGURE as GENERALIZATION
-from .figures.low_rank.params import FIGURE as LOW_RANK
-from .figures.norm_scaling.params import FIGURE as NORM_SCALING
-from .figures.window_adaptation.params import FIGURE as WINDOW_ADAPTATION
-from .profiles import PROFILES, Figure, ParameterError, coerce
+from ..figures.classification_kernel_gd.params import FIGURE as CLASSIFICATION_KERNEL_GD
+from ..figures.generalization.params import FIGURE as GENERALIZATION
+from ..figures.low_rank.params import FIGURE as LOW_RANK
+from ..figures.norm_scaling.params import FIGURE as NORM_SCALING
+from ..figures.window_adaptation.params import FIGURE as WINDOW_ADAPTATION
+from ..profiles import PROFILES, Figure, ParameterError, coerce
 
 #: Every figure, in the order of the book.
 FIGURES: dict[str, Figure] = {f.name: f for f in (WINDOW_ADAPTATION, NORM_SCALING, GENERALIZATION, LOW_RANK,

@@ -22,15 +22,16 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from . import __version__, ledger
-from .engine import regression as engine
+from .. import __version__
+from . import ledger
+from ..engine import regression as engine
 from .cache import cached, code_fingerprint
-from .plotting import save, use_style
-from .base import OUTPUT_DIR_ENV, atomic_write_bytes, resolve_device
-from .profiles import fmt, validate_device
+from ..plotting import save, use_style
+from ..base import OUTPUT_DIR_ENV, atomic_write_bytes, resolve_device
+from ..profiles import fmt, validate_device
 from .registry import resolve
 from .registry import figure as figure_of
-from .training import Sweep, SweepResult, train_sweep
+from ..training import Sweep, SweepResult, train_sweep
 
 
 #: The revision of a copy of the code that has no git metadata (a tree copied to a GPU machine or a cluster node),
@@ -44,7 +45,7 @@ def git_revision() -> str:
 
     Where the code is not in a git checkout (a copied tree), ``$SOFTMAX_ICL_REVISION`` names it, marked
     ``(stated)`` since git did not check it; without it, ``unknown``."""
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True,
                              timeout=10).stdout.strip()
@@ -128,16 +129,16 @@ class Claim:
     counterpart; ``passed`` is then whether the criterion held there, and the control does its job when it does not.
     ``anchor`` optionally names the MyST label in the chapter where the verdict is discussed (the results summary
     links a claim that is not reproduced there; without it, to the chapter).
-    ``ledger`` names the entry of the claims ledger (``book/claims.yml``, :mod:`softmax_icl.ledger`) that the check
+    ``ledger`` names the entry of the claims ledger (``book/claims.yml``, :mod:`softmax_icl.book.ledger`) that the check
     tests: required for a claim (the entry must list the check), optional for a finding that pushes an entry past its
     scope (the entry lists it under ``beyond``).
     ``title`` is a short name of the check for tables (MyST: ``$...$`` maths allowed); without one, pages use the id.
 
     One run gives one verdict, PASS or FAIL. Whether a claim of the papers is *reproduced*, *not reproduced* or
     *inconclusive* is a statement over seeds, so it is not a field of one run's check: the audit
-    (:mod:`softmax_icl.audit`, ``softmax-icl audit``) reruns the figure with fresh seed sets, and a check whose
+    (:mod:`softmax_icl.book.audit`, ``softmax-icl audit``) reruns the figure with fresh seed sets, and a check whose
     verdict is not the same in the committed run and in every fresh set is *inconclusive*
-    (:func:`softmax_icl.audit.status`); a claim the audit has not rerun keeps its committed verdict.
+    (:func:`softmax_icl.book.audit.status`); a claim the audit has not rerun keeps its committed verdict.
     """
 
     id: str
@@ -231,7 +232,7 @@ class Run:
         self._t0 = time.perf_counter()
         self.revision = git_revision()     # the code this run loaded: read now, not when the record is written
         #: the result cache's fingerprint of the code that computes this figure (records of other code are not
-        #: compared number by number: :mod:`softmax_icl.scales`)
+        #: compared number by number: :mod:`softmax_icl.book.scales`)
         self.fingerprint = code_fingerprint(figure)
         torch.manual_seed(0)  # nothing should use the global generator; make it deterministic if something does
         use_style()

@@ -4,9 +4,9 @@
   ledger, its verdict at the default and the paper scale and a one-line reason;
 * ``book/results_summary.md``: the ledger's claims counted in four categories (reproduced, not reproduced,
   inconclusive, depends on a setting the sources leave open) at both scales, each with its quote, scope, checks and
-  baselines; findings and controls apart; every chapter's checks (:mod:`softmax_icl.verdicts`).
+  baselines; findings and controls apart; every chapter's checks (:mod:`softmax_icl.book.verdicts`).
 * ``book/settings.md``: the settings-and-deviations table, read from the figure registry
-  (:mod:`softmax_icl.registry`) plus the project-wide choices listed here.
+  (:mod:`softmax_icl.book.registry`) plus the project-wide choices listed here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from . import ledger as lg
-from .profiles import PROFILES, fmt
+from ..profiles import PROFILES, fmt
 from .registry import FIGURES
 from .scales import cache_note, scales_markdown
 from .verdicts import BookVerdicts, check_word
@@ -75,7 +75,7 @@ def _list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> 
 def settings_markdown() -> str:
     out = ["# Settings and deviations", "",
            "Neither paper's appendix (with its exact hyperparameters) was available, so many settings are ours. "
-           "This page is generated from the code (`softmax_icl.registry` and `softmax_icl.bookgen`), so it always "
+           "This page is generated from the code (`softmax_icl.book.registry` and `softmax_icl.book.pages`), so it always "
            "shows what the notebooks actually use. *Source* says where a value comes from: "
            + "; ".join(f"**{t}**" for t in SOURCES.values()) + ". Every figure parameter can be changed with "
            "`softmax-icl run FIGURE -p NAME VALUE` (or the same name in the notebook's parameters cell), which writes "
@@ -246,7 +246,7 @@ def overview_figure(book: BookVerdicts, path: Path) -> list[Path]:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
-    from .plotting import save, use_style
+    from ..plotting import save, use_style
 
     use_style()
     evs = book.entries

@@ -25,8 +25,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__
-from .base import atomic_write_bytes, cache_dir
+from .. import __version__
+from ..base import atomic_write_bytes, cache_dir
 
 
 #: Modules whose code determines trained and evaluated numbers (a missing one is an error, never a skip). Plotting
@@ -51,7 +51,7 @@ def _shared_files(here: Path) -> list[Path]:
     missing = [name for name in COMPUTE_MODULES if not (here / name).is_file()]
     if missing:
         raise FileNotFoundError(f"cache fingerprint: compute module(s) {', '.join(missing)} not found in {here}; "
-                                "update softmax_icl.cache.COMPUTE_MODULES when a module moves")
+                                "update softmax_icl.book.cache.COMPUTE_MODULES when a module moves")
     return [here / name for name in COMPUTE_MODULES]
 
 
@@ -104,7 +104,7 @@ def compute_files(figure: str | None = None) -> list[Path]:
     whose code reaches it. An unknown figure gets every file (a wider fingerprint is never wrong, a narrower one
     would be).
     """
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]
     files = _shared_files(here)
     if figure is not None and (here / "figures" / figure).is_dir():
         todo, trees, modules = [here / "figures" / figure], [], set()
@@ -136,7 +136,7 @@ def compute_files(figure: str | None = None) -> list[Path]:
 
 
 def code_fingerprint(figure: str | None = None) -> str:
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     for path in compute_files(figure):
         h.update(path.relative_to(here).as_posix().encode() + path.read_bytes())
@@ -144,7 +144,7 @@ def code_fingerprint(figure: str | None = None) -> str:
 
 
 def cache_key(tag: str, config: dict, device: str, figure: str | None = None) -> str:
-    from .engine.regression import backend
+    from ..engine.regression import backend
 
     # the fused kernel and the PyTorch code round differently: results of one are not the other's
     kernel = backend().split(" (")[0] if device.startswith("cpu") else "torch"

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 VERDICT_KEY = "verdicts"
 
 def _get(claim: Any, name: str, default: Any = None) -> Any:
-    """A claim's field, from a :class:`~softmax_icl.records.Claim` or from its dict in a JSON record."""
+    """A claim's field, from a :class:`~softmax_icl.book.records.Claim` or from its dict in a JSON record."""
     if isinstance(claim, dict):
         return claim.get(name, default)
     return getattr(claim, name, default)
@@ -41,7 +41,7 @@ def _as_dict(claim: Any) -> dict:
 def _cell(text: Any) -> str:
     """Text for one cell of a list-table: no line breaks, word-internal hyphens non-breaking (a list-table needs no
     escaped pipes, and maths such as ``$\\|M\\|$`` must reach MathJax as written)."""
-    from .bookgen import nobreak
+    from .pages import nobreak
 
     return nobreak(" ".join(str(text).split()))
 
@@ -64,13 +64,13 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
     its checks and their baselines, then the findings; a folded section per claim with the authors' sentence, the
     scope and each check's method.
 
-    ``claims``: :class:`~softmax_icl.records.Claim` objects or their record dicts; ``audit``: the chapter's seed audit
+    ``claims``: :class:`~softmax_icl.book.records.Claim` objects or their record dicts; ``audit``: the chapter's seed audit
     (a "fresh seed sets" column); ``paper``: the chapter's paper-profile record computed by the same code (a "paper
     scale" column). Columns: claim (rendered maths) · verdict · value (required) · fresh seeds · paper scale.
     """
     from . import ledger as lg
-    from .bookgen import SHORT, _short_threshold, _title, badge, nobreak
-    from .profiles import fmt
+    from .pages import SHORT, _short_threshold, _title, badge, nobreak
+    from ..profiles import fmt
     from .verdicts import FigureVerdicts, check_word
 
     checks = [_as_dict(c) for c in claims]
@@ -192,7 +192,7 @@ def show(markdown: str) -> None:
 
 
 def glue_verdicts(run: Any, key: str = VERDICT_KEY) -> str:
-    """Store the verdict box of ``run`` (a :class:`~softmax_icl.records.Run` after its claim checks) in the
+    """Store the verdict box of ``run`` (a :class:`~softmax_icl.book.records.Run` after its claim checks) in the
     notebook under ``key``, without displaying it here; returns the markdown.
 
     Call it in its own cell after the cell that prints ``run.finish()``. Outside a notebook kernel it only
@@ -207,7 +207,7 @@ def glue_verdicts(run: Any, key: str = VERDICT_KEY) -> str:
 def book_audit(run: Any) -> dict | None:
     """The committed seed audit of ``run``'s figure (``book/results/audit/<figure>.json``) when ``run`` is at the
     book's settings (the book's profile, no parameter overridden) and reproduces the audited run (same verdicts,
-    values within tolerance: :func:`softmax_icl.audit.speaks_for`): the audit reran exactly those settings with other
+    values within tolerance: :func:`softmax_icl.book.audit.speaks_for`): the audit reran exactly those settings with other
     seeds, so it says how far this run's verdicts hold. None for any other run, or where there is no audit."""
     from dataclasses import asdict, is_dataclass
 
@@ -225,7 +225,7 @@ def book_audit(run: Any) -> dict | None:
 
 
 def run_verdicts(run: Any):
-    """The book's verdicts (:class:`softmax_icl.verdicts.BookVerdicts`) with ``run`` in place of its figure's committed
+    """The book's verdicts (:class:`softmax_icl.book.verdicts.BookVerdicts`) with ``run`` in place of its figure's committed
     record: the other chapters' parts of a claim come from their committed records."""
     from dataclasses import asdict, is_dataclass
 
@@ -252,7 +252,7 @@ def answer_markdown(run: Any, lead: str = "") -> str:
     """The chapter's answer, for the top of the page: ``lead`` (two or three sentences with the run's numbers, from
     the figure's ``summary.lead``) and one line per claim of the papers tested here, with its verdict at both scales,
     the run's deciding numbers and a link to its paragraph."""
-    from .bookgen import badge, reason
+    from .pages import badge, reason
 
     book = run_verdicts(run)
     lines = ["````{admonition} The answer", ":class: answer-box", ""] + ([lead, ""] if lead else [])
@@ -270,7 +270,7 @@ def answer_markdown(run: Any, lead: str = "") -> str:
 def claim_markdown(run: Any, entry_id: str) -> str:
     """The paragraph that explains one claim's verdict in its chapter: the verdict at both scales with its reason,
     then the authors' sentence, the scope, every check with its baselines at both scales (folded)."""
-    from .bookgen import badge, entry_block, reason, scale_difference
+    from .pages import badge, entry_block, reason, scale_difference
 
     book = run_verdicts(run)
     ev = next(x for x in book.entries if x.entry.id == entry_id)
@@ -284,7 +284,7 @@ def claim_markdown(run: Any, entry_id: str) -> str:
 
 def provenance_markdown(run: Any) -> str:
     """"How this page was computed", folded: provenance, settings, each stage's time and cache use."""
-    from .profiles import fmt
+    from ..profiles import fmt
 
     prov = run.provenance()
     rows = [f"* **{k.replace('_', ' ')}**: `{_cell(v)}`" for k, v in prov.items() if k not in ("peak_memory_mb",)]
@@ -351,7 +351,7 @@ def glue_image(key: str, png_path) -> None:
         return
     from myst_nb import glue
 
-    from .plotting import shown_image
+    from ..plotting import shown_image
     glue(key, shown_image(png_path), display=False)
 
 
