@@ -54,9 +54,9 @@ def worker(workload: str, steps: int) -> None:
     else:
         from softmax_icl.classification.models import train_cls_sweep
         from softmax_icl.figures.classification_kernel_gd import sweeps as S
-        from softmax_icl.book.registry import resolve
+        from softmax_icl.figures import FIGURES
 
-        main = S.sweeps(resolve("classification_kernel_gd", "default"))["main"]
+        main = S.sweeps(FIGURES.resolve("classification_kernel_gd", "default"))["main"]
 
         def run(k: int) -> None:
             train_cls_sweep(dataclasses.replace(main, steps=k, log_every=k), "cpu")

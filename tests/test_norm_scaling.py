@@ -12,33 +12,33 @@ from softmax_icl.figures.norm_scaling import analysis as an
 from softmax_icl.figures.norm_scaling import dynamics
 from softmax_icl.figures.norm_scaling import sweeps as sw_mod
 from softmax_icl.profiles import ParameterError
-from softmax_icl.book.registry import resolve
+from softmax_icl.figures import FIGURES
 from softmax_icl.tasks import ClassBlock, InputSpec, draw_raw, evaluate_class, make_batch, nonisotropic_covariance
 from softmax_icl.training import SweepResult
 
 
 def test_profiles_resolve_and_bad_values_are_named():
     for prof in ("smoke", "default", "paper"):
-        cfg = resolve("norm_scaling", prof)
+        cfg = FIGURES.resolve("norm_scaling", prof)
         assert cfg["sigma"] in cfg["sigma_values"] and cfg["n"] in cfg["n_values"]
     with pytest.raises(ParameterError, match="sigma"):
-        resolve("norm_scaling", "default", {"sigma": 0.25})
+        FIGURES.resolve("norm_scaling", "default", {"sigma": 0.25})
     with pytest.raises(ParameterError, match="L_values"):
-        resolve("norm_scaling", "default", {"L_values": [1.0, 0.3, 3.0]})
+        FIGURES.resolve("norm_scaling", "default", {"L_values": [1.0, 0.3, 3.0]})
     with pytest.raises(ParameterError, match="n_sweep_L"):
-        resolve("norm_scaling", "default", {"n_sweep_L": [0.7]})
+        FIGURES.resolve("norm_scaling", "default", {"n_sweep_L": [0.7]})
     with pytest.raises(ParameterError, match="classes"):
-        resolve("norm_scaling", "default", {"classes": ["affine"]})
+        FIGURES.resolve("norm_scaling", "default", {"classes": ["affine"]})
     with pytest.raises(ParameterError, match="regime_saturation"):
-        resolve("norm_scaling", "default", {"regime_saturation": 1.5})
+        FIGURES.resolve("norm_scaling", "default", {"regime_saturation": 1.5})
     with pytest.raises(ParameterError, match="t34_train_n"):
-        resolve("norm_scaling", "default", {"t34_train_n": 1000})
+        FIGURES.resolve("norm_scaling", "default", {"t34_train_n": 1000})
     with pytest.raises(ParameterError, match="dyn_L"):
-        resolve("norm_scaling", "default", {"dyn_L": [1.0]})
+        FIGURES.resolve("norm_scaling", "default", {"dyn_L": [1.0]})
 
 
 def test_sweeps_cover_the_grids_once():
-    cfg = resolve("norm_scaling", "default")
+    cfg = FIGURES.resolve("norm_scaling", "default")
     sw = sw_mod.sweeps(cfg)
     assert set(sw) == {"iso", "n", "noniso", "whitened", "full", "inner", "dyn_iso", "dyn_noniso"} | {
         f"t34_d{d}" for d in cfg["t34_d"]}

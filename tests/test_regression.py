@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from softmax_icl.book.compare import compare_records, figure_tolerances, report
-from softmax_icl.book.registry import FIGURES
+from softmax_icl.figures import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRE = os.environ.get("SOFTMAX_ICL_REQUIRE_FRESH") == "1"
@@ -40,7 +40,7 @@ def test_fresh_record_matches_the_book(figure):
         pytest.skip(reason)
     book = json.loads((ROOT / "book" / "results" / f"{figure}.json").read_text())
     new = json.loads(fresh.read_text())
-    rows = compare_records(book, new, figure_tolerances(figure))
+    rows = compare_records(book, new, figure_tolerances(FIGURES[figure]))
     text, ok = report({figure: rows}, verbose=False)
     assert ok, "fresh record differs from book/results (only the differences are listed):\n" + text
 
@@ -67,7 +67,7 @@ def test_the_gpus_default_record_matches_the_books_cpu_record(figure):
         pytest.skip(f"the GPU record of {figure!r} is of other code or parameters than the book's (fingerprint "
                     f"{gpu['provenance']['code_fingerprint']} vs {book['provenance']['code_fingerprint']}): rerun "
                     "`bash tools/gpu_session.sh REV default BUDGET` on a GPU and copy its records here")
-    rows = compare_records(book, gpu, figure_tolerances(figure))
+    rows = compare_records(book, gpu, figure_tolerances(FIGURES[figure]))
     text, ok = report({figure: rows}, verbose=False)
     assert ok, "the GPU's record differs from the book's CPU record (only the differences are listed):\n" + text
 
@@ -156,7 +156,7 @@ def test_no_wall_clock_time_among_the_compared_numbers(figure):
         pytest.skip(f"no committed record of {figure}")
     numbers = json.loads(path.read_text()).get("key_numbers", {})
     timed = re.compile(r"(seconds|elapsed|wall|_time\b|timing)", re.I)
-    compared = [r.path for r in _leaves("key_numbers", numbers, numbers, None, figure_tolerances(figure))
+    compared = [r.path for r in _leaves("key_numbers", numbers, numbers, None, figure_tolerances(FIGURES[figure]))
                 if r.note != "not compared"]
     assert not [p for p in compared if timed.search(p)], f"wall-clock times among {figure}'s compared key_numbers"
 

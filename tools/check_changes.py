@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from softmax_icl.book import ledger as lg  # noqa: E402
 from softmax_icl.book.pages import nobreak  # noqa: E402
 from softmax_icl.profiles import fmt  # noqa: E402
-from softmax_icl.book.registry import FIGURES  # noqa: E402
+from softmax_icl.figures import FIGURES  # noqa: E402
 
 
 def old_record(rev: str, figure: str) -> dict | None:

@@ -83,6 +83,10 @@ class Sweep:
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if not (k in self.OPTIONAL and v == self.OPTIONAL[k])}
 
+    def train(self, device="auto", desc: str = "training") -> "SweepResult":
+        """Train the whole grid (:func:`train_sweep`)."""
+        return train_sweep(self, device, desc=desc)
+
     def lr_factor(self):
         """The learning-rate factor of each step (None: constant)."""
         if self.lr_schedule == "constant":

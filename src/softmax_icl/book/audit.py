@@ -78,19 +78,20 @@ def audited_claims(claims: list[dict]) -> list[dict]:
     return [{k: c.get(k) for k in ("id", "kind", "statement", "passed", "value")} for c in claims]
 
 
-def speaks_for(audit: dict | None, figure: str, claims: list[dict], revision: str | None = None) -> bool:
+def speaks_for(audit: dict | None, figure: str, claims: list[dict], revision: str | None = None,
+               tolerances: dict | None = None) -> bool:
     """Whether ``audit`` was of the run whose checks are ``claims``: the same checks, verdicts equal and values within
-    the figure's regression tolerance (:mod:`softmax_icl.book.compare`). An audit record written before audits kept the
-    audited checks is matched by the git revision of the run (``revision``) instead."""
+    the figure's regression ``tolerances`` (``Figure.tolerances``; :mod:`softmax_icl.book.compare`). An audit record
+    written before audits kept the audited checks is matched by the git revision of the run (``revision``) instead."""
     if not audit:
         return False
     audited = audit.get("committed_claims")
     if audited is None:
         return revision is not None and audit.get("committed_revision") == revision
-    from .compare import compare_records, figure_tolerances
+    from .compare import compare_records
 
     run = lambda cs: {"notebook": figure, "profile": audit.get("profile"), "claims": cs}  # noqa: E731
-    return all(r.ok for r in compare_records(run(audited), run(claims), figure_tolerances(figure)))
+    return all(r.ok for r in compare_records(run(audited), run(claims), tolerances))
 
 
 def write_record(root: Path, figure: str, profile: str, fresh: list[tuple[int, dict, dict | None]],

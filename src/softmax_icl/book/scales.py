@@ -16,6 +16,7 @@ import math
 import sys
 from pathlib import Path
 
+from .myst import nobreak
 from .verdicts import fingerprint, same_code
 
 #: Where the paper-profile records sit, relative to the results folder.
@@ -34,10 +35,8 @@ def _load(path: Path) -> dict | None:
 
 
 def _md(x) -> str:
-    """Text for a table cell: one line, pipes escaped, word-internal hyphens non-breaking (``pages.nobreak``), so a
+    """Text for a table cell: one line, pipes escaped, word-internal hyphens non-breaking (:func:`softmax_icl.book.myst.nobreak`), so a
     narrow cell never splits "t-interval" over two lines."""
-    from .pages import nobreak                       # pages imports this module
-
     return nobreak(str(x).replace("|", "\\|").replace("\n", " "))
 
 
@@ -126,26 +125,16 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
                     missing_reasons: dict[str, str] | None = None) -> str:
     """The page "Results at two scales" from the records in ``results_dir`` (e.g. ``book/results``).
 
-    ``figures``: the figures in book order (default: every ``<figure>.json`` in ``results_dir``, in the registry's
-    order where it can be imported); ``titles``: chapter titles by figure; ``missing_reasons``: why a figure has no
+    ``figures``: the figures in book order (default: every ``<figure>.json`` in ``results_dir``, by name);
+    ``titles``: chapter titles by figure (default: the names); ``missing_reasons``: why a figure has no
     paper record (e.g. the CPU time it would need; default :data:`MISSING_REASONS`), else
     :data:`DEFAULT_MISSING_REASON`.
     """
     results = Path(results_dir)
     paper_dir = results / PAPER_SUBDIR
     if figures is None:
-        found = sorted(p.stem for p in results.glob("*.json"))
-        try:
-            from .registry import FIGURES
-            figures = [f for f in FIGURES if f in found] + [f for f in found if f not in FIGURES]
-        except Exception:                       # the page must build from JSON alone
-            figures = found
-    if titles is None:
-        try:
-            from .registry import FIGURES
-            titles = {k: v.title for k, v in FIGURES.items()}
-        except Exception:
-            titles = {}
+        figures = sorted(p.stem for p in results.glob("*.json"))
+    titles = titles or {}
     reasons = MISSING_REASONS if missing_reasons is None else missing_reasons
 
     default = {f: _load(results / f"{f}.json") for f in figures}

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...book.chapter import table
 from ...classification import algorithms as calg
-from ...book.records import Run
+from ...book.run import Run
 from .analysis import Evaluation, ablation, compare, hyperparameters, ratio_maps
 from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, MODELS, Search, label
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ...baselines import nadaraya_watson_oracle
 from ...metrics import icl_error_grid, spectral_norm
-from ...book.records import Run
+from ...book.run import Run
 from ...tasks import InputSpec
 from ...training import SweepResult
 from .sweeps import MODELS, theory_dims

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...book.chapter import table
-from ...book.records import fmt
+from ...profiles import fmt
 from .analysis import GeneralizationAnalysis, index_of
 from .claims import theory_numbers
 

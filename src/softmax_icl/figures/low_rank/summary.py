@@ -6,7 +6,7 @@ Numbers are rounded as they were printed (not compared character by character: n
 from __future__ import annotations
 
 from ...book.chapter import table
-from ...book.records import fmt
+from ...profiles import fmt
 from .analysis import LowRankAnalysis, distance_to_cBB
 from .claims import short
 from .sweeps import MODELS

@@ -15,7 +15,7 @@ import torch
 
 from ... import theory as th
 from ...metrics import spectral_norm
-from ...book.records import Run
+from ...book.run import Run
 from ...tasks import InputSpec, nonisotropic_covariance
 from ...training import Sweep, SweepProgram, SweepResult
 

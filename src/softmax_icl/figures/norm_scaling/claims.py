@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import theory as th
-from ...book.records import BASELINE_SOURCE as BASE, Run, claim_or_baseline
+from ...book.records import BASELINE_SOURCE as BASE, claim_or_baseline
+from ...book.run import Run
 from .analysis import (SETTING_LABEL, SETTING_OF, Analysis, L_trend, key_numbers, n_trend, panels, sigma_trend,
                        w_pop_other_L)
 from .dynamics import Ordering, mean_ordering

@@ -18,7 +18,7 @@ from matplotlib.patches import Patch
 from ... import plotting
 from ... import theory as th
 from ...plotting import QUALITATIVE
-from ...book.records import Run
+from ...book.run import Run
 from .analysis import (P_GRID, SETTING_LABEL, SETTING_OF, Analysis, L_trend, n_trend, panels, seed_mean, sigma_trend,
                        sweep_index)
 from .claims import COV_DIST_TOL, W_RATIO_TOL

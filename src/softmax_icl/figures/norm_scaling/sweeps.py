@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ...book.records import Run
+from ...book.run import Run
 from ...training import Sweep, SweepResult
 
 WHITENED_L = (0.1, 0.3, 1.0, 3.0)                    # L of the whitened-task units (subset of L_values)
