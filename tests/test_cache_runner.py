@@ -365,7 +365,8 @@ def test_editing_a_figures_computation_makes_its_cache_miss(package_copy):
     analysis = package_copy / "figures" / "norm_scaling" / "analysis.py"
     analysis.write_text(analysis.read_text() + "\n# the computation changed\n")
     assert run() == (2, False)                             # a miss: recomputed under the new code
-    (package_copy / "theory.py").write_text((package_copy / "theory.py").read_text() + "\n# changed\n")
+    theory = package_copy / "theory" / "population.py"
+    theory.write_text(theory.read_text() + "\n# changed\n")
     assert run() == (3, False)
 
 
@@ -407,10 +408,12 @@ def test_a_shared_module_re_keys_only_the_figures_whose_code_imports_it(package_
     through the shared modules' own imports; regression.c comes with engine/regression.py)."""
     def shared(figure):
         return {p.relative_to(package_copy).as_posix() for p in cache.compute_files(figure)
-                if p.parent == package_copy or p.parent.name == "engine"}
+                if p.parent == package_copy or p.parent.name in ("engine", "theory")}
 
-    assert "theory.py" not in shared("window_adaptation") and "theory.py" in shared("norm_scaling")
-    assert "theory.py" in shared("classification_kernel_gd")             # refine_minimum
+    assert "theory/__init__.py" not in shared("window_adaptation") and "theory/__init__.py" in shared("norm_scaling")
+    assert "theory/population.py" in shared("classification_kernel_gd")             # refine_minimum
+    assert {f"theory/{m}.py" for m in ("theorem34", "fits", "matrices", "population", "window_scan")} \
+        <= shared("norm_scaling")                              # the package's modules, through its __init__
     assert "training.py" not in shared("classification_kernel_gd") and "training.py" in shared("low_rank")
     assert {"engine/regression.py", "engine/regression.c", "engine/philox.h", "streams.py"} <= shared("low_rank")
     computed = []
@@ -421,7 +424,7 @@ def test_a_shared_module_re_keys_only_the_figures_whose_code_imports_it(package_
 
     figs = ("window_adaptation", "norm_scaling", "classification_kernel_gd")
     assert [run(f) for f in figs] == [(1, False), (2, False), (3, False)]
-    theory = package_copy / "theory.py"
+    theory = package_copy / "theory" / "fits.py"
     theory.write_text(theory.read_text() + "\n# changed\n")
     assert [run(f) for f in figs] == [(1, True), (4, False), (5, False)]
     training = package_copy / "training.py"
@@ -430,7 +433,7 @@ def test_a_shared_module_re_keys_only_the_figures_whose_code_imports_it(package_
     # a new import inside a function of a figure's code brings the module in
     own = package_copy / "figures" / "window_adaptation" / "analysis.py"
     own.write_text(own.read_text() + "\n\ndef _later():\n    from ... import theory\n    return theory\n")
-    assert "theory.py" in shared("window_adaptation")
+    assert "theory/__init__.py" in shared("window_adaptation")
     engine = package_copy / "engine" / "regression.c"
     engine.write_text(engine.read_text() + "\n/* changed */\n")
     assert [run(f) for f in figs] == [(8, False), (9, False), (10, False)]

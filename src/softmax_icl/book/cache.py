@@ -8,7 +8,7 @@ version, a fingerprint of the computational modules' source and which CPU kernel
 A figure's entries are fingerprinted with its own folder ``figures/<figure>/``, the compute folders that folder
 imports (``classification/`` for the classification chapter) and the shared compute modules its code reaches through
 imports, not with the other figures' folders nor with shared modules it never imports: editing one chapter's
-analysis retrains that chapter only, a change to ``theory.py`` leaves the chapters that do not use it cached, and a
+analysis retrains that chapter only, a change to ``theory/`` leaves the chapters that do not use it cached, and a
 long run of one figure (the ``paper`` profile, stage by stage) stays cached while another figure's code changes.
 
 Location: ``$SOFTMAX_ICL_CACHE_DIR``, else ``~/.cache/softmax_icl``.
@@ -32,9 +32,10 @@ from ..base import atomic_write_bytes, cache_dir
 #: Modules whose code determines trained and evaluated numbers (a missing one is an error, never a skip). Plotting
 #: code is left out on purpose, so restyling a figure does not invalidate the cache.
 COMPUTE_MODULES = ("base.py", "streams.py", "tasks.py", "models.py", "training.py", "metrics.py", "baselines.py",
-                   "theory.py", "engine/common.py", "engine/regression.py", "engine/classification.py",
-                   "engine/philox_triton.py", "engine/philox_cpu.py", "engine/regression.c", "engine/classification.c",
-                   "engine/philox_cpu.c", "engine/philox.h", "engine/adam.h")
+                   "theory/__init__.py", "theory/theorem34.py", "theory/fits.py", "theory/matrices.py",
+                   "theory/population.py", "theory/window_scan.py", "engine/common.py", "engine/regression.py",
+                   "engine/classification.py", "engine/philox_triton.py", "engine/philox_cpu.py", "engine/regression.c",
+                   "engine/classification.c", "engine/philox_cpu.c", "engine/philox.h", "engine/adam.h")
 #: The C sources each engine module compiles: they come with the module into a fingerprint.
 ENGINE_SOURCES = {"engine/regression.py": ("engine/common.py", "engine/regression.c", "engine/philox.h",
                                            "engine/adam.h"),

@@ -42,8 +42,6 @@ def _get(claim: Any, name: str, default: Any = None) -> Any:
 
 
 def _as_dict(claim: Any) -> dict:
-    from dataclasses import asdict, is_dataclass
-
     return asdict(claim) if is_dataclass(claim) else dict(claim)
 
 
@@ -215,8 +213,6 @@ def book_audit(run: Any) -> dict | None:
     book's settings (the book's profile, no parameter overridden) and reproduces the audited run (same verdicts,
     values within tolerance: :func:`softmax_icl.book.audit.speaks_for`): the audit reran exactly those settings with other
     seeds, so it says how far this run's verdicts hold. None for any other run, or where there is no audit."""
-    from dataclasses import asdict, is_dataclass
-
     from .audit import read_audit, speaks_for
 
     if not _at_book_settings(run):
@@ -239,8 +235,6 @@ def run_verdicts(run: Any, registry: Mapping[str, Figure]):
     """The book's verdicts (:class:`softmax_icl.book.verdicts.BookVerdicts`) over the figures of ``registry``, with
     ``run`` in place of its figure's committed record: the other chapters' parts of a claim come from their committed
     records."""
-    from dataclasses import asdict, is_dataclass
-
     from .verdicts import BookVerdicts, FigureVerdicts
 
     from . import ledger as lg
