@@ -247,7 +247,7 @@ def norm_scaling(tmp_path_factory):
 
 def test_norm_scaling_tables(norm_scaling):
     from softmax_icl.figures.norm_scaling import summary
-    from softmax_icl.figures.norm_scaling.analysis import L_trend, n_trend, sigma_trend
+    from softmax_icl.figures.norm_scaling.trends import L_trend, n_trend, sigma_trend
 
     x = norm_scaling
     a, t34, big = x["result"], x["t34"], x["big"]

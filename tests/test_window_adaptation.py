@@ -67,12 +67,10 @@ def test_unit_index_selects_one_unit_per_seed():
     cfg = FIGURES.resolve("window_adaptation", "smoke")
 
     class _Res:
-        configs = sweep_for(cfg, "linear").configs()
+        grid = sweep_for(cfg, "linear").grid()
 
         def select(self, **where):
-            return np.array([i for i, c in enumerate(self.configs)
-                             if all(np.isclose(c[k], v) if isinstance(v, float) else c[k] == v
-                                    for k, v in where.items())])
+            return self.grid.units(**where)
 
     s = settings(cfg)[1]
     idx = unit_index(_Res(), s, cfg["n_window"], cfg["zero_mean_class"])
