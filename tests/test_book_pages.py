@@ -14,7 +14,8 @@ def test_committed_settings_page_matches_the_registry():
 
 
 def test_every_generated_page_is_committed_as_generated():
-    stale = [p.name for p, text in page_texts(ROOT / "book", FIGURES).items() if not p.is_file() or p.read_text() != text]
+    stale = [p.name for p, text in page_texts(ROOT / "book", FIGURES).items()
+             if not p.is_file() or p.read_text() != text]
     assert not stale, f"stale generated page(s) {stale}: run `softmax-icl pages`"
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PKG = Path(__file__).resolve().parents[1] / "src" / "softmax_icl"
 #: The most lines a module of the package may have.
 MAX_LINES = 500

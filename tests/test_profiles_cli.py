@@ -46,8 +46,8 @@ def test_unknown_profile_and_figure():
 
 
 def test_none_means_profile_value():
-    assert FIGURES.resolve("window_adaptation", "smoke", {"steps": None})["steps"] == FIGURES["window_adaptation"].params[
-        "steps"].value("smoke")
+    steps = FIGURES["window_adaptation"].params["steps"]
+    assert FIGURES.resolve("window_adaptation", "smoke", {"steps": None})["steps"] == steps.value("smoke")
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -101,6 +101,9 @@ def test_cli_entry_point_exit_code():
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "'sigma' = -1.0 is out of range" in proc.stderr
     assert 'softmax-icl = "softmax_icl.figures:main"' in (ROOT / "pyproject.toml").read_text()
+    quiet = subprocess.run([sys.executable, "-c", "import softmax_icl.__main__"], cwd=ROOT, capture_output=True,
+                           text=True)                  # imported as a module (the API pages do) it runs nothing
+    assert quiet.returncode == 0 and quiet.stdout == quiet.stderr == ""
 
 
 def test_cli_list_shows_figures_and_parameters(capsys):

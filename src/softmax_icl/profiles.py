@@ -1,9 +1,10 @@
 """What a figure's parameters are: their kinds, profiles (smoke / default / paper, SPEC Part 3) and checks.
 
 Every figure (one notebook) declares its parameters in ``figures/<name>/params.py`` with these types: a kind, a
-check, one value per profile, where the value comes from (``paper``, ``slides`` or ``chosen``) and why. A notebook
-resolves its configuration with :func:`softmax_icl.book.registry.resolve`; the CLI validates with the same function before
-any compute, so a bad value fails the same way everywhere, naming the parameter and the allowed values.
+check, one value per profile, where the value comes from (``paper``, ``slides`` or ``chosen``) and why; a figure
+package exports its :class:`Figure` as ``FIGURE``. A notebook resolves its configuration with
+:func:`softmax_icl.book.registry.resolve`; the CLI validates with the same function before any compute, so a bad
+value fails the same way everywhere, naming the parameter and the allowed values.
 
 The settings-and-deviations page of the book is generated from the registry, so it always matches the code.
 """

@@ -69,8 +69,8 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
     its checks and their baselines, then the findings; a folded section per claim with the authors' sentence, the
     scope and each check's method.
 
-    ``claims``: :class:`~softmax_icl.book.records.Claim` objects or their record dicts; ``audit``: the chapter's seed audit
-    (a "fresh seed sets" column); ``paper``: the chapter's paper-profile record computed by the same code (a "paper
+    ``claims``: :class:`~softmax_icl.book.records.Claim` objects or their record dicts; ``audit``: the chapter's seed
+    audit (a "fresh seed sets" column); ``paper``: the chapter's paper-profile record computed by the same code (a "paper
     scale" column). Columns: claim (rendered maths) · verdict · value (required) · fresh seeds · paper scale.
     """
     from . import ledger as lg
@@ -211,8 +211,8 @@ def glue_verdicts(run: Any, key: str = VERDICT_KEY) -> str:
 def book_audit(run: Any) -> dict | None:
     """The committed seed audit of ``run``'s figure (``book/results/audit/<figure>.json``) when ``run`` is at the
     book's settings (the book's profile, no parameter overridden) and reproduces the audited run (same verdicts,
-    values within tolerance: :func:`softmax_icl.book.audit.speaks_for`): the audit reran exactly those settings with other
-    seeds, so it says how far this run's verdicts hold. None for any other run, or where there is no audit."""
+    values within tolerance: :func:`softmax_icl.book.audit.speaks_for`): the audit reran exactly those settings with
+    other seeds, so it says how far this run's verdicts hold. None for any other run, or where there is no audit."""
     from .audit import read_audit, speaks_for
 
     if not _at_book_settings(run):

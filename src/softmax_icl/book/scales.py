@@ -35,8 +35,8 @@ def _load(path: Path) -> dict | None:
 
 
 def _md(x) -> str:
-    """Text for a table cell: one line, pipes escaped, word-internal hyphens non-breaking (:func:`softmax_icl.book.myst.nobreak`), so a
-    narrow cell never splits "t-interval" over two lines."""
+    """Text for a table cell: one line, pipes escaped, word-internal hyphens non-breaking
+    (:func:`softmax_icl.book.myst.nobreak`), so a narrow cell never splits "t-interval" over two lines."""
     return nobreak(str(x).replace("|", "\\|").replace("\n", " "))
 
 
@@ -152,7 +152,8 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
            "two-core CPU. The `paper` profile is the most faithful scale (more training steps, seeds and context "
            "lengths). This page sets every check's verdict and value at the two profiles side by side, so a reader "
            "can see which conclusions hold at both scales and which depend on the scale. It is generated from the "
-           "records (`book/results/<figure>.json` and `book/results/paper/<figure>.json`) by `softmax_icl.book.scales`. "
+           "records (`book/results/<figure>.json` and `book/results/paper/<figure>.json`) by "
+           "`softmax_icl.book.scales`. "
            "Two records are compared only when the same code computed them (the result cache's code fingerprint, "
            "kept in each record): a record of other code is another experiment.", "",
            f"{len(both)} of {len(figures)} figures have a paper-profile record of the same code; {compared} checks "

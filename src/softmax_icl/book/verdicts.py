@@ -3,9 +3,9 @@
 Three sources meet here: a figure's record at the book's profile (``book/results/<figure>.json``), its seed audit
 (``book/results/audit/<figure>.json``, :mod:`softmax_icl.book.audit`) and its record at the paper profile
 (``book/results/paper/<figure>.json``). :class:`FigureVerdicts` holds them for one figure; :class:`BookVerdicts` for
-the whole book, with each entry of the claims ledger (:mod:`softmax_icl.book.ledger`) combined at both scales. The book's
-pages (the landing table, the results summary, the chapters' verdict boxes, the two-scale page) all read their
-verdicts from here, so they cannot disagree.
+the whole book, with each entry of the claims ledger (:mod:`softmax_icl.book.ledger`) combined at both scales. The
+book's pages (the landing table, the results summary, the chapters' verdict boxes, the two-scale page) all read
+their verdicts from here, so they cannot disagree.
 
 A paper record counts only when it was computed by the same code as the book's record (the result cache's code
 fingerprint, ``provenance.code_fingerprint``): a record of other code is a different experiment, and its numbers are

@@ -239,7 +239,8 @@ def _units(cfg: dict, key: str, r: SweepResult, M: np.ndarray, base: np.ndarray,
     cfgs = r.configs
     w, resid = th.best_multiple(M, base)
     sig = np.array([c["sigma"] for c in cfgs])
-    common = dict(configs=cfgs, grid=r.grid, w=w, resid=resid, norm=spectral_norm(M), norm_history=spectral_norm(r.M_history),
+    common = dict(configs=cfgs, grid=r.grid, w=w, resid=resid, norm=spectral_norm(M),
+                  norm_history=spectral_norm(r.M_history),
                   steps=r.log_steps, snr=th.snr([c["n"] for c in cfgs], [c["L"] for c in cfgs], sig))
     if key in ("iso", "n", "full"):
         sc, rows = scans.iso_scan, scans.iso_rows

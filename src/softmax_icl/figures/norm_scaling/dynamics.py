@@ -54,8 +54,8 @@ def growth(res: SweepResult, setting: str, early: float) -> Growth:
     final = H[late_mask].mean(0)
     reached = H >= 0.5 * final[None, :]
     t_half = np.where(reached.any(0), steps[reached.argmax(0)], np.nan)
-    return Growth(setting, res.configs, res.grid, steps, H, _slope(steps, logn, early_mask), _slope(steps, logn, late_mask),
-                  t_half.astype(np.float64), final)
+    return Growth(setting, res.configs, res.grid, steps, H, _slope(steps, logn, early_mask),
+                  _slope(steps, logn, late_mask), t_half.astype(np.float64), final)
 
 
 @dataclass(frozen=True)
