@@ -21,7 +21,7 @@ In one run it measures
 
 and prints, per stage, ``floor = max(FLOP / throughput, bytes / bandwidth)``, the measured step (median over rounds)
 and ``ratio = measured / floor`` (two decimals: 3.03 is not within 3x), for each backend, with the processor (its
-model name; :func:`processor`) and the commit of the code measured (``records.git_revision``, as a record names
+model name; :func:`processor`) and the commit of the code measured (``provenance.git_revision``, as a record names
 it). ``--json PATH`` writes the same numbers. The floors are the machine's own: on the AMD EPYC (Zen 4) of the
 nineteenth session, whose 512-bit FMAs are two 256-bit halves, the FMA loop measures two thirds to three quarters of
 the Intel Xeon's rate and every ratio is lower (``roofline.md``).
@@ -255,8 +255,8 @@ BY_NAME = {s.name: s for s in STAGES} | {s.tag: s for s in STAGES}
 
 
 def stage_sweep(stage: Stage, profile: str = "paper"):
-    from softmax_icl.registry import resolve
-    return stage.sweep(resolve(stage.figure, profile))
+    from softmax_icl.figures import FIGURES
+    return stage.sweep(FIGURES.resolve(stage.figure, profile))
 
 
 # -- the machine ------------------------------------------------------------------------------------------------
@@ -514,7 +514,7 @@ def main() -> int:
                 print(f"  {s.name:<45} {b:<6} {res['seconds_per_step']:.4f} s/step ({res['steps']} steps; "
                       f"{res['backend']})", flush=True)
     flop_s, bw = max(flops), max(bws)
-    from softmax_icl.records import git_revision
+    from softmax_icl.book.provenance import git_revision
     cpu, code = processor(args.device), git_revision()
     print(f"\nmachine: {args.device} ({cpu}), code {code}, {args.threads} threads, {flop_s / 1e9:.1f} GFLOP/s ({how}; "
           f"best of {len(flops)} rounds, "

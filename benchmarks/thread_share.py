@@ -3,7 +3,7 @@
 ``softmax-icl build --executor local`` (and ``--executor gpus``) starts its jobs at once on one machine. Left alone,
 each job's PyTorch (and the fused kernel, which follows ``torch.get_num_threads()``) starts one thread per core, so
 J jobs put J x cores threads on the cores; threads that wait for one another at every parallel region then wait for
-threads of other processes too. :func:`softmax_icl.dispatch.thread_share` gives each job ``cores // J`` threads
+threads of other processes too. :func:`softmax_icl.book.dispatch.thread_share` gives each job ``cores // J`` threads
 instead. This script measures what that changes, as ratios in one run (no absolute targets).
 
 Each job is a separate process that builds the same sweep, takes one warm-up step, waits until every job of its
@@ -13,7 +13,7 @@ the same work per job:
 
 * ``alone``: one job with every core (the serial executor's job);
 * ``every core``: J = cores jobs at once, each with every core as its thread count (the local executor before);
-* ``shared``: J = cores jobs at once, each with :func:`~softmax_icl.dispatch.thread_share`'s threads (the local
+* ``shared``: J = cores jobs at once, each with :func:`~softmax_icl.book.dispatch.thread_share`'s threads (the local
   executor now: ``cores // J``).
 
 Printed: each scenario's throughput (jobs x steps per second) relative to ``alone``, and ``shared`` over ``every
@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from softmax_icl.dispatch import THREAD_ENV, thread_share, usable_cores
+from softmax_icl.book.dispatch import THREAD_ENV, thread_share, usable_cores
 
 
 def worker(workload: str, steps: int) -> None:
@@ -54,9 +54,9 @@ def worker(workload: str, steps: int) -> None:
     else:
         from softmax_icl.classification.models import train_cls_sweep
         from softmax_icl.figures.classification_kernel_gd import sweeps as S
-        from softmax_icl.registry import resolve
+        from softmax_icl.figures import FIGURES
 
-        main = S.sweeps(resolve("classification_kernel_gd", "default"))["main"]
+        main = S.sweeps(FIGURES.resolve("classification_kernel_gd", "default"))["main"]
 
         def run(k: int) -> None:
             train_cls_sweep(dataclasses.replace(main, steps=k, log_every=k), "cpu")

@@ -600,8 +600,8 @@ def test_no_table_cell_breaks_a_token(survey):
 
 def test_landing_page_has_one_claims_table(survey):
     """The landing page has exactly one ``table.claims-ledger``, whose ``tbody`` has one row per entry of the claims
-    ledger (``book/claims.yml``, read with ``softmax_icl.ledger``)."""
-    from softmax_icl import ledger
+    ledger (``book/claims.yml``, read with ``softmax_icl.book.ledger``)."""
+    from softmax_icl.book import ledger
 
     entries = len(ledger.load(ROOT / "book" / "claims.yml").entries)
     views = [v for v in survey.views if v.kind == "landing"]

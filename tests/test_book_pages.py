@@ -2,24 +2,25 @@
 
 from pathlib import Path
 
-from softmax_icl.bookgen import page_texts, settings_markdown
-from softmax_icl.registry import FIGURES
+from softmax_icl.book.pages import page_texts, settings_markdown
+from softmax_icl.figures import FIGURES, main as cli_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_committed_settings_page_matches_the_registry():
-    assert (ROOT / "book" / "settings.md").read_text() == settings_markdown(), \
+    assert (ROOT / "book" / "settings.md").read_text() == settings_markdown(FIGURES), \
         "book/settings.md is stale: run `softmax-icl pages`"
 
 
 def test_every_generated_page_is_committed_as_generated():
-    stale = [p.name for p, text in page_texts(ROOT / "book").items() if not p.is_file() or p.read_text() != text]
+    stale = [p.name for p, text in page_texts(ROOT / "book", FIGURES).items()
+             if not p.is_file() or p.read_text() != text]
     assert not stale, f"stale generated page(s) {stale}: run `softmax-icl pages`"
 
 
 def test_settings_page_lists_every_parameter_of_every_figure():
-    text = settings_markdown()
+    text = settings_markdown(FIGURES)
     for fig in FIGURES.values():
         assert fig.title in text
         for name in fig.params:
@@ -36,7 +37,7 @@ def test_every_notebook_is_in_the_table_of_contents():
 
 import json  # noqa: E402
 
-from softmax_icl import audit  # noqa: E402
+from softmax_icl.book import audit  # noqa: E402
 
 
 def _claim(id, passed, kind="claim", **extra):
@@ -101,9 +102,9 @@ def test_entries_are_counted_in_four_categories_at_both_scales(tmp_path):
     """The headline counts ledger entries (not checks): a robust failure makes an entry not reproduced, a verdict
     that flips between seed sets inconclusive, readings that disagree 'depends'; the paper scale counts only records
     of the same code."""
-    from softmax_icl import ledger as lg
-    from softmax_icl.bookgen import headline, landing_table, reason
-    from softmax_icl.verdicts import BookVerdicts
+    from softmax_icl.book import ledger as lg
+    from softmax_icl.book.pages import headline, landing_table, reason
+    from softmax_icl.book.verdicts import BookVerdicts
 
     (tmp_path / "claims.yml").write_text(LEDGER)
     led = lg.load(tmp_path / "claims.yml")
@@ -128,7 +129,7 @@ def test_entries_are_counted_in_four_categories_at_both_scales(tmp_path):
         r["profile"], r["provenance"]["code_fingerprint"] = "paper", fp
         r["claims"] = [dict(c, passed=True) for c in r["claims"]]
         (results / "paper" / f"{fig}.json").write_text(json.dumps(r))
-    book = BookVerdicts.read(results, ["window_adaptation", "low_rank"], led)
+    book = BookVerdicts.read(results, {f: FIGURES[f] for f in ("window_adaptation", "low_rank")}, led)
     status = {ev.entry.id: ev.default.status for ev in book.entries}
     assert status == {"one": lg.REPRODUCED, "two": lg.NOT_REPRODUCED, "three": lg.INCONCLUSIVE, "four": lg.DEPENDS}
     assert book.counts("default") == {lg.REPRODUCED: 1, lg.NOT_REPRODUCED: 1, lg.INCONCLUSIVE: 1, lg.DEPENDS: 1,
@@ -154,7 +155,7 @@ def test_entries_are_counted_in_four_categories_at_both_scales(tmp_path):
 def test_every_claim_check_of_the_book_names_a_ledger_entry_that_lists_it():
     """The committed records: each check of kind claim names its ledger entry, which lists it; every entry of the
     ledger has a record of each of its checks, and a baseline (a control of one of its checks) that fails."""
-    from softmax_icl import ledger as lg
+    from softmax_icl.book import ledger as lg
 
     led = lg.load()
     records = {p.stem: json.loads(p.read_text()) for p in (ROOT / "book" / "results").glob("*.json")}
@@ -192,7 +193,6 @@ def test_a_fresh_set_that_did_not_run_makes_no_verdict_stable(tmp_path):
 
 def test_audit_command_writes_records_from_the_fresh_runs_and_regenerates_the_summary(tmp_path, monkeypatch, capsys):
     """`softmax-icl audit --no-run` on a checkout whose fresh runs exist (what the executors leave behind)."""
-    from softmax_icl import cli
 
     (tmp_path / "_config.yml").write_text("title: t\n")
     (tmp_path / "notebooks").mkdir()
@@ -206,7 +206,7 @@ def test_audit_command_writes_records_from_the_fresh_runs_and_regenerates_the_su
         fresh["claims"][1]["passed"] = k == 2
         (out / "low_rank.json").write_text(json.dumps(fresh))
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["audit", "--figures", "low_rank", "--no-run"]) == 0
+    assert cli_main(["audit", "--figures", "low_rank", "--no-run"]) == 0
     assert "low_rank: 1/2 checks keep their verdict in every fresh seed set; not stable: b" in capsys.readouterr().out
     record = json.loads((results / "audit" / "low_rank.json").read_text())
     assert [c["fresh"] for c in record["checks"]] == [[True] * 5, [False, True, False, False, False]]
@@ -234,7 +234,7 @@ def test_an_audit_speaks_for_a_rerun_that_reproduces_the_audited_run_and_not_for
 
 
 def test_verdict_box_groups_checks_by_claim_with_baselines_fresh_seeds_and_paper_scale():
-    from softmax_icl.chapter import verdict_markdown
+    from softmax_icl.book.chapter import verdict_markdown
 
     claims = [_claim("softmax-near-oracle", True, ledger="nn-window", title="near the tuned window"),
               _claim("softmax-near-oracle-control", False, kind="control", control_of="softmax-near-oracle",
@@ -257,9 +257,8 @@ def test_verdict_box_groups_checks_by_claim_with_baselines_fresh_seeds_and_paper
 
 
 def test_audit_summary_names_every_check_that_flips_with_its_fresh_verdicts(tmp_path, monkeypatch):
-    from softmax_icl import chapter
-    from softmax_icl.records import Claim
-    from softmax_icl.registry import resolve
+    from softmax_icl.book import chapter
+    from softmax_icl.book.records import Claim
 
     (tmp_path / "_config.yml").write_text("title: t\n")
     (tmp_path / "notebooks").mkdir()
@@ -273,7 +272,8 @@ def test_audit_summary_names_every_check_that_flips_with_its_fresh_verdicts(tmp_
 
     class FakeRun:
         figure, profile, revision = "low_rank", "default", "r"
-        cfg = resolve("low_rank", "default")
+        definition = FIGURES["low_rank"]
+        cfg = FIGURES.resolve("low_rank", "default")
     run = FakeRun()
     run.claims = [Claim(**c) for c in claims]
     text = chapter.audit_summary(run)
@@ -288,9 +288,9 @@ def test_a_verdict_that_changes_with_scale_names_its_checks_values_and_the_setti
     """The chapter's paragraph of a claim whose verdict differs between the scales prints, from the two records, each
     check that moved with its value at both scales and every setting in which the runs differ; a claim whose verdict
     holds at both scales gets no such text."""
-    from softmax_icl import ledger as lg
-    from softmax_icl.bookgen import scale_difference
-    from softmax_icl.verdicts import BookVerdicts
+    from softmax_icl.book import ledger as lg
+    from softmax_icl.book.pages import scale_difference
+    from softmax_icl.book.verdicts import BookVerdicts
 
     (tmp_path / "claims.yml").write_text(LEDGER)
     led = lg.load(tmp_path / "claims.yml")
@@ -302,7 +302,7 @@ def test_a_verdict_that_changes_with_scale_names_its_checks_values_and_the_setti
                "claims": [_claim("ok", True), dict(_claim("flips", passed), value=2.5 if passed else 0.5)],
                "provenance": {"device": "cpu", "git_revision": "abc", "code_fingerprint": "same"}}
         (where / "window_adaptation.json").write_text(json.dumps(rec))
-    book = BookVerdicts.read(results, ["window_adaptation", "low_rank"], led)
+    book = BookVerdicts.read(results, {f: FIGURES[f] for f in ("window_adaptation", "low_rank")}, led)
     one, three = (next(ev for ev in book.entries if ev.entry.id == i) for i in ("one", "three"))
     assert scale_difference(book, one) == ""
     text = scale_difference(book, three)

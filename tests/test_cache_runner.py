@@ -9,8 +9,13 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from softmax_icl import base, cache
-from softmax_icl.runner import HIDE_TAG, NotebookFailed, execute_notebook
+from softmax_icl import base
+from softmax_icl.book import cache, provenance
+from softmax_icl.book import run as run_module
+from softmax_icl.book.run import Run
+from softmax_icl.book.runner import HIDE_TAG, NotebookFailed, execute_notebook
+from softmax_icl.figures import FIGURES
+from softmax_icl.figures import main as cli_main
 
 
 def test_cache_hit_miss_and_bypass(tmp_path, monkeypatch):
@@ -34,8 +39,7 @@ def test_cache_hit_miss_and_bypass(tmp_path, monkeypatch):
 def test_an_entry_keeps_what_its_computation_took_for_the_runs_that_read_it(tmp_path, monkeypatch):
     """A resumed run (a paper run over several sessions) reads earlier stages from the cache; their compute time
     survives in <key>.meta.json, reaches the record as compute_seconds and the pages through cache_note."""
-    from softmax_icl import records
-    from softmax_icl.scales import cache_note
+    from softmax_icl.book.scales import cache_note
 
     monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path / "cache"))
     ticks = iter([10.0, 13.5] + [100.0] * 50)
@@ -54,7 +58,7 @@ def test_an_entry_keeps_what_its_computation_took_for_the_runs_that_read_it(tmp_
 
     monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path / "cache2"))
     for attempt in (1, 2):
-        run = records.Run("window_adaptation", "smoke", "cpu", output_dir=str(tmp_path / f"run{attempt}"))
+        run = Run(FIGURES["window_adaptation"], "smoke", "cpu", output_dir=str(tmp_path / f"run{attempt}"))
         run.cached("train", {"x": 1}, lambda: sum(range(10**5)))
         run.cached("evaluate", {"x": 1}, lambda: 1)
         run.finish()
@@ -67,7 +71,7 @@ def test_an_entry_keeps_what_its_computation_took_for_the_runs_that_read_it(tmp_
     assert cache_note(rec) == " (2 of 2 stages read from the result cache)"
     for meta in (tmp_path / "cache2").glob("*.meta.json"):             # entries from before the cache kept times
         meta.unlink()
-    run = records.Run("window_adaptation", "smoke", "cpu", output_dir=str(tmp_path / "run3"))
+    run = Run(FIGURES["window_adaptation"], "smoke", "cpu", output_dir=str(tmp_path / "run3"))
     assert run.cached("train", {"x": 1}, lambda: None) == sum(range(10**5))
     assert run.compute_seconds == {"train": None}
     run.cached("trained", {"x": 2}, lambda: SimpleNamespace(timings={"train_seconds": 12.345}))
@@ -181,7 +185,7 @@ def test_a_run_stopped_by_sigterm_keeps_its_partial_notebook_and_the_good_one(tm
     dest = tmp_path / "out" / "fig.ipynb"
     dest.parent.mkdir()
     dest.write_text("good")
-    code = ("from pathlib import Path; from softmax_icl.runner import execute_notebook; "
+    code = ("from pathlib import Path; from softmax_icl.book.runner import execute_notebook; "
             f"execute_notebook(Path({str(src)!r}), Path({str(dest)!r}), {{}}, progress_bar=False)")
     proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -225,11 +229,9 @@ def test_cli_runs_show_training_progress_without_storing_it(tmp_path):
 
 def test_a_runs_provenance_names_the_revision_it_started_with(tmp_path, monkeypatch):
     """The code is loaded when the run starts: a commit made while it runs must not appear in its record."""
-    from softmax_icl import records
-
-    monkeypatch.setattr(records, "git_revision", lambda: "aaaaaaa")
-    run = records.Run("window_adaptation", "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
-    monkeypatch.setattr(records, "git_revision", lambda: "bbbbbbb")
+    monkeypatch.setattr(run_module, "git_revision", lambda: "aaaaaaa")
+    run = Run(FIGURES["window_adaptation"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    monkeypatch.setattr(run_module, "git_revision", lambda: "bbbbbbb")
     run.finish()
     rec = json.loads((tmp_path / "results" / "window_adaptation.json").read_text())
     assert rec["provenance"]["git_revision"] == "aaaaaaa"
@@ -246,15 +248,13 @@ def _checkout(tmp_path):
 
 
 def test_a_run_without_an_output_dir_writes_to_runs_never_the_book(tmp_path, monkeypatch, capsys):
-    from softmax_icl import records
-
     root = _checkout(tmp_path)
     monkeypatch.delenv("SOFTMAX_ICL_OUTPUT_DIR", raising=False)
     monkeypatch.chdir(root / "notebooks")
     for profile, overrides, folder in (("smoke", None, "window_adaptation-smoke"),
                                        ("default", None, "window_adaptation-default"),
                                        ("default", {"sigma": 0.7}, "window_adaptation-default-custom")):
-        run = records.Run("window_adaptation", profile, "cpu", use_cache=False, overrides=overrides)
+        run = Run(FIGURES["window_adaptation"], profile, "cpu", use_cache=False, overrides=overrides)
         assert run.output_dir == root / "runs" / folder
         run.finish()
         assert (root / "runs" / folder / "results" / "window_adaptation.json").is_file()
@@ -263,9 +263,7 @@ def test_a_run_without_an_output_dir_writes_to_runs_never_the_book(tmp_path, mon
 
 
 def test_finish_prints_verdicts_without_values_and_values_apart(tmp_path, monkeypatch):
-    from softmax_icl import records
-
-    run = records.Run("window_adaptation", "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    run = Run(FIGURES["window_adaptation"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
     run.check("softmax-near-oracle", "something rises", 1.23456, True, "> 1", kind="claim",
               source="Collins et al. Fig. 2", ledger="nn-window")
     run.check("a-control", "the same against the wrong counterpart", 0.5, False, "> 1", kind="control",
@@ -284,9 +282,7 @@ def test_finish_prints_verdicts_without_values_and_values_apart(tmp_path, monkey
 def test_a_claim_check_names_the_ledger_entry_that_lists_it(tmp_path):
     """A check of kind claim without a ledger entry, or naming an entry that does not list it, is refused before it
     is recorded; so is a control naming an entry (it belongs to the check it controls)."""
-    from softmax_icl import records
-
-    run = records.Run("window_adaptation", "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    run = Run(FIGURES["window_adaptation"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
     kw = dict(kind="claim", source="Collins et al.")
     with pytest.raises(ValueError, match="names no ledger entry"):
         run.check("softmax-near-oracle", "x", 1, True, "> 0", **kw)
@@ -308,8 +304,9 @@ def test_a_plain_papermill_run_does_not_touch_the_book(tmp_path, monkeypatch):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     params = new_code_cell('profile = "default"')
     params.metadata["tags"] = ["parameters"]
-    nb.cells = [params, new_code_cell('from softmax_icl.records import Run\n'
-                                      'run = Run("window_adaptation", profile, "cpu", use_cache=False)\n'
+    nb.cells = [params, new_code_cell('from softmax_icl.book.run import Run\n'
+                                      'from softmax_icl.figures import window_adaptation\n'
+                                      'run = Run(window_adaptation.FIGURE, profile, "cpu", use_cache=False)\n'
                                       'print(run.finish())')]
     src = root / "notebooks" / "window_adaptation.ipynb"
     nbformat.write(nb, src)
@@ -324,11 +321,9 @@ def test_a_plain_papermill_run_does_not_touch_the_book(tmp_path, monkeypatch):
 def test_in_place_only_at_the_books_own_settings(argv, capsys, monkeypatch):
     from pathlib import Path
 
-    from softmax_icl import cli
-
-    monkeypatch.setattr("softmax_icl.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
+    monkeypatch.setattr("softmax_icl.book.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
-    assert cli.main(["run", "window_adaptation", "--in-place", *argv]) == 2
+    assert cli_main(["run", "window_adaptation", "--in-place", *argv]) == 2
     assert "--in-place writes the book" in capsys.readouterr().err
 
 
@@ -340,10 +335,10 @@ def package_copy(tmp_path, monkeypatch):
     import shutil
     from pathlib import Path
 
-    src = Path(cache.__file__).resolve().parent
+    src = Path(cache.__file__).resolve().parents[1]
     dst = tmp_path / "softmax_icl"
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(cache, "__file__", str(dst / "cache.py"))
+    monkeypatch.setattr(cache, "__file__", str(dst / "book" / "cache.py"))
     monkeypatch.setenv("SOFTMAX_ICL_CACHE_DIR", str(tmp_path / "cache"))
     return dst
 
@@ -370,7 +365,8 @@ def test_editing_a_figures_computation_makes_its_cache_miss(package_copy):
     analysis = package_copy / "figures" / "norm_scaling" / "analysis.py"
     analysis.write_text(analysis.read_text() + "\n# the computation changed\n")
     assert run() == (2, False)                             # a miss: recomputed under the new code
-    (package_copy / "theory.py").write_text((package_copy / "theory.py").read_text() + "\n# changed\n")
+    theory = package_copy / "theory" / "population.py"
+    theory.write_text(theory.read_text() + "\n# changed\n")
     assert run() == (3, False)
 
 
@@ -412,10 +408,12 @@ def test_a_shared_module_re_keys_only_the_figures_whose_code_imports_it(package_
     through the shared modules' own imports; regression.c comes with engine/regression.py)."""
     def shared(figure):
         return {p.relative_to(package_copy).as_posix() for p in cache.compute_files(figure)
-                if p.parent == package_copy or p.parent.name == "engine"}
+                if p.parent == package_copy or p.parent.name in ("engine", "theory")}
 
-    assert "theory.py" not in shared("window_adaptation") and "theory.py" in shared("norm_scaling")
-    assert "theory.py" in shared("classification_kernel_gd")             # refine_minimum
+    assert "theory/__init__.py" not in shared("window_adaptation") and "theory/__init__.py" in shared("norm_scaling")
+    assert "theory/population.py" in shared("classification_kernel_gd")             # refine_minimum
+    assert {f"theory/{m}.py" for m in ("theorem34", "fits", "matrices", "population", "window_scan")} \
+        <= shared("norm_scaling")                              # the package's modules, through its __init__
     assert "training.py" not in shared("classification_kernel_gd") and "training.py" in shared("low_rank")
     assert {"engine/regression.py", "engine/regression.c", "engine/philox.h", "streams.py"} <= shared("low_rank")
     computed = []
@@ -426,7 +424,7 @@ def test_a_shared_module_re_keys_only_the_figures_whose_code_imports_it(package_
 
     figs = ("window_adaptation", "norm_scaling", "classification_kernel_gd")
     assert [run(f) for f in figs] == [(1, False), (2, False), (3, False)]
-    theory = package_copy / "theory.py"
+    theory = package_copy / "theory" / "fits.py"
     theory.write_text(theory.read_text() + "\n# changed\n")
     assert [run(f) for f in figs] == [(1, True), (4, False), (5, False)]
     training = package_copy / "training.py"
@@ -435,7 +433,7 @@ def test_a_shared_module_re_keys_only_the_figures_whose_code_imports_it(package_
     # a new import inside a function of a figure's code brings the module in
     own = package_copy / "figures" / "window_adaptation" / "analysis.py"
     own.write_text(own.read_text() + "\n\ndef _later():\n    from ... import theory\n    return theory\n")
-    assert "theory.py" in shared("window_adaptation")
+    assert "theory/__init__.py" in shared("window_adaptation")
     engine = package_copy / "engine" / "regression.c"
     engine.write_text(engine.read_text() + "\n/* changed */\n")
     assert [run(f) for f in figs] == [(8, False), (9, False), (10, False)]
@@ -452,17 +450,15 @@ def test_git_revision_of_a_copied_tree_is_stated_or_unknown(monkeypatch, tmp_pat
     stated, or 'unknown'; inside a checkout git's answer wins over the variable."""
     import subprocess
 
-    from softmax_icl import records
-
     real = subprocess.run
 
     def no_repo(cmd, *a, **k):
         return real(cmd, *a, **{**k, "cwd": tmp_path})            # git run outside any repository: empty answer
 
-    monkeypatch.setattr(records.subprocess, "run", no_repo)
-    monkeypatch.delenv(records.REVISION_ENV, raising=False)
-    assert records.git_revision() == "unknown"
-    monkeypatch.setenv(records.REVISION_ENV, "abc1234")
-    assert records.git_revision() == "abc1234 (stated)"
-    monkeypatch.setattr(records.subprocess, "run", real)
-    assert "(stated)" not in records.git_revision()
+    monkeypatch.setattr(provenance.subprocess, "run", no_repo)
+    monkeypatch.delenv(provenance.REVISION_ENV, raising=False)
+    assert provenance.git_revision() == "unknown"
+    monkeypatch.setenv(provenance.REVISION_ENV, "abc1234")
+    assert provenance.git_revision() == "abc1234 (stated)"
+    monkeypatch.setattr(provenance.subprocess, "run", real)
+    assert "(stated)" not in provenance.git_revision()

@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from softmax_icl.dispatch import NotebookJob, run_jobs
+from softmax_icl.book.dispatch import NotebookJob, run_jobs
 
 
 def _job(tmp_path, label, x, body="import os, json\nprint(json.dumps({'x2': x * 2, "
@@ -33,7 +33,7 @@ def _printed(result):
 
 def test_two_notebook_runs_through_submitits_local_executor(tmp_path, monkeypatch):
     pytest.importorskip("submitit")
-    from softmax_icl.dispatch import THREAD_ENV, usable_cores
+    from softmax_icl.book.dispatch import THREAD_ENV, usable_cores
 
     for k in THREAD_ENV:
         monkeypatch.delenv(k, raising=False)
@@ -49,7 +49,7 @@ def test_two_notebook_runs_through_submitits_local_executor(tmp_path, monkeypatc
 @pytest.mark.parametrize("concurrent, cores, share", [(1, 16, 16), (2, 16, 8), (3, 16, 5), (5, 2, 1), (40, 16, 1),
                                                       (2, 1, 1), (0, 4, 4)])
 def test_concurrent_jobs_share_the_cores(monkeypatch, concurrent, cores, share):
-    from softmax_icl.dispatch import THREAD_ENV, thread_share
+    from softmax_icl.book.dispatch import THREAD_ENV, thread_share
 
     for k in THREAD_ENV:
         monkeypatch.delenv(k, raising=False)
@@ -59,7 +59,7 @@ def test_concurrent_jobs_share_the_cores(monkeypatch, concurrent, cores, share):
 def test_a_thread_count_set_by_the_user_is_kept(tmp_path, monkeypatch):
     """With OMP_NUM_THREADS set here, no share is imposed (the jobs inherit the user's value), and a job's own
     environment wins over the share."""
-    from softmax_icl.dispatch import _with_env, thread_share
+    from softmax_icl.book.dispatch import _with_env, thread_share
 
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert thread_share(2, 16) == {}
@@ -75,7 +75,7 @@ def test_a_thread_count_set_by_the_user_is_kept(tmp_path, monkeypatch):
 def test_gpu_pool_gives_each_job_one_device_and_reports_failures(tmp_path, monkeypatch):
     """One worker per device; every job sees exactly one (no GPU needed: the notebook only reads the variable) and
     a share of the CPU cores."""
-    from softmax_icl.dispatch import THREAD_ENV, usable_cores
+    from softmax_icl.book.dispatch import THREAD_ENV, usable_cores
 
     for k in THREAD_ENV:
         monkeypatch.delenv(k, raising=False)
@@ -89,7 +89,8 @@ def test_gpu_pool_gives_each_job_one_device_and_reports_failures(tmp_path, monke
 
 
 def test_runner_names_the_same_environment_variables_as_base():
-    from softmax_icl import base, runner
+    from softmax_icl import base
+    from softmax_icl.book import runner
 
     assert (runner.PROGRESS_ENV, runner.PROGRESS_FILE_ENV) == (base.PROGRESS_ENV, base.PROGRESS_FILE_ENV)
 
@@ -103,7 +104,7 @@ def test_slurm_executor_takes_partition_gpus_and_time(tmp_path, monkeypatch):
     """What `--executor slurm --slurm-partition gpu --slurm-gpus-per-node 1 --time 30` asks of submitit (a fake
     `srun` on PATH stands in for the cluster; nothing is submitted)."""
     pytest.importorskip("submitit")
-    from softmax_icl.dispatch import submitit_executor
+    from softmax_icl.book.dispatch import submitit_executor
 
     srun = tmp_path / "bin" / "srun"
     srun.parent.mkdir()
@@ -121,7 +122,7 @@ def test_core_pool_runs_the_longest_first_with_a_share_of_the_cores_and_reports_
     its job and the others still run; results come back in the order of the jobs."""
     import io
 
-    from softmax_icl.dispatch import THREAD_ENV, usable_cores
+    from softmax_icl.book.dispatch import THREAD_ENV, usable_cores
 
     for k in THREAD_ENV:
         monkeypatch.delenv(k, raising=False)
@@ -145,7 +146,7 @@ def test_core_pool_builds_the_engines_first_and_shows_training_progress(tmp_path
     notebook's training loop last wrote to its progress file."""
     import io
 
-    from softmax_icl import dispatch
+    from softmax_icl.book import dispatch
 
     monkeypatch.setattr(dispatch, "ENGINE_BUILD", (sys.executable, "-c", "print('engine A: built (stand-in) (0 s)'); "
                                                    "print('engine B: torch (no C compiler found) (0 s)')"))
@@ -166,7 +167,7 @@ def test_core_pool_builds_the_engines_first_and_shows_training_progress(tmp_path
                                                            ("cpu", 1, 16, "serial"), ("cuda", 5, 16, "serial"),
                                                            ("cuda:1", 5, 16, "serial")])
 def test_auto_executor_pools_cpu_runs_on_a_machine_with_cores_to_share(device, jobs, cores, expected):
-    from softmax_icl.dispatch import auto_executor
+    from softmax_icl.book.dispatch import auto_executor
 
     assert auto_executor(device, jobs, cores) == expected
     assert auto_executor(device, jobs, cores, profile="paper") == "serial"
@@ -175,7 +176,7 @@ def test_auto_executor_pools_cpu_runs_on_a_machine_with_cores_to_share(device, j
 def test_auto_executor_with_device_auto_follows_cuda(monkeypatch):
     import torch
 
-    from softmax_icl.dispatch import auto_executor
+    from softmax_icl.book.dispatch import auto_executor
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert auto_executor("auto", 5, 2) == "cores"
@@ -184,7 +185,7 @@ def test_auto_executor_with_device_auto_follows_cuda(monkeypatch):
 
 
 def test_expected_seconds_sum_the_last_records_stages(tmp_path):
-    from softmax_icl.cli import expected_seconds
+    from softmax_icl.book.cli import expected_seconds
 
     (tmp_path / "book" / "results" / "paper").mkdir(parents=True)
     (tmp_path / "book" / "results" / "low_rank.json").write_text(json.dumps({"compute_seconds": {"a": 2, "b": 3.5}}))
@@ -204,7 +205,7 @@ def test_core_pool_stops_on_sigterm_without_starting_another_job(tmp_path, monke
     import signal
     import threading
 
-    from softmax_icl import dispatch
+    from softmax_icl.book import dispatch
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

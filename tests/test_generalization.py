@@ -7,7 +7,7 @@ from softmax_icl.figures.generalization.analysis import loglog_slope
 from softmax_icl.figures.generalization.sweeps import sweep_for
 from softmax_icl.metrics import icl_error_grid, icl_error_of_matrices
 from softmax_icl.profiles import ParameterError
-from softmax_icl.registry import resolve
+from softmax_icl.figures import FIGURES
 from softmax_icl.tasks import InputSpec
 
 TESTS = [dict(function_class="relu", L=1.5, sigma=0.3), dict(function_class="cosine", L=4.0, sigma=0.0),
@@ -54,20 +54,20 @@ def test_loglog_slope_recovers_power_laws():
 
 
 def test_sweeps_cover_the_grid_and_validation_names_the_parameter():
-    cfg = resolve("generalization", "smoke")
+    cfg = FIGURES.resolve("generalization", "smoke")
     soft, lin = sweep_for(cfg, "softmax"), sweep_for(cfg, "linear")
     assert {(c["function_class"], c["L"]) for c in soft.configs()} == {
         (c, L) for c in cfg["pretrain_classes"] for L in cfg["L_pretrain"]}
     assert {c["L"] for c in lin.configs()} == {cfg["L_test"]} and lin.model == "linear"
     assert all(c["n"] == cfg["n_train"] and c["sigma"] == cfg["sigma"] for c in soft.configs())
     with pytest.raises(ParameterError, match="L_pretrain"):
-        resolve("generalization", "smoke", {"L_pretrain": [1.0, 10.0]})           # nothing below L_test
+        FIGURES.resolve("generalization", "smoke", {"L_pretrain": [1.0, 10.0]})           # nothing below L_test
     with pytest.raises(ParameterError, match="mismatch_class"):
-        resolve("generalization", "smoke", {"pretrain_classes": ["affine", "relu"]})
+        FIGURES.resolve("generalization", "smoke", {"pretrain_classes": ["affine", "relu"]})
     with pytest.raises(ParameterError, match="n_train"):
-        resolve("generalization", "smoke", {"n_train": 16})
+        FIGURES.resolve("generalization", "smoke", {"n_train": 16})
     with pytest.raises(ParameterError, match="pretrain_classes"):
-        resolve("generalization", "smoke", {"pretrain_classes": ["lowrank_linear"]})
+        FIGURES.resolve("generalization", "smoke", {"pretrain_classes": ["lowrank_linear"]})
 
 
 def test_loss_trend_is_zero_on_a_flat_noisy_loss_and_negative_on_a_falling_one():
@@ -117,7 +117,7 @@ def test_identity_initialisation_starts_from_a_positive_window():
 
 def test_theory_sweeps_cover_both_L_and_every_n():
     from softmax_icl.figures.generalization.sweeps import theory_dims, theory_sweep
-    cfg = resolve("generalization", "smoke")
+    cfg = FIGURES.resolve("generalization", "smoke")
     dims = theory_dims(cfg)
     assert [d for d, _ in dims] == [cfg["d"], cfg["large_d"]]
     for d, ns in dims:
@@ -126,4 +126,4 @@ def test_theory_sweeps_cover_both_L_and_every_n():
         assert {(c["L"], c["n"]) for c in sw.configs()} == {(L, n) for L in (cfg["L_pretrain"][0], cfg["L_test"])
                                                             for n in ns}
     with pytest.raises(ParameterError, match="L_prime_factors"):
-        resolve("generalization", "smoke", {"L_prime_factors": [2.0, 5.0]})
+        FIGURES.resolve("generalization", "smoke", {"L_prime_factors": [2.0, 5.0]})

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from softmax_icl import ledger as lg
+from softmax_icl.book import ledger as lg
 
 SHARED = lg.ROOT.parent / "shared" / "papers"
 

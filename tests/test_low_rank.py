@@ -10,7 +10,7 @@ from softmax_icl.figures.low_rank.analysis import distance_to_cBB, subspace_alig
 from softmax_icl.figures.low_rank.sweeps import sweep_for
 from softmax_icl.metrics import icl_error_of_matrices, rho1, rho2
 from softmax_icl.profiles import ParameterError
-from softmax_icl.registry import resolve
+from softmax_icl.figures import FIGURES
 from softmax_icl.tasks import InputSpec, draw_raw, evaluate_class, low_rank_basis
 
 D, K = 7, 2
@@ -109,15 +109,15 @@ def test_theorem_4_4_components_outside_colB_hurt_softmax_on_the_linear_class():
 
 
 def test_sweeps_use_the_basis_seed_and_validation_names_the_parameter():
-    cfg = resolve("low_rank", "smoke")
+    cfg = FIGURES.resolve("low_rank", "smoke")
     for m in ("softmax", "linear"):
         sw = sweep_for(cfg, m)
         assert sw.task_seed == cfg["basis_seed"] and sw.k == cfg["k"] and sw.model == m
         assert {c["function_class"] for c in sw.configs()} == set(cfg["classes"])
     with pytest.raises(ParameterError, match="'k'"):
-        resolve("low_rank", "smoke", {"k": 10})
+        FIGURES.resolve("low_rank", "smoke", {"k": 10})
     with pytest.raises(ParameterError, match="'classes'"):
-        resolve("low_rank", "smoke", {"classes": ["relu"]})
+        FIGURES.resolve("low_rank", "smoke", {"classes": ["relu"]})
 
 
 def test_softmax_prediction_on_the_affine_link_is_the_linear_class_plus_two():
@@ -134,7 +134,7 @@ def test_softmax_prediction_on_the_affine_link_is_the_linear_class_plus_two():
 
 def test_theory_and_floor_sweeps():
     from softmax_icl.figures.low_rank.sweeps import FLOOR_SCHEDULES, floor_sweep, theory_sweep
-    cfg = resolve("low_rank", "smoke")
+    cfg = FIGURES.resolve("low_rank", "smoke")
     th = theory_sweep(cfg)
     assert {(c["n"], c["sigma"]) for c in th.configs()} == {(n, s) for n in (cfg["theory_n"], cfg["n"])
                                                              for s in (0.0, cfg["theory_sigma"])}
@@ -143,4 +143,4 @@ def test_theory_and_floor_sweeps():
     assert [f.steps for f in fl] == list(cfg["floor_steps"]) * 2
     assert {f.lr_schedule for f in fl} == set(FLOOR_SCHEDULES)
     with pytest.raises(ParameterError, match="floor_steps"):
-        resolve("low_rank", "smoke", {"floor_steps": [300]})
+        FIGURES.resolve("low_rank", "smoke", {"floor_steps": [300]})

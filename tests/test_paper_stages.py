@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from softmax_icl.cache import cache_key, cached
+from softmax_icl.book.cache import cache_key, cached
 from softmax_icl.classification import models as cmodels
 from softmax_icl.training import Sweep, train_sweep
 

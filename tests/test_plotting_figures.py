@@ -15,7 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from softmax_icl import plotting  # noqa: E402
-from softmax_icl.records import Run  # noqa: E402
+from softmax_icl.book.run import Run  # noqa: E402
+from softmax_icl.figures import FIGURES  # noqa: E402
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "render_figures.py"
 spec = importlib.util.spec_from_file_location("render_figures", TOOL)
@@ -26,7 +27,7 @@ spec.loader.exec_module(rf)
 
 @pytest.mark.parametrize("figure", list(rf.CHAPTERS))
 def test_every_figure_of_the_chapter_is_made_for_the_column(figure, tmp_path):
-    run = Run(figure, "smoke", "cpu", True, str(tmp_path))
+    run = Run(FIGURES[figure], "smoke", "cpu", True, str(tmp_path))
     drawers = rf.CHAPTERS[figure](run)
     assert rf.HEADLINE[figure] in drawers
     for name, draw in drawers.items():

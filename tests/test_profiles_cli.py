@@ -7,9 +7,10 @@ import sys
 import nbformat
 import pytest
 
-from softmax_icl import cli
+from softmax_icl.book import cli
+from softmax_icl.figures import FIGURES
+from softmax_icl.figures import main as cli_main
 from softmax_icl.profiles import PROFILES, ParameterError
-from softmax_icl.registry import FIGURES, resolve
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("figure", sorted(FIGURES))
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_resolves(figure, profile):
-    cfg = resolve(figure, profile)
+    cfg = FIGURES.resolve(figure, profile)
     assert set(FIGURES[figure].params) <= set(cfg)
 
 
@@ -34,19 +35,19 @@ def test_every_profile_resolves(figure, profile):
 ])
 def test_bad_values_raise_naming_parameter_and_allowed_values(overrides, match):
     with pytest.raises(ParameterError, match=match):
-        resolve("window_adaptation", "default", overrides)
+        FIGURES.resolve("window_adaptation", "default", overrides)
 
 
 def test_unknown_profile_and_figure():
     with pytest.raises(ParameterError, match="'profile' = 'fast' is not allowed; allowed values: smoke, default, paper"):
-        resolve("window_adaptation", "fast")
+        FIGURES.resolve("window_adaptation", "fast")
     with pytest.raises(ParameterError, match="unknown figure 'fig9'"):
-        resolve("fig9")
+        FIGURES.resolve("fig9")
 
 
 def test_none_means_profile_value():
-    assert resolve("window_adaptation", "smoke", {"steps": None})["steps"] == FIGURES["window_adaptation"].params[
-        "steps"].value("smoke")
+    steps = FIGURES["window_adaptation"].params["steps"]
+    assert FIGURES.resolve("window_adaptation", "smoke", {"steps": None})["steps"] == steps.value("smoke")
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -61,9 +62,9 @@ def test_cli_rejects_bad_input_with_nonzero_exit_before_compute(argv, message, c
     def boom(*a, **k):
         raise AssertionError("a notebook was executed despite invalid input")
 
-    monkeypatch.setattr("softmax_icl.runner.execute_notebook", boom)
+    monkeypatch.setattr("softmax_icl.book.runner.execute_notebook", boom)
     monkeypatch.chdir(ROOT)
-    assert cli.main(argv + ["--output", str(tmp_path)] if argv[-1] != "nosuchfigure" else argv) == 2
+    assert cli_main(argv + ["--output", str(tmp_path)] if argv[-1] != "nosuchfigure" else argv) == 2
     assert message in capsys.readouterr().err
 
 
@@ -73,9 +74,9 @@ def test_cli_rejects_bad_input_with_nonzero_exit_before_compute(argv, message, c
 ])
 def test_cli_rejects_a_bad_numerics_switch_before_compute(name, value, message, capsys, monkeypatch, tmp_path):
     monkeypatch.setenv(name, value)
-    monkeypatch.setattr("softmax_icl.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
+    monkeypatch.setattr("softmax_icl.book.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
     monkeypatch.chdir(ROOT)
-    assert cli.main(["run", "window_adaptation", "--output", str(tmp_path)]) == 2
+    assert cli_main(["run", "window_adaptation", "--output", str(tmp_path)]) == 2
     assert message in capsys.readouterr().err
 
 
@@ -95,13 +96,18 @@ def test_the_clis_switch_values_are_the_ones_the_numerics_accept(monkeypatch):
 
 
 def test_cli_entry_point_exit_code():
-    proc = subprocess.run([sys.executable, "-m", "softmax_icl.cli", "run", "window_adaptation", "-p", "sigma", "-1"],
+    """``python -m softmax_icl`` is the ``softmax-icl`` command (pyproject's console script names the same function)."""
+    proc = subprocess.run([sys.executable, "-m", "softmax_icl", "run", "window_adaptation", "-p", "sigma", "-1"],
                           cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 2 and "'sigma' = -1.0 is out of range" in proc.stderr
+    assert 'softmax-icl = "softmax_icl.figures:main"' in (ROOT / "pyproject.toml").read_text()
+    quiet = subprocess.run([sys.executable, "-c", "import softmax_icl.__main__"], cwd=ROOT, capture_output=True,
+                           text=True)                  # imported as a module (the API pages do) it runs nothing
+    assert quiet.returncode == 0 and quiet.stdout == quiet.stderr == ""
 
 
 def test_cli_list_shows_figures_and_parameters(capsys):
-    assert cli.main(["list"]) == 0
+    assert cli_main(["list"]) == 0
     out = capsys.readouterr().out
     for name, fig in FIGURES.items():
         assert name in out
@@ -123,13 +129,13 @@ def test_notebook_parameters_cell_declares_every_figure_parameter(figure):
                 if "=" in line and not line.lstrip().startswith("#")}
     assert declared == set(FIGURES[figure].params) | {"profile", "device", "use_cache", "output_dir"}
     # and the Run cell reads them all from the parameters cell
-    assert any(f'Run.from_notebook("{figure}", globals())' in c.source for c in nb.cells if c.cell_type == "code")
+    assert any(f"Run.from_notebook({figure}.FIGURE, globals())" in c.source for c in nb.cells if c.cell_type == "code")
 
 
 def test_committed_records_are_default_profile_and_every_check_says_what_it_is():
     """SPEC Part 4: every check names its kind (claim / finding / control) and its source; a control names the check
     it controls, which is in the same record."""
-    from softmax_icl.records import KINDS
+    from softmax_icl.book.records import KINDS
 
     for fig in FIGURES.values():
         path = ROOT / "book" / "results" / f"{fig.name}.json"
@@ -149,7 +155,7 @@ def test_committed_records_are_default_profile_and_every_check_says_what_it_is()
 
 def test_cli_list_columns_never_collide(capsys):
     """Every column is as wide as its longest entry: a long value never runs into the next one."""
-    assert cli.main(["list"]) == 0
+    assert cli_main(["list"]) == 0
     import re
 
     for line in capsys.readouterr().out.splitlines():
@@ -161,7 +167,7 @@ def test_cli_list_columns_never_collide(capsys):
 
 def test_cli_list_loads_no_torch_or_plotting():
     """`softmax-icl list` must start fast (well under 1 s): nothing heavy is imported for it."""
-    code = ("import sys; from softmax_icl import cli; cli.main(['list']); "
+    code = ("import sys; from softmax_icl.figures import main; main(['list']); "
             "print(sorted(m for m in ('torch', 'matplotlib', 'seaborn', 'numpy', 'papermill') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.strip().splitlines()[-1] == "[]"
@@ -171,18 +177,18 @@ def test_cli_rejects_cuda_without_a_gpu_before_compute(capsys, monkeypatch, tmp_
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr("softmax_icl.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
+    monkeypatch.setattr("softmax_icl.book.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
     monkeypatch.chdir(ROOT)
     for argv in (["run", "window_adaptation", "--device", "cuda", "--output", str(tmp_path)],
                  ["build", "--device", "cuda:1", "--skip-html"]):
-        assert cli.main(argv) == 2
+        assert cli_main(argv) == 2
         assert "no CUDA device is available on this machine" in capsys.readouterr().err
 
 
 def test_settings_page_names_sources_in_words_and_how_to_change_each_setting():
-    from softmax_icl.bookgen import settings_markdown
+    from softmax_icl.book.pages import settings_markdown
 
-    text = settings_markdown()
+    text = settings_markdown(FIGURES)
     assert "| spec |" not in text and "| chosen |" not in text
     for fig in FIGURES.values():
         assert f"softmax-icl run {fig.name} -p NAME VALUE" in text

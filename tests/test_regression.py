@@ -3,7 +3,7 @@
 nbval (``make test``) re-executes every notebook with ``SOFTMAX_ICL_OUTPUT_DIR`` pointing at a temporary folder and
 compares only the verdict lines (the ``run.finish()`` cell), which carry no measured number. This test then reads
 the fresh records from ``$SOFTMAX_ICL_OUTPUT_DIR/results/`` and compares them with ``book/results/<figure>.json``:
-every verdict exactly, every number within the declared tolerances (:mod:`softmax_icl.compare`,
+every verdict exactly, every number within the declared tolerances (:mod:`softmax_icl.book.compare`,
 ``softmax_icl.profiles.DEFAULT_RTOL``, per-figure ``Figure.tolerances``).
 
 The Makefile runs it as its own pytest call after the nbval pass, with ``SOFTMAX_ICL_REQUIRE_FRESH=1``, so a missing
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from softmax_icl.compare import compare_records, figure_tolerances, report
-from softmax_icl.registry import FIGURES
+from softmax_icl.book.compare import compare_records, figure_tolerances, report
+from softmax_icl.figures import FIGURES
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRE = os.environ.get("SOFTMAX_ICL_REQUIRE_FRESH") == "1"
@@ -40,7 +40,7 @@ def test_fresh_record_matches_the_book(figure):
         pytest.skip(reason)
     book = json.loads((ROOT / "book" / "results" / f"{figure}.json").read_text())
     new = json.loads(fresh.read_text())
-    rows = compare_records(book, new, figure_tolerances(figure))
+    rows = compare_records(book, new, figure_tolerances(FIGURES[figure]))
     text, ok = report({figure: rows}, verbose=False)
     assert ok, "fresh record differs from book/results (only the differences are listed):\n" + text
 
@@ -67,7 +67,7 @@ def test_the_gpus_default_record_matches_the_books_cpu_record(figure):
         pytest.skip(f"the GPU record of {figure!r} is of other code or parameters than the book's (fingerprint "
                     f"{gpu['provenance']['code_fingerprint']} vs {book['provenance']['code_fingerprint']}): rerun "
                     "`bash tools/gpu_session.sh REV default BUDGET` on a GPU and copy its records here")
-    rows = compare_records(book, gpu, figure_tolerances(figure))
+    rows = compare_records(book, gpu, figure_tolerances(FIGURES[figure]))
     text, ok = report({figure: rows}, verbose=False)
     assert ok, "the GPU's record differs from the book's CPU record (only the differences are listed):\n" + text
 
@@ -127,7 +127,7 @@ def test_statements_compared_up_to_measured_decimals_as_nbval_does():
     import configparser
     import re
 
-    from softmax_icl.compare import MEASURED, mask_measured
+    from softmax_icl.book.compare import MEASURED, mask_measured
 
     ref = {"claims": [{"id": "c", "statement": "agreement 0.971 at n = [10, 30]", "passed": True, "value": 1.0,
                        "threshold": "> 0"}], "key_numbers": {}}
@@ -149,14 +149,14 @@ def test_no_wall_clock_time_among_the_compared_numbers(figure):
     ``key_numbers`` the regression check would compare them as results (CI failed that way once: 208 s -> 14.7 s)."""
     import re
 
-    from softmax_icl.compare import _leaves
+    from softmax_icl.book.compare import _leaves
 
     path = ROOT / "book" / "results" / f"{figure}.json"
     if not path.is_file():
         pytest.skip(f"no committed record of {figure}")
     numbers = json.loads(path.read_text()).get("key_numbers", {})
     timed = re.compile(r"(seconds|elapsed|wall|_time\b|timing)", re.I)
-    compared = [r.path for r in _leaves("key_numbers", numbers, numbers, None, figure_tolerances(figure))
+    compared = [r.path for r in _leaves("key_numbers", numbers, numbers, None, figure_tolerances(FIGURES[figure]))
                 if r.note != "not compared"]
     assert not [p for p in compared if timed.search(p)], f"wall-clock times among {figure}'s compared key_numbers"
 

@@ -1,11 +1,11 @@
-"""The page "Results at two scales" (softmax_icl.scales), on small fake records."""
+"""The page "Results at two scales" (softmax_icl.book.scales), on small fake records."""
 
 from __future__ import annotations
 
 import json
 
-from softmax_icl.bookgen import nobreak
-from softmax_icl.scales import DEFAULT_MISSING_REASON, compare_scales, scales_markdown
+from softmax_icl.book.myst import nobreak
+from softmax_icl.book.scales import DEFAULT_MISSING_REASON, compare_scales, scales_markdown
 
 
 def _check(id, passed, value, kind="claim", threshold="> 1", control_of=None):
@@ -92,7 +92,7 @@ def test_page_when_nothing_changes_and_default_figure_list(tmp_path):
 
 
 def test_a_run_read_from_the_cache_says_so_and_gives_no_estimate(tmp_path):
-    from softmax_icl.scales import cache_note
+    from softmax_icl.book.scales import cache_note
 
     res = tmp_path / "results"
     rec = _record("default", [_check("g", True, 1.5)], total=40.0)
@@ -108,7 +108,7 @@ def test_build_publishes_paper_records_beside_the_books_and_only_those(tmp_path,
     """`softmax-icl build --profile paper --publish` copies runs/<figure>-paper/results/<figure>.json to
     book/results/paper/ and regenerates the pages; the book's own records stay; --publish at another profile is a
     usage error (exit 2) before anything runs."""
-    from softmax_icl import cli
+    from softmax_icl.figures import main as cli_main
 
     (tmp_path / "_config.yml").write_text("title: t\n")
     (tmp_path / "notebooks").mkdir()
@@ -117,11 +117,11 @@ def test_build_publishes_paper_records_beside_the_books_and_only_those(tmp_path,
     paper = _record("paper", [_check("a", False, 0.5)], total=600.0)
     _write(tmp_path / "runs" / "low_rank-paper" / "results" / "low_rank.json", paper)
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["build", "--profile", "paper", "--only", "low_rank", "--skip-run", "--publish"]) == 0
+    assert cli_main(["build", "--profile", "paper", "--only", "low_rank", "--skip-run", "--publish"]) == 0
     assert json.loads((tmp_path / "book" / "results" / "paper" / "low_rank.json").read_text()) == paper
     assert json.loads((tmp_path / "book" / "results" / "low_rank.json").read_text()) == default
     scales = (tmp_path / "book" / "scales.md").read_text()
     assert scales.split("figures have a paper-profile record")[0].endswith("1 of 5 ") and "**FAIL (0.5)**" in scales
     assert "records published to book/results/paper/low_rank.json" in capsys.readouterr().out
-    assert cli.main(["build", "--profile", "smoke", "--only", "low_rank", "--skip-run", "--publish"]) == 2
+    assert cli_main(["build", "--profile", "smoke", "--only", "low_rank", "--skip-run", "--publish"]) == 2
     assert "--publish puts 'paper'-profile records" in capsys.readouterr().err

@@ -19,7 +19,8 @@ from markdown_it import MarkdownIt  # noqa: E402
 from markdown_it.tree import SyntaxTreeNode  # noqa: E402
 from mdit_py_plugins.dollarmath import dollarmath_plugin  # noqa: E402
 
-from softmax_icl.records import Run  # noqa: E402
+from softmax_icl.book.run import Run  # noqa: E402
+from softmax_icl.figures import FIGURES  # noqa: E402
 
 #: Pseudo-TeX that must not stand in the text outside maths and code spans.
 PSEUDO_TEX = [r"\|\|", r"\^", r"_\d", r"_\{", r"\brho_", r"\bsigma\^", r"\bSigma\b", r"->", r"<=", r">=",
@@ -29,7 +30,7 @@ _MD = MarkdownIt("commonmark").use(dollarmath_plugin)
 
 
 def _run(figure: str, tmp_path_factory) -> Run:
-    return Run(figure, "smoke", "cpu", output_dir=str(tmp_path_factory.mktemp(figure)))
+    return Run(FIGURES[figure], "smoke", "cpu", output_dir=str(tmp_path_factory.mktemp(figure)))
 
 
 def _analysed(figure: str, tmp_path_factory):
@@ -142,7 +143,7 @@ def check(markdown: str, numbers: list[str], n_tables: int | None = None) -> lis
 
 
 def test_the_checker_catches_what_it_should():
-    from softmax_icl.chapter import table
+    from softmax_icl.book.chapter import table
 
     good = table(["$x$", "b"], [["1", "$\\sigma^{-1}$"]], title="T $\\rho_1$")
     check(good, ["1"])
@@ -189,7 +190,7 @@ def low_rank(tmp_path_factory):
 
 def test_low_rank_tables(low_rank):
     from softmax_icl.figures.low_rank import summary
-    from softmax_icl.records import fmt
+    from softmax_icl.profiles import fmt
 
     a = low_rank
     tables = check(summary.key_numbers_table(a), [fmt(a.softmax.rho1[-1, 0].mean()), fmt(a.linear.rho2[-1, 1].mean()),
@@ -212,7 +213,7 @@ def test_generalization_tables(generalization):
     from softmax_icl.figures.generalization import summary
     from softmax_icl.figures.generalization.analysis import index_of
     from softmax_icl.figures.generalization.claims import theory_numbers
-    from softmax_icl.records import fmt
+    from softmax_icl.profiles import fmt
 
     a = generalization
     j = index_of(a.n, a.n_train)
@@ -246,7 +247,7 @@ def norm_scaling(tmp_path_factory):
 
 def test_norm_scaling_tables(norm_scaling):
     from softmax_icl.figures.norm_scaling import summary
-    from softmax_icl.figures.norm_scaling.analysis import L_trend, n_trend, sigma_trend
+    from softmax_icl.figures.norm_scaling.trends import L_trend, n_trend, sigma_trend
 
     x = norm_scaling
     a, t34, big = x["result"], x["t34"], x["big"]

@@ -8,7 +8,7 @@ import torch
 
 from softmax_icl.engine import regression as kernels
 from softmax_icl.base import derive_seed, resolve_device
-from softmax_icl.training import Sweep, task_streams, train_sweep
+from softmax_icl.training import Sweep, SweepResult, task_streams, train_sweep
 
 SWEEP = Sweep(model="softmax", classes=("relu", "cosine"), L=(0.5, 3.0), sigma=(0.0, 0.3), n=(6, 12), seeds=2, d=3,
               steps=25, batch_size=16, lr=0.05, log_every=5)
@@ -20,6 +20,35 @@ def test_sweep_grid_is_the_full_product_with_seed_fastest():
     assert [c["seed"] for c in cfgs[:4]] == [0, 1, 0, 1]
     pairs = dataclasses.replace(SWEEP, pairs=((1.0, 0.1), (2.0, 0.5))).configs()
     assert {(c["L"], c["sigma"]) for c in pairs} == {(1.0, 0.1), (2.0, 0.5)}
+
+
+def test_the_grid_finds_each_unit_by_position_or_exact_grid_value_and_refuses_values_off_the_grid():
+    """The analyses select units through the sweep's grid: by positions along its axes or by a grid value, looked up
+    exactly in maps built from the sweep's own axes; a value off the grid is an error, never the nearest unit."""
+    cfgs, grid = SWEEP.configs(), SWEEP.grid()
+    assert len(grid) == len(cfgs)
+    for c_pos, cls in enumerate(SWEEP.classes):
+        for s_pos, (L, s) in enumerate(grid.settings):
+            for n_pos, n in enumerate(SWEEP.n):
+                for seed in range(SWEEP.seeds):
+                    c = cfgs[grid.index(c_pos, s_pos, n_pos, seed)]
+                    assert (c["function_class"], c["L"], c["sigma"], c["n"], c["seed"]) == (cls, L, s, n, seed)
+    picked = grid.units(function_class="cosine", L=3.0, n=12)
+    assert [(cfgs[i]["L"], cfgs[i]["n"]) for i in picked] == [(3.0, 12)] * 4          # two sigmas x two seeds
+    assert list(picked) == sorted(picked) and list(grid.at(1, [2, 3], 1)) == list(picked)
+    assert len(grid.units(sigma=0.3, seed=1)) == 2 * 2 * 2
+    with pytest.raises(KeyError, match="L = 0.5000001 is not on the sweep's grid; its values: 0.5, 3.0"):
+        grid.units(L=0.5000001)
+    with pytest.raises(KeyError, match="not on the sweep's grid"):
+        grid.units(sigma=0.1 + 0.2)                                                   # 0.30000000000000004
+    with pytest.raises(KeyError, match="seed = 2"):
+        grid.units(seed=2)
+    paired = dataclasses.replace(SWEEP, pairs=((1.0, 0.1), (2.0, 0.5), (1.0, 0.5))).grid()
+    assert list(paired.positions("L", 1.0)) == [0, 2] and list(paired.positions("setting", (1.0, 0.5))) == [2]
+    part = SweepResult(sweep=SWEEP.to_dict(), configs=cfgs[:3], log_steps=np.zeros(1), M_history=np.zeros((1, 3)),
+                       loss_history=np.zeros((1, 3)), final_state={})
+    with pytest.raises(ValueError, match="3 of the sweep's 32 configurations"):
+        part.select(n=6)                                       # a subset is not laid out on the grid
 
 
 @pytest.fixture(params=["engine", "torch"])

@@ -9,7 +9,7 @@ import torch
 from softmax_icl.figures.window_adaptation.sweeps import families, settings, sweep_for, unit_index
 from softmax_icl.metrics import icl_error_of_matrices
 from softmax_icl.profiles import ParameterError
-from softmax_icl.registry import resolve
+from softmax_icl.figures import FIGURES
 from softmax_icl.tasks import InputSpec, draw_raw, evaluate_class, sphere_cos_mean
 
 
@@ -48,7 +48,7 @@ def test_linear_attention_cannot_output_the_offset_but_can_on_centered_tasks():
 
 
 def test_sweeps_hold_both_families_and_every_setting():
-    cfg = resolve("window_adaptation", "smoke")
+    cfg = FIGURES.resolve("window_adaptation", "smoke")
     sw = sweep_for(cfg, "softmax")
     assert families(cfg) == (cfg["function_class"], cfg["zero_mean_class"])
     confs = sw.configs()
@@ -58,21 +58,19 @@ def test_sweeps_hold_both_families_and_every_setting():
 
 def test_validation_names_the_parameter():
     with pytest.raises(ParameterError, match="zero_mean_class"):
-        resolve("window_adaptation", "smoke", {"zero_mean_class": "cosine"})
+        FIGURES.resolve("window_adaptation", "smoke", {"zero_mean_class": "cosine"})
     with pytest.raises(ParameterError, match="L_values"):
-        resolve("window_adaptation", "smoke", {"L_values": [1.0, 2.0]})
+        FIGURES.resolve("window_adaptation", "smoke", {"L_values": [1.0, 2.0]})
 
 
 def test_unit_index_selects_one_unit_per_seed():
-    cfg = resolve("window_adaptation", "smoke")
+    cfg = FIGURES.resolve("window_adaptation", "smoke")
 
     class _Res:
-        configs = sweep_for(cfg, "linear").configs()
+        grid = sweep_for(cfg, "linear").grid()
 
         def select(self, **where):
-            return np.array([i for i, c in enumerate(self.configs)
-                             if all(np.isclose(c[k], v) if isinstance(v, float) else c[k] == v
-                                    for k, v in where.items())])
+            return self.grid.units(**where)
 
     s = settings(cfg)[1]
     idx = unit_index(_Res(), s, cfg["n_window"], cfg["zero_mean_class"])

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from softmax_icl import ledger as lg  # noqa: E402  (torch-free)
+from softmax_icl.book import ledger as lg  # noqa: E402  (torch-free)
 
 RUN_CALL = re.compile(r"\bRun(\.from_notebook)?\s*\(")
 FINISH_CALL = re.compile(r"\brun\.finish\(\)")
@@ -116,11 +116,12 @@ def apply(nb: dict, figure: str) -> list[str]:
     if not any(c["cell_type"] == "code" and "glue_chapter(" in _source(c) for c in cells):
         finish = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and FINISH_CALL.search(_source(c))]
         if not finish:
-            changes.append("NOT DONE: no cell calls run.finish() to put chapter.glue_chapter(run) after")
+            changes.append("NOT DONE: no cell calls run.finish() to put chapter.glue_chapter(run, FIGURES) after")
         else:
-            cells.insert(finish[-1] + 1, _code("from softmax_icl import chapter\n\nchapter.glue_chapter(run)",
-                                               ["remove-cell"]))
-            changes.append("chapter.glue_chapter(run) cell inserted after the claim checks")
+            glue = ("from softmax_icl.book import chapter\nfrom softmax_icl.figures import FIGURES\n\n"
+                    "chapter.glue_chapter(run, FIGURES)")
+            cells.insert(finish[-1] + 1, _code(glue, ["remove-cell"]))
+            changes.append("chapter.glue_chapter(run, FIGURES) cell inserted after the claim checks")
 
     wanted = closing_cells(figure)
     have = [_source(c) for c in cells if c["cell_type"] == "markdown"]

@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from softmax_icl import ledger as lg  # noqa: E402
-from softmax_icl.bookgen import nobreak  # noqa: E402
+from softmax_icl.book import ledger as lg  # noqa: E402
+from softmax_icl.book.pages import nobreak  # noqa: E402
 from softmax_icl.profiles import fmt  # noqa: E402
-from softmax_icl.registry import FIGURES  # noqa: E402
+from softmax_icl.figures import FIGURES  # noqa: E402
 
 
 def old_record(rev: str, figure: str) -> dict | None:

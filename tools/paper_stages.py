@@ -4,7 +4,7 @@ A long run (the paper profile on a CPU) is a notebook whose stages run one after
 completes. Its training stages are independent programs (each with its own seeds and generators), so they can also
 be trained apart from the notebook -- e.g. on an idle core while the notebook trains an earlier stage -- into the
 same cache entries the notebook will read: the key is computed here exactly as the notebook computes it
-(:meth:`softmax_icl.records.Run.cached`: figure, stage tag, the sweep's settings, the device, the code fingerprint).
+(:meth:`softmax_icl.book.run.Run.cached`: figure, stage tag, the sweep's settings, the device, the code fingerprint).
 Only for figures whose ``sweeps`` module has ``sweeps(cfg)`` (norm_scaling, classification_kernel_gd). Long
 stages the notebook computes from the configuration alone (norm_scaling's ``theorem34_scan``, classification's
 hyperparameter ``search``) or from training stages already cached (norm_scaling's ``population_scan``, from its
@@ -42,9 +42,9 @@ from pathlib import Path
 import numpy as np
 
 from softmax_icl.base import atomic_write_bytes, cache_dir, resolve_device
-from softmax_icl.cache import cache_key, cached
-from softmax_icl.records import Run
-from softmax_icl.registry import FIGURES, resolve
+from softmax_icl.book.cache import cache_key, cached
+from softmax_icl.book.run import Run
+from softmax_icl.figures import FIGURES
 
 def _norm_population_scan(run: Run) -> None:
     from softmax_icl.figures.norm_scaling import analysis, sweeps
@@ -75,7 +75,7 @@ def stages(figure: str, profile: str) -> dict:
     mod = importlib.import_module(f"softmax_icl.figures.{figure}.sweeps")
     if not hasattr(mod, "sweeps"):
         sys.exit(f"{figure}: its sweeps module has no sweeps(cfg); allowed: norm_scaling, classification_kernel_gd")
-    programs = mod.sweeps(resolve(figure, profile))
+    programs = mod.sweeps(FIGURES.resolve(figure, profile))
     if figure == "classification_kernel_gd":
         from softmax_icl.classification.models import train_cls_sweep as train
     else:
@@ -252,7 +252,7 @@ def main() -> int:
             if missing:
                 print(f"  {tag}: not computed: it needs {', '.join(missing)} cached first", flush=True)
                 continue
-            run = Run(args.figure, args.profile, str(device))
+            run = Run(FIGURES[args.figure], args.profile, str(device))
             compute(run)
             print(f"  {tag}: {'was cached' if run.cache_hits[tag] else 'computed'} "
                   f"({run.compute_seconds.get(tag) or 0:.0f} s)", flush=True)

@@ -35,7 +35,8 @@ matplotlib.use("agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from softmax_icl import plotting  # noqa: E402
-from softmax_icl.records import Run  # noqa: E402
+from softmax_icl.book.run import Run  # noqa: E402
+from softmax_icl.figures import FIGURES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 Drawers = dict[str, Callable[[], plt.Figure]]
@@ -171,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.browser and chromium is None:
         ap.error("--browser needs Chromium (Debian: apt-get install chromium)")
     for figure in args.figures or CHAPTERS:
-        run = Run(figure, args.profile, "cpu", True, str(args.out / figure))
+        run = Run(FIGURES[figure], args.profile, "cpu", True, str(args.out / figure))
         for name, draw in CHAPTERS[figure](run).items():
             if args.only and name not in args.only:
                 continue

@@ -85,7 +85,7 @@ class Progress:
 
     A tqdm bar when bars are on (:func:`progress_enabled`: interactive use), and a one-line status
     ``desc<TAB>step<TAB>total`` in the file named by ``$SOFTMAX_ICL_PROGRESS_FILE`` when that is set: the notebook
-    runner sets it and draws the bar in the terminal that executes the notebook (:mod:`softmax_icl.runner`).
+    runner sets it and draws the bar in the terminal that executes the notebook (:mod:`softmax_icl.book.runner`).
     """
 
     def __init__(self, total: int, desc: str, progress=None):

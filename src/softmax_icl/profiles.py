@@ -1,9 +1,10 @@
 """What a figure's parameters are: their kinds, profiles (smoke / default / paper, SPEC Part 3) and checks.
 
 Every figure (one notebook) declares its parameters in ``figures/<name>/params.py`` with these types: a kind, a
-check, one value per profile, where the value comes from (``paper``, ``slides`` or ``chosen``) and why. A notebook
-resolves its configuration with :func:`softmax_icl.registry.resolve`; the CLI validates with the same function before
-any compute, so a bad value fails the same way everywhere, naming the parameter and the allowed values.
+check, one value per profile, where the value comes from (``paper``, ``slides`` or ``chosen``) and why; a figure
+package exports its :class:`Figure` as ``FIGURE``. A notebook resolves its configuration with
+:func:`softmax_icl.book.registry.resolve`; the CLI validates with the same function before any compute, so a bad
+value fails the same way everywhere, naming the parameter and the allowed values.
 
 The settings-and-deviations page of the book is generated from the registry, so it always matches the code.
 """
@@ -32,7 +33,7 @@ FUNCTION_CLASSES = {
 }
 LOW_RANK_CLASSES = tuple(c for c in FUNCTION_CLASSES if c.startswith("lowrank_"))
 
-# Regression tolerances (``tests/test_regression.py``, ``softmax-icl compare``; see :mod:`softmax_icl.compare`).
+# Regression tolerances (``tests/test_regression.py``, ``softmax-icl compare``; see :mod:`softmax_icl.book.compare`).
 # A rerun of a figure on another machine or backend draws the same seeds but rounds differently in float32. Measured
 # (2026-11-23): the fused CPU kernel and SOFTMAX_ICL_KERNEL=torch agree to 6e-7 relative on all 164 numbers of
 # window_adaptation's record (smoke profile); longer training and a GPU (other reduction orders, TF32) let rounding
@@ -89,7 +90,7 @@ class Figure:
     params: dict = field(default_factory=dict)
     validate: Callable[[dict], None] | None = None   # cross-parameter checks; raise ParameterError
     notes: tuple = ()                                # figure-specific choices and deviations, for the book
-    # regression tolerances (softmax_icl.compare): path prefix (e.g. "key_numbers.slope" or "claims.<id>.value") ->
+    # regression tolerances (softmax_icl.book.compare): path prefix (e.g. "key_numbers.slope" or "claims.<id>.value") ->
     # relative tolerance instead of DEFAULT_RTOL, or None for a number that is not compared; say why in a comment
     tolerances: dict = field(default_factory=dict)
 

@@ -24,6 +24,7 @@ Pretraining is online (fresh tasks every step) and the target is the noiseless `
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import asdict, dataclass, field
@@ -69,12 +70,20 @@ class Sweep:
     #: fields left out of ``to_dict`` (and so of cache keys) while at their default, so adding them changed no key
     OPTIONAL = {"init_identity": 0.0, "lr_schedule": "constant", "inner_dim": 0}
 
+    def settings(self) -> tuple:
+        """The (L, sigma) settings of the grid: ``pairs``, else every L with every sigma."""
+        return self.pairs or tuple(itertools.product(self.L, self.sigma))
+
     def configs(self) -> list[dict]:
         """Flattened grid, seed varying fastest."""
-        Ls = self.pairs or tuple(itertools.product(self.L, self.sigma))
-        rows = itertools.product(self.classes, Ls, self.n, range(self.seeds))
+        rows = itertools.product(self.classes, self.settings(), self.n, range(self.seeds))
         return [dict(function_class=c, L=float(L), sigma=float(s), n=int(n), seed=int(sd))
                 for c, (L, s), n, sd in rows]
+
+    def grid(self) -> "Grid":
+        """Where each configuration of :meth:`configs` sits on the grid (:class:`Grid`)."""
+        return Grid(tuple(self.classes), tuple((float(L), float(s)) for L, s in self.settings()),
+                    tuple(int(n) for n in self.n), int(self.seeds))
 
     @property
     def input_spec(self) -> InputSpec:
@@ -83,6 +92,10 @@ class Sweep:
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if not (k in self.OPTIONAL and v == self.OPTIONAL[k])}
 
+    def train(self, device="auto", desc: str = "training") -> "SweepResult":
+        """Train the whole grid (:func:`train_sweep`)."""
+        return train_sweep(self, device, desc=desc)
+
     def lr_factor(self):
         """The learning-rate factor of each step (None: constant)."""
         if self.lr_schedule == "constant":
@@ -90,6 +103,74 @@ class Sweep:
         if self.lr_schedule == "cosine":
             return lambda step: 0.5 * (1.0 + math.cos(math.pi * step / self.steps))
         raise ValueError(f"lr_schedule={self.lr_schedule!r} is not one of constant, cosine")
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A sweep's grid: its function classes, (L, sigma) settings, context lengths and seeds, and where each point
+    sits among the flattened configurations (:meth:`Sweep.configs`: class, then setting, then n, seed fastest).
+
+    The analyses find trained units by grid position (:meth:`index`, :meth:`at`), or by a grid value through index
+    maps built once from the sweep's own axes (:meth:`units`): a value is looked up exactly, and a value that is
+    not on the grid is an error naming the grid's values, never the nearest configuration."""
+
+    classes: tuple
+    settings: tuple              # (L, sigma) of each setting position
+    n: tuple
+    seeds: int
+
+    def __len__(self) -> int:
+        return len(self.classes) * len(self.settings) * len(self.n) * self.seeds
+
+    def index(self, cls: int, setting: int, n: int, seed: int) -> int:
+        """The configuration index of one grid point, given by positions along the axes."""
+        return ((cls * len(self.settings) + setting) * len(self.n) + n) * self.seeds + seed
+
+    def at(self, cls=None, setting=None, n=None, seed=None) -> np.ndarray:
+        """Configuration indices (ascending) of every grid point at the given positions (an int or a list of
+        positions per axis; None: the whole axis)."""
+        axes = [range(len(self.classes)), range(len(self.settings)), range(len(self.n)), range(self.seeds)]
+        picks = [ax if p is None else ([p] if isinstance(p, (int, np.integer)) else list(p))
+                 for ax, p in zip(axes, (cls, setting, n, seed))]
+        return np.array(sorted(self.index(*pos) for pos in itertools.product(*picks)), dtype=int)
+
+    @functools.cached_property
+    def _positions(self) -> dict:
+        """Index maps from each axis's values to their positions (L and sigma: to the settings that have them)."""
+        maps: dict = {"function_class": {}, "setting": {}, "L": {}, "sigma": {}, "n": {}}
+        for i, c in enumerate(self.classes):
+            maps["function_class"].setdefault(c, []).append(i)
+        for i, (L, s) in enumerate(self.settings):
+            maps["setting"].setdefault((L, s), []).append(i)
+            maps["L"].setdefault(L, []).append(i)
+            maps["sigma"].setdefault(s, []).append(i)
+        for i, n in enumerate(self.n):
+            maps["n"].setdefault(n, []).append(i)
+        return maps
+
+    def positions(self, axis: str, value) -> list[int]:
+        """Positions along ``axis`` (``function_class``, ``setting``, ``L``, ``sigma`` or ``n``) of ``value``; a
+        KeyError naming the grid's values when it is not on the grid."""
+        maps = self._positions[axis]
+        key = value if axis == "function_class" else (
+            (float(value[0]), float(value[1])) if axis == "setting" else int(value) if axis == "n" else float(value))
+        if key not in maps:
+            raise KeyError(f"{axis} = {value!r} is not on the sweep's grid; its values: {', '.join(map(str, maps))}")
+        return maps[key]
+
+    def units(self, *, function_class=None, setting=None, L=None, sigma=None, n=None, seed=None) -> np.ndarray:
+        """Configuration indices (ascending) of the units with these grid values (None: any); ``seed`` is a seed
+        index. ``L`` and ``sigma`` pick the settings that have them (both: the setting (L, sigma))."""
+        cls = None if function_class is None else self.positions("function_class", function_class)
+        settings = None
+        for axis, value in (("setting", setting), ("L", L), ("sigma", sigma)):
+            if value is not None:
+                found = self.positions(axis, value)
+                settings = found if settings is None else [p for p in settings if p in found]
+        ns = None if n is None else self.positions("n", n)
+        if seed is not None and not 0 <= int(seed) < self.seeds:
+            raise KeyError(f"seed = {seed!r} is not on the sweep's grid; its seeds: 0 ... {self.seeds - 1}")
+        return self.at(cls, settings, ns, None if seed is None else int(seed))
 
 
 @dataclass
@@ -108,11 +189,19 @@ class SweepResult:
     def M(self) -> np.ndarray:
         return self.M_history[-1]
 
+    @property
+    def grid(self) -> Grid:
+        """The sweep's :class:`Grid`, over which :attr:`configs` are laid out (the whole grid, in its order)."""
+        grid = Sweep(**self.sweep).grid()
+        if len(grid) != len(self.configs):
+            raise ValueError(f"this result holds {len(self.configs)} of the sweep's {len(grid)} configurations: "
+                             "its units are not laid out on the grid")
+        return grid
+
     def select(self, **where) -> np.ndarray:
-        """Indices of configurations matching all ``key=value`` pairs."""
-        return np.array([i for i, c in enumerate(self.configs)
-                         if all(np.isclose(c[k], v) if isinstance(v, float) else c[k] == v
-                                for k, v in where.items())], dtype=int)
+        """Indices (ascending) of the units with these grid values: :meth:`Grid.units` (``function_class``,
+        ``setting``, ``L``, ``sigma``, ``n``, ``seed``)."""
+        return self.grid.units(**where)
 
     def to_dict(self) -> dict:
         return asdict(self)

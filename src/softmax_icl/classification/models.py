@@ -180,6 +180,10 @@ class ClsSweep:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def train(self, device="auto", desc: str = "training") -> "ClsResult":
+        """Train the whole grid (:func:`train_cls_sweep`)."""
+        return train_cls_sweep(self, device, desc=desc)
+
 
 @dataclass
 class ClsResult:

@@ -13,7 +13,7 @@ from ...classification import algorithms as calg
 from ...classification import metrics as cmetrics
 from ...classification import models as cmodels
 from ...classification import tasks as ctasks
-from ...records import Run
+from ...book.run import Run
 from .sweeps import ALG, CONTROL_ALG, Search, at_lengths, reading_tasks, setting_dict, task_of, uniform_task
 
 #: two-sided 95% quantiles of Student's t by degrees of freedom (no scipy in the environment)

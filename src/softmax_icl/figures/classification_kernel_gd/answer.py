@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...chapter_text import check, either, passed, value
+from ...book.chapter_text import check, either, passed, value
 
 READINGS = (("uniform", "uniform argmax labels"), ("balanced", "class-balanced contexts"),
             ("clustered-tight", "tight class clusters"), ("clustered-loose", "the loosest learnable clusters"))
@@ -33,7 +33,7 @@ def lead(run) -> str:
 
 def _audit_note(run) -> str:
     """What the fresh seed sets say of the readings, where they disagree with this run (the seed audit)."""
-    from ...chapter import book_audit
+    from ...book.chapter import book_audit
 
     audit = book_audit(run)
     if not audit:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...classification import tasks as ctasks
-from ...records import BASELINE_SOURCE as BASE, Run
+from ...book.records import BASELINE_SOURCE as BASE
+from ...book.run import Run
 from .analysis import Evaluation, ablation, compare, hyperparameters, ratio_maps
 from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, MODELS, Search, label, uniform_task
 

@@ -11,7 +11,7 @@ from ...classification import algorithms as calg
 from ...classification import metrics as cmetrics
 from ...classification import tasks as ctasks
 from ...plotting import MODEL_COLORS, QUALITATIVE
-from ...records import Run
+from ...book.run import Run
 from .analysis import Evaluation, ablation, compare, hyperparameters, ratio_maps
 from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, ETA_GRID, MIX_MODELS, Search, label, uniform_task
 

@@ -9,9 +9,9 @@ import re
 
 import numpy as np
 
-from ...chapter import table
+from ...book.chapter import table
 from ...classification import algorithms as calg
-from ...records import Run
+from ...book.run import Run
 from .analysis import Evaluation, ablation, compare, hyperparameters, ratio_maps
 from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, MODELS, Search, label
 

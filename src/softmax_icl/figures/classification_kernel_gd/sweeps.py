@@ -27,7 +27,7 @@ from ...classification import algorithms as calg
 from ...classification import metrics as cmetrics
 from ...classification import models as cmodels
 from ...classification import tasks as ctasks
-from ...records import Run
+from ...book.run import Run
 
 MODELS = cmodels.MODELS
 MIX_MODELS = ("softmax", "linear", "linear_sum")
@@ -92,8 +92,7 @@ def train(run: Run) -> dict[str, cmodels.ClsResult]:
     """The training programs, through the cache."""
     out = {}
     for tag, sw in sweeps(run.cfg).items():
-        out[tag] = run.cached(f"train_{tag}", sw.to_dict(),
-                              lambda sw=sw, tag=tag: cmodels.train_cls_sweep(sw, run.device, desc=f"train {tag}"))
+        out[tag] = run.train(f"train_{tag}", sw, desc=f"train {tag}")
     return out
 
 

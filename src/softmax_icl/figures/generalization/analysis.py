@@ -15,7 +15,7 @@ import numpy as np
 
 from ...baselines import nadaraya_watson_oracle
 from ...metrics import icl_error_grid, spectral_norm
-from ...records import Run
+from ...book.run import Run
 from ...tasks import InputSpec
 from ...training import SweepResult
 from .sweeps import MODELS, theory_dims
@@ -37,8 +37,12 @@ def loglog_slope(ns, err) -> np.ndarray:
 
 
 def index_of(seq, v) -> int:
-    """Position of ``v`` in ``seq``: the nearest number, or the exact string."""
-    return int(np.argmin([abs(float(x) - float(v)) for x in seq])) if not isinstance(v, str) else list(seq).index(v)
+    """Position of ``v`` on the grid ``seq`` (of the figure's parameters: numbers or class names), looked up exactly:
+    a value that is not on the grid is an error naming the grid, never the nearest value."""
+    for i, x in enumerate(seq):
+        if x == v:
+            return i
+    raise ValueError(f"{v!r} is not on the grid {list(seq)!r}")
 
 
 def loss_trend(loss_history: np.ndarray, window: float = CONVERGENCE_WINDOW) -> tuple[np.ndarray, np.ndarray]:

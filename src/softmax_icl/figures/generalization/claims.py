@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...records import BASELINE_SOURCE as BASE, Run, claim_or_baseline
+from ...book.records import BASELINE_SOURCE as BASE, claim_or_baseline
+from ...book.run import Run
 from .analysis import GeneralizationAnalysis, TheoryAtD, index_of, loglog_slope, two_branch_fit
 
 FIG5 = "Collins et al. Fig. 5"

@@ -13,7 +13,7 @@ def _generalization_validate(cfg: dict) -> None:
         raise ParameterError(f"parameter 'pretrain_classes' lists a class twice: {classes!r}")
     if len(set(Ls)) != len(Ls) or sorted(Ls) != Ls:
         raise ParameterError(f"parameter 'L_pretrain' must be strictly increasing, got {Ls!r}")
-    if not any(abs(L - cfg["L_test"]) < 1e-12 for L in Ls):
+    if cfg["L_test"] not in Ls:
         raise ParameterError(f"parameter 'L_pretrain' = {Ls!r} must contain L_test = {cfg['L_test']!r} (the matched "
                              "pretraining)")
     if not (Ls[0] < cfg["L_test"] < Ls[-1]):

@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import plotting
 from ...plotting import MODEL_COLORS, QUALITATIVE
-from ...records import Run
+from ...book.run import Run
 from .analysis import GeneralizationAnalysis, index_of, two_branch_fit
 
 CLASS_COLORS = {"affine": QUALITATIVE[0], "relu": QUALITATIVE[1], "cosine": QUALITATIVE[2]}

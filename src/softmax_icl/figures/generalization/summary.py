@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...chapter import table
-from ...records import fmt
+from ...book.chapter import table
+from ...profiles import fmt
 from .analysis import GeneralizationAnalysis, index_of
 from .claims import theory_numbers
 

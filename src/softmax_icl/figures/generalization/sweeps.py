@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from ...records import Run
+from ...book.run import Run
 from ...training import Sweep, SweepResult
 
 MODELS = ("softmax", "linear")

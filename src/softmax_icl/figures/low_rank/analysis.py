@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...metrics import icl_error_of_matrices, rho1, rho2, spectral_norm
-from ...records import Run
+from ...book.run import Run
 from ...training import SweepResult
 from ...tasks import low_rank_basis
 from .sweeps import FLOOR_SCHEDULES, MODELS, basis, input_spec

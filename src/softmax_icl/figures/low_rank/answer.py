@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...chapter_text import either
+from ...book.chapter_text import either
 
 
 def lead(run) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...records import Run, claim_or_baseline
+from ...book.records import claim_or_baseline
+from ...book.run import Run
 from .analysis import LowRankAnalysis, distance_to_cBB
 from .sweeps import MODELS
 

@@ -7,7 +7,7 @@ import numpy as np
 from ... import plotting
 from ...metrics import rho2
 from ...plotting import MODEL_COLORS
-from ...records import Run
+from ...book.run import Run
 from .analysis import LowRankAnalysis, subspace_alignment
 from .claims import short
 from .sweeps import MODELS

@@ -5,8 +5,8 @@ Numbers are rounded as they were printed (not compared character by character: n
 
 from __future__ import annotations
 
-from ...chapter import table
-from ...records import fmt
+from ...book.chapter import table
+from ...profiles import fmt
 from .analysis import LowRankAnalysis, distance_to_cBB
 from .claims import short
 from .sweeps import MODELS

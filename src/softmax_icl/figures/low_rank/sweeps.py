@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...records import Run
+from ...book.run import Run
 from ...tasks import InputSpec, low_rank_basis
 from ...training import Sweep, SweepResult
 

@@ -15,9 +15,9 @@ import torch
 
 from ... import theory as th
 from ...metrics import spectral_norm
-from ...records import Run
+from ...book.run import Run
 from ...tasks import InputSpec, nonisotropic_covariance
-from ...training import Sweep, SweepProgram, SweepResult
+from ...training import Grid, Sweep, SweepProgram, SweepResult
 
 MAIN_SWEEPS = ("iso", "n", "noniso", "whitened", "full")   # the sweeps this module analyses
 SCAN_CHUNK = 512            # tasks per chunk of the Monte Carlo scans (fixed so paired evaluations share draws)
@@ -56,9 +56,11 @@ class PopulationScans:
 
 @dataclass(frozen=True)
 class Units:
-    """The trained units of one sweep, in the order of ``configs``, with their population counterparts."""
+    """The trained units of one sweep, in the order of ``configs``, with their population counterparts; ``grid``: the
+    sweep's grid, by which its units are selected."""
 
     configs: list
+    grid: Grid
     w: np.ndarray             # best multiple of the predicted direction (I or Sigma^-1)
     resid: np.ndarray
     norm: np.ndarray          # final ||M||_2
@@ -134,34 +136,6 @@ class Analysis:
     inner: InnerDim | None = None               # the inner-dimension units (when the "inner" sweep ran)
 
 
-@dataclass(frozen=True)
-class LTrend:
-    L: np.ndarray
-    norm: np.ndarray
-    w: np.ndarray
-    norm_pop: np.ndarray
-    boundary: int
-    ratios_in: np.ndarray
-    snr_boundary: float
-
-
-@dataclass(frozen=True)
-class SigmaTrend:
-    sigma: np.ndarray
-    w: np.ndarray
-    w_pop: np.ndarray
-    boundary: int
-    ratios_in: np.ndarray
-
-
-@dataclass(frozen=True)
-class NTrend:
-    n: np.ndarray
-    w: np.ndarray
-    w_pop: np.ndarray
-    ratios: np.ndarray
-
-
 # -- helpers --------------------------------------------------------------------------------------------
 
 def final_M(res: SweepResult, frac: float) -> np.ndarray:
@@ -190,31 +164,29 @@ def _row(c: dict) -> dict:
     return dict(function_class=c["function_class"], L=c["L"], n=c["n"])
 
 
+def row_key(c: dict) -> tuple:
+    """What a scan row is: (class, L, n) of a configuration (the noise enters the loss afterwards)."""
+    return (c["function_class"], float(c["L"]), int(c["n"]))
+
+
 def _unique_rows(configs: list[dict]) -> list[dict]:
     seen, out = set(), []
     for c in configs:
-        key = (c["function_class"], float(c["L"]), int(c["n"]))
+        key = row_key(c)
         if key not in seen:
             seen.add(key)
             out.append(_row(c))
     return out
 
 
-def _row_index(rows: list[dict], c: dict) -> int:
-    for i, r in enumerate(rows):
-        if r["function_class"] == c["function_class"] and math.isclose(r["L"], c["L"]) and r["n"] == c["n"]:
-            return i
-    raise KeyError(c)
+def row_index(rows: list[dict]) -> dict:
+    """The index map of a scan's rows: (class, L, n) -> row, built once from the rows (looked up exactly)."""
+    return {row_key(r): i for i, r in enumerate(rows)}
 
 
-def seed_mean(values: np.ndarray, configs: list[dict], keys: list[tuple]) -> np.ndarray:
-    """Mean over seeds of ``values`` for each key (function_class, L, sigma, n)."""
-    out = []
-    for cls, L, s, n in keys:
-        idx = [i for i, c in enumerate(configs) if c["function_class"] == cls and math.isclose(c["L"], L)
-               and math.isclose(c["sigma"], s) and c["n"] == n]
-        out.append(np.mean(values[idx]))
-    return np.array(out)
+def seed_mean(values: np.ndarray, grid: Grid, keys: list[tuple]) -> np.ndarray:
+    """Mean over seeds of ``values`` for each key (function_class, L, sigma, n) of the sweep's ``grid``."""
+    return np.array([np.mean(values[grid.units(function_class=cls, L=L, sigma=s, n=n)]) for cls, L, s, n in keys])
 
 
 # -- population scans -------------------------------------------------------------------------------
@@ -267,11 +239,12 @@ def _units(cfg: dict, key: str, r: SweepResult, M: np.ndarray, base: np.ndarray,
     cfgs = r.configs
     w, resid = th.best_multiple(M, base)
     sig = np.array([c["sigma"] for c in cfgs])
-    common = dict(configs=cfgs, w=w, resid=resid, norm=spectral_norm(M), norm_history=spectral_norm(r.M_history),
+    common = dict(configs=cfgs, grid=r.grid, w=w, resid=resid, norm=spectral_norm(M),
+                  norm_history=spectral_norm(r.M_history),
                   steps=r.log_steps, snr=th.snr([c["n"] for c in cfgs], [c["L"] for c in cfgs], sig))
     if key in ("iso", "n", "full"):
         sc, rows = scans.iso_scan, scans.iso_rows
-        ri = np.array([_row_index(rows, c) for c in cfgs])
+        ri = np.array([row_index(rows)[row_key(c)] for c in cfgs])
         loss = sc.bias[ri] + sig[:, None] ** 2 * sc.noise[ri]
         w_pop, loss_pop = th.refine_minimum(wg, loss)
         if key == "full":
@@ -280,7 +253,7 @@ def _units(cfg: dict, key: str, r: SweepResult, M: np.ndarray, base: np.ndarray,
             sl = slice(0, n_iso) if key == "iso" else slice(n_iso, None)
             loss_trained = scans.iso_trained.loss(iso_sigma)[sl]
         # saturation level of the ReLU window at this n: argmin of the bias (noise -> 0)
-        w_sat = np.array([th.saturation_w(wg, sc.bias[_row_index(rows, c)]) for c in cfgs])
+        w_sat = np.array([th.saturation_w(wg, sc.bias[i]) for i in ri])
         in_regime = None
         if key in ("iso", "n"):
             in_regime = np.array([c["function_class"] == "relu" for c in cfgs]) & \
@@ -289,7 +262,7 @@ def _units(cfg: dict, key: str, r: SweepResult, M: np.ndarray, base: np.ndarray,
                      w_sat=w_sat, in_regime=in_regime)
     cs = scans.cov[key]
     sc, rows = cs.scan, cs.rows
-    ri = np.array([_row_index(rows, c) for c in cfgs])
+    ri = np.array([row_index(rows)[row_key(c)] for c in cfgs])
     W = len(scans.cov_w)
     loss = (sc.bias[ri] + sig[:, None] ** 2 * sc.noise[ri]).reshape(len(cfgs), len(P_GRID), W)
     best_w, best_l = th.refine_minimum(scans.cov_w, loss)                       # (C, P)
@@ -345,18 +318,16 @@ def inner_dimension(cfg: dict, res: dict[str, SweepResult], M_iso: np.ndarray, u
     M_r = final_M(r_inner, cfg["average_last"])
     sigma, n, Ls = cfg["sigma"], cfg["n"], list(cfg["L_values"])
 
-    def mean_M(M, configs, cls, L):
-        idx = [i for i, c in enumerate(configs) if c["function_class"] == cls and math.isclose(c["L"], L)
-               and math.isclose(c["sigma"], sigma) and c["n"] == n]
-        return M[idx].mean(0)
+    def mean_M(M, grid, cls, L):
+        return M[grid.units(function_class=cls, L=L, sigma=sigma, n=n)].mean(0)
 
     keys, dist, dist_next, w = [], [], [], []
     for cls in cfg["classes"]:
         for j, L in enumerate(Ls):
-            if seed_mean(u_iso.w_pop, u_iso.configs, [(cls, L, sigma, n)])[0] < cfg["regime_w"]:
+            if seed_mean(u_iso.w_pop, u_iso.grid, [(cls, L, sigma, n)])[0] < cfg["regime_w"]:
                 continue
-            Mr, Md = mean_M(M_r, r_inner.configs, cls, L), mean_M(M_iso, u_iso.configs, cls, L)
-            Mn = mean_M(M_iso, u_iso.configs, cls, Ls[j + 1] if j + 1 < len(Ls) else Ls[j - 1])
+            Mr, Md = mean_M(M_r, r_inner.grid, cls, L), mean_M(M_iso, u_iso.grid, cls, L)
+            Mn = mean_M(M_iso, u_iso.grid, cls, Ls[j + 1] if j + 1 < len(Ls) else Ls[j - 1])
             keys.append((cls, L))
             dist.append(np.linalg.norm(Mr - Md) / np.linalg.norm(Md))
             dist_next.append(np.linalg.norm(Mr - Mn) / np.linalg.norm(Mn))
@@ -366,15 +337,11 @@ def inner_dimension(cfg: dict, res: dict[str, SweepResult], M_iso: np.ndarray, u
 
 def sweep_index(u: Units, cls: str, sweep: str, cfg: dict) -> np.ndarray:
     """Indices of the units of one sweep direction: 'L' (sigma fixed), 'sigma' (L = L_sigma) of the iso sweep."""
-    out = []
-    for i, c in enumerate(u.configs):
-        if c["function_class"] != cls:
-            continue
-        if sweep == "L" and math.isclose(c["sigma"], cfg["sigma"]):
-            out.append(i)
-        elif sweep == "sigma" and math.isclose(c["L"], cfg["L_sigma"]):
-            out.append(i)
-    return np.array(out, dtype=int)
+    if sweep == "L":
+        return u.grid.units(function_class=cls, sigma=cfg["sigma"])
+    if sweep == "sigma":
+        return u.grid.units(function_class=cls, L=cfg["L_sigma"])
+    raise ValueError(f"sweep direction {sweep!r} is not one of 'L', 'sigma'")
 
 
 def slope_fits(cfg: dict, u_iso: Units, u_n: Units) -> dict:
@@ -406,113 +373,3 @@ def slope_fits(cfg: dict, u_iso: Units, u_n: Units) -> dict:
     add("snr", "snr", np.concatenate([u_iso.snr[ii], u_n.snr[idx]]),
         np.concatenate([u_iso.w[ii], u_n.w[idx]]), np.concatenate([u_iso.w_pop[ii], u_n.w_pop[idx]]))
     return fits
-
-
-# -- trends over the sweeps ------------------------------------------------------------------------
-
-def panels(a: Analysis) -> list[tuple[str, str]]:
-    return [(key, cls) for key in ("iso", "noniso") for cls in a.cfg["classes"]]
-
-
-def untrained(a: Analysis, key: str) -> tuple[np.ndarray, np.ndarray]:
-    """||M||_2 and the best multiple w of the window's base of a sweep's units at initialisation."""
-    M0 = a.M_init[key]
-    base = np.eye(M0.shape[-1]) if key in ("iso", "n", "full") else th.window_base(M0.shape[-1], "nonisotropic")
-    return spectral_norm(M0), th.best_multiple(M0, base)[0]
-
-
-def L_trend(a: Analysis, key: str, cls: str, initial: bool = False) -> LTrend:
-    """Seed-mean final ||M||_2 over the L sweep of one panel, its population counterpart and the regime boundary:
-    the first L at which the population-optimal ||M*||_2 reaches ``regime_saturation`` of its maximum. With
-    ``initial``, the units' norms at initialisation (the untrained baseline) in place of the final ones."""
-    cfg, u = a.cfg, a.units[key]
-    Ls = np.array(cfg["L_values"])
-    keys = [(cls, L, cfg["sigma"], cfg["n"]) for L in Ls]
-    norm = seed_mean(untrained(a, key)[0] if initial else u.norm, u.configs, keys)
-    w = seed_mean(u.w, u.configs, keys)
-    pop = seed_mean(u.norm_pop, u.configs, keys)
-    b = int(np.argmax(pop >= cfg["regime_saturation"] * pop.max()))
-    ratios = norm[1:] / norm[:-1]
-    return LTrend(Ls, norm, w, pop, b, ratios[:b], float(th.snr(cfg["n"], Ls[b], cfg["sigma"])))
-
-
-def sigma_trend(a: Analysis, cls: str, initial: bool = False) -> SigmaTrend:
-    cfg, u = a.cfg, a.units["iso"]
-    sig = np.array(cfg["sigma_values"])
-    keys = [(cls, cfg["L_sigma"], s, cfg["n"]) for s in sig]
-    w = seed_mean(untrained(a, "iso")[1] if initial else u.w, u.configs, keys)
-    pop = seed_mean(u.w_pop, u.configs, keys)
-    sat = pop >= cfg["regime_saturation"] * pop.max()
-    b = int(len(sig) - 1 - np.argmax(sat[::-1]))            # last sigma still at the saturated window
-    ratios = w[1:] / w[:-1]
-    return SigmaTrend(sig, w, pop, b, ratios[b:])
-
-
-def n_trend(a: Analysis, L: float, initial: bool = False) -> NTrend:
-    cfg, u = a.cfg, a.units["n"]
-    ns = np.array(cfg["n_values"])
-    keys = [("relu", L, cfg["sigma"], n) for n in ns]
-    w = seed_mean(untrained(a, "n")[1] if initial else u.w, u.configs, keys)
-    return NTrend(ns, w, seed_mean(u.w_pop, u.configs, keys), w[1:] / w[:-1])
-
-
-def L_over_sigma_pairs(a: Analysis, cls: str) -> list[tuple[int, int]]:
-    """Pairs of isotropic units (same class, n and seed) with equal L / sigma but different L."""
-    cf = a.units["iso"].configs
-    out = []
-    for i, c in enumerate(cf):
-        for j, e in enumerate(cf):
-            if j <= i or c["function_class"] != cls or e["function_class"] != cls or c["seed"] != e["seed"]:
-                continue
-            if not math.isclose(c["L"], e["L"]) and math.isclose(c["L"] / c["sigma"], e["L"] / e["sigma"],
-                                                                 rel_tol=1e-9):
-                out.append((i, j))
-    return out
-
-
-def key_numbers(a: Analysis) -> dict:
-    cfg, units = a.cfg, a.units
-    out = {"L_values": cfg["L_values"], "final_norm": {}, "population_norm": {}}
-    for key, cls in panels(a):
-        t = L_trend(a, key, cls)
-        out["final_norm"][f"{cls}_{key}"] = t.norm
-        out["population_norm"][f"{cls}_{key}"] = t.norm_pop
-    out["sigma_sweep_w"] = {cls: sigma_trend(a, cls).w for cls in cfg["classes"]}
-    out["n_sweep_w"] = {str(L): n_trend(a, L).w for L in cfg["n_sweep_L"]}
-    out["fits"] = {k: {"slope": f.fit.slope, "stderr": f.fit.stderr, "population_slope": f.fit_pop.slope,
-                       "n_points": f.n_points} for k, f in a.fits.items() if f.fit is not None}
-    # Units whose population-optimal window is below regime_w have no window to speak of: their trained M sits near
-    # 0, where Adam's steps dominate it, so its direction (distances, exponent) is optimiser noise that a rerun on
-    # another backend redraws (measured: one such exponent, -0.36 with the fused CPU kernel, -0.51 with
-    # SOFTMAX_ICL_KERNEL=torch). The checks leave these units out; the record keeps their values under "no_window"
-    # (not compared, see params.py) and null in the compared lists.
-    out["covariance"] = {}
-    for k in ("noniso", "whitened"):
-        u = units[k]
-        ok = u.w_pop >= cfg["regime_w"]
-        meas = {"dist_sigma_inv": u.dist_cov, "dist_identity": u.dist_iso, "p_trained": u.p_trained}
-        out["covariance"][k] = {"in_regime": ok.tolist(), "p_population": u.p_star,
-                                **{n: [float(x) if o else None for x, o in zip(v, ok)] for n, v in meas.items()},
-                                "no_window": {n: [None if o else float(x) for x, o in zip(v, ok)]
-                                              for n, v in meas.items()}}
-    b = a.block
-    out["full_block"] = {k: getattr(b, k) for k in ("w", "xblock_identity_distance", "label_row_ratio",
-                                                    "label_col_ratio", "offblock_ratio", "value_label",
-                                                    "value_x_ratio")}
-    return out
-
-
-def w_pop_other_L(a: Analysis, key: str) -> np.ndarray:
-    """Control counterpart of each isotropic unit: the population-optimal w of the *next* L of its own sweep
-    (cyclic; same class, n and sigma), from the same scan."""
-    cfg, u = a.cfg, a.units[key]
-    sc, rows, wg = a.scans.iso_scan, a.scans.iso_rows, a.w_grid
-    grid = cfg["L_values"] if key == "iso" else cfg["n_sweep_L"]
-    out = []
-    for c in u.configs:
-        j = next(k for k, L in enumerate(grid) if math.isclose(L, c["L"])) if any(
-            math.isclose(L, c["L"]) for L in grid) else 0
-        other = dict(c, L=grid[(j + 1) % len(grid)])
-        i = _row_index(rows, other)
-        out.append(th.refine_minimum(wg, sc.bias[i] + c["sigma"] ** 2 * sc.noise[i])[0])
-    return np.array(out)

@@ -6,11 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from ... import theory as th
-from ...records import BASELINE_SOURCE as BASE, Run, claim_or_baseline
-from .analysis import (SETTING_LABEL, SETTING_OF, Analysis, L_trend, key_numbers, n_trend, panels, sigma_trend,
-                       w_pop_other_L)
+from ...book.records import BASELINE_SOURCE as BASE, claim_or_baseline
+from ...book.run import Run
+from .analysis import SETTING_LABEL, SETTING_OF, Analysis
 from .dynamics import Ordering, mean_ordering
 from .theorem34 import Theorem34, TrainedLargeN
+from .trends import L_trend, key_numbers, n_trend, panels, sigma_trend, w_pop_other_L
 
 # Thresholds (stated in each check's text)
 W_RATIO_TOL = 1.25          # trained w within this factor of the population optimum

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...metrics import spectral_norm
-from ...training import SweepResult
+from ...training import Grid, SweepResult
 
 LATE_FRACTION = 0.25
 
@@ -28,6 +28,7 @@ class Growth:
 
     setting: str
     configs: list
+    grid: Grid                   # the sweep's grid, by which its units are selected
     steps: np.ndarray
     norm_history: np.ndarray     # (T, C)
     early_slope: np.ndarray      # d log ||M|| / d step over the first dyn_early of training
@@ -53,8 +54,8 @@ def growth(res: SweepResult, setting: str, early: float) -> Growth:
     final = H[late_mask].mean(0)
     reached = H >= 0.5 * final[None, :]
     t_half = np.where(reached.any(0), steps[reached.argmax(0)], np.nan)
-    return Growth(setting, res.configs, steps, H, _slope(steps, logn, early_mask), _slope(steps, logn, late_mask),
-                  t_half.astype(np.float64), final)
+    return Growth(setting, res.configs, res.grid, steps, H, _slope(steps, logn, early_mask),
+                  _slope(steps, logn, late_mask), t_half.astype(np.float64), final)
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,11 @@ class Ordering:
 def ordering(growths: list[Growth], classes: list[str], Ls: list[float], stat: str) -> Ordering:
     by_panel, worst, where = {}, math.inf, ""
     for g in growths:
-        seeds = sorted({c["seed"] for c in g.configs})
+        seeds = list(range(g.grid.seeds))
         for cls in classes:
             tab = np.full((len(seeds), len(Ls)), np.nan)
-            for i, c in enumerate(g.configs):
-                if c["function_class"] == cls:
-                    j = next(k for k, L in enumerate(Ls) if math.isclose(L, c["L"]))
-                    tab[seeds.index(c["seed"]), j] = getattr(g, stat)[i]
+            for j, L in enumerate(Ls):
+                tab[:, j] = getattr(g, stat)[g.grid.units(function_class=cls, L=L)]      # one unit per seed
             by_panel[(g.setting, cls)] = tab
             diffs = np.diff(tab, axis=1)
             k = np.unravel_index(np.nanargmin(diffs), diffs.shape)

@@ -8,7 +8,6 @@ and one legend.
 
 from __future__ import annotations
 
-import math
 
 import matplotlib.ticker as mticker
 import numpy as np
@@ -18,13 +17,13 @@ from matplotlib.patches import Patch
 from ... import plotting
 from ... import theory as th
 from ...plotting import QUALITATIVE
-from ...records import Run
-from .analysis import (P_GRID, SETTING_LABEL, SETTING_OF, Analysis, L_trend, n_trend, panels, seed_mean, sigma_trend,
-                       sweep_index)
+from ...book.run import Run
+from .analysis import P_GRID, SETTING_LABEL, SETTING_OF, Analysis, row_index, seed_mean, sweep_index
 from .claims import COV_DIST_TOL, W_RATIO_TOL
 from .dynamics import Growth
 from .sweeps import whitened_L
 from .theorem34 import Theorem34, TrainedLargeN
+from .trends import L_trend, n_trend, panels, sigma_trend
 
 CLASS_COLORS = {"relu": QUALITATIVE[0], "cosine": QUALITATIVE[1]}
 RANGE_COLORS = {"slides": "#9467bd", "sphere": "#2ca02c", "sketch": "#d62728"}
@@ -50,8 +49,7 @@ def plot_training(run: Run, a: Analysis):
     for ax, (key, cls) in zip(axes.flat, panels(a)):
         u = a.units[key]
         for L, col, pop in zip(Ls, colors, L_trend(a, key, cls).norm_pop):
-            idx = [i for i, c in enumerate(u.configs) if c["function_class"] == cls and math.isclose(c["L"], L)
-                   and math.isclose(c["sigma"], cfg["sigma"])]
+            idx = u.grid.units(function_class=cls, L=L, sigma=cfg["sigma"])
             ax.plot(u.steps, u.norm_history[:, idx].mean(1), color=col, label=f"L = {L:g}")
             ax.plot([u.steps[-1] * 1.02], [pop], marker="<", color=col, ms=5, clip_on=False)
         ax.set(title=f"{cls}, {SETTING_LABEL[SETTING_OF[key]]} inputs")
@@ -99,14 +97,14 @@ def plot_scaling(run: Run, a: Analysis):
     for cls in cfg["classes"]:
         t = L_trend(a, "iso", cls)
         idx = sweep_index(iso, cls, "L", cfg)
-        w_opt = seed_mean(iso.w_pop, iso.configs, [(cls, L, cfg["sigma"], cfg["n"]) for L in t.L])
+        w_opt = seed_mean(iso.w_pop, iso.grid, [(cls, L, cfg["sigma"], cfg["n"]) for L in t.L])
         _trained_and_optimum(ax_L, [iso.configs[i]["L"] for i in idx], iso.w[idx], t.L, w_opt, cls, floor)
         idx = sweep_index(iso, cls, "sigma", cfg)
         t = sigma_trend(a, cls)
         _trained_and_optimum(ax_s, [iso.configs[i]["sigma"] for i in idx], iso.w[idx], t.sigma, t.w_pop, cls, floor)
     u = units["n"]
     for L, mk in zip(cfg["n_sweep_L"], ("s", "D", "v", "P")):
-        idx = [i for i, c in enumerate(u.configs) if math.isclose(c["L"], L)]
+        idx = u.grid.units(L=L)
         t = n_trend(a, L)
         _trained_and_optimum(ax_n, [u.configs[i]["n"] for i in idx], u.w[idx], t.n, t.w_pop, "relu", floor,
                              marker=mk, label=f"relu, L = {L:g}: trained (n sweep)")
@@ -217,7 +215,7 @@ def plot_dynamics(run: Run, growths: list[Growth]):
     for row, g in zip(axes, growths):
         for ax, cls in zip(row, cfg["classes"]):
             for L, col in zip(Ls, colors):
-                idx = [i for i, c in enumerate(g.configs) if c["function_class"] == cls and math.isclose(c["L"], L)]
+                idx = g.grid.units(function_class=cls, L=L)
                 ax.plot(g.steps, g.norm_history[:, idx].mean(1), color=col, label=f"L = {L:g}")
             ax.axvspan(0, cfg["dyn_early"] * g.steps[-1], color="0.92", lw=0, zorder=0)
             ax.set(title=f"{cls}, {g.setting} inputs")
@@ -238,14 +236,13 @@ def plot_scan(run: Run, a: Analysis):
     ax = axes[0, 0]
     Ls = cfg["L_values"]
     show = [L for L in Ls if L in (0.1, 0.3, 1.0, 10.0)] or Ls[:: max(1, len(Ls) // 4)]
+    row_of = row_index(rows)
     for L, col in zip(show, plotting.sequential(len(show))):
-        i = next(k for k, r in enumerate(rows) if r["function_class"] == "relu" and math.isclose(r["L"], L)
-                 and r["n"] == cfg["n"])
+        i = row_of[("relu", float(L), int(cfg["n"]))]
         loss = sc.bias[i] + cfg["sigma"] ** 2 * sc.noise[i]
         wb, lb = th.refine_minimum(wg, loss)
         ax.plot(wg, loss / lb, color=col, label=f"L = {L:g} (w* = {wb:.3g})")
-        for k in (k for k, c in enumerate(u.configs) if c["function_class"] == "relu" and math.isclose(c["L"], L)
-                  and math.isclose(c["sigma"], cfg["sigma"])):
+        for k in u.grid.units(function_class="relu", L=L, sigma=cfg["sigma"]):
             ax.axvline(max(u.w[k], cfg["w_min"]), color=col, lw=0.9, ls="--")
     ax.plot([], [], color="0.4", ls="--", lw=0.9, label="trained w (each seed)")
     ax.set(xscale="log", yscale="log", xlabel=W_LABEL, ylabel="population loss / its minimum", ylim=(0.95, 20),
@@ -285,8 +282,7 @@ def plot_trained_vs_optimal(run: Run, a: Analysis):
 
 def _cov_rows(u, cfg, L):
     """Index of the seed-0 unit of each class at L."""
-    return {c: next(k for k, e in enumerate(u.configs) if e["function_class"] == c and math.isclose(e["L"], L)
-                    and e["seed"] == 0) for c in cfg["classes"]}
+    return {c: int(u.grid.units(function_class=c, L=L, seed=0)[0]) for c in cfg["classes"]}
 
 
 def plot_covariance(run: Run, a: Analysis):
@@ -336,8 +332,7 @@ def plot_full(run: Run, a: Analysis):
     """Heat maps of W_K^T W_Q and W_V of one full-parameter unit (first class, largest full_L, seed 0); the lines
     separate the input coordinates from the label's. Its block ratios are in the key-numbers table."""
     cfg = run.cfg
-    i = next(k for k, c in enumerate(a.units["full"].configs) if c["function_class"] == cfg["classes"][0]
-             and math.isclose(c["L"], cfg["full_L"][-1]) and c["seed"] == 0)
+    i = int(a.units["full"].grid.units(function_class=cfg["classes"][0], L=cfg["full_L"][-1], seed=0)[0])
     d = cfg["d"]
     labels = [f"x{j + 1}" for j in range(d)] + ["y"]
     fig, axes = plotting.subplots(1, 2, row_height=3.0)

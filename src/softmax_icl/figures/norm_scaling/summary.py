@@ -11,10 +11,11 @@ import re
 import numpy as np
 
 from ... import theory as th
-from ...chapter import table
-from .analysis import SETTING_LABEL, SETTING_OF, Analysis, L_trend, n_trend, panels, sigma_trend
+from ...book.chapter import table
+from .analysis import SETTING_LABEL, SETTING_OF, Analysis
 from .dynamics import Growth, Ordering
 from .theorem34 import NEFF_MIN, NOISE_FIT_W, Theorem34, TrainedLargeN
+from .trends import L_trend, n_trend, panels, sigma_trend
 
 NORM = "$\\lVert M\\rVert_2$"
 #: the variables of the slope fits, as maths
@@ -229,8 +230,7 @@ def dynamics_table(growths: list[Growth], early: Ordering, late: Ordering) -> st
     rows = []
     for g in growths:
         for cls in sorted({c["function_class"] for c in g.configs}):
-            half = [np.nanmean([g.t_half[i] for i, c in enumerate(g.configs) if c["function_class"] == cls
-                                and c["L"] == L]) for L in early.L]
+            half = [np.nanmean(g.t_half[g.grid.units(function_class=cls, L=L)]) for L in early.L]
             rows.append([f"{cls}, {g.setting}"] + [f"{v:.0f}" for v in half])
     halves = table(head, rows, widths=widths, title=f"Steps to half the final {NORM} (seed means)",
                    folded=len(rows) > 8)

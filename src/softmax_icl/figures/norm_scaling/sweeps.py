@@ -16,9 +16,7 @@ The batched pretraining programs (one per input distribution / parameterisation 
 
 from __future__ import annotations
 
-import math
-
-from ...records import Run
+from ...book.run import Run
 from ...training import Sweep, SweepResult
 
 WHITENED_L = (0.1, 0.3, 1.0, 3.0)                    # L of the whitened-task units (subset of L_values)
@@ -40,7 +38,9 @@ def iso_pairs(cfg: dict) -> tuple:
 
 
 def whitened_L(cfg: dict) -> tuple:
-    Ls = tuple(L for L in cfg["L_values"] if any(math.isclose(L, w) for w in WHITENED_L))
+    """The L grid of the whitened-task units: the values of ``L_values`` among :data:`WHITENED_L` (all of them when
+    fewer than two are)."""
+    Ls = tuple(L for L in cfg["L_values"] if L in WHITENED_L)
     return Ls if len(Ls) >= 2 else tuple(cfg["L_values"])
 
 

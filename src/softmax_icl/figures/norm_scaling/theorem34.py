@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ... import theory as th
-from ...records import Run
+from ...book.run import Run
 from ...training import SweepResult
 from .analysis import final_M
 

@@ -1,5 +1,10 @@
 """The window-adaptation figure (Collins et al. (2024), Figure 1): parameters, computation, claims and plots.
 
-This package imports nothing itself, so the registry (:mod:`softmax_icl.registry`) can read ``params`` without
-loading the figure's computation. The notebook imports the stage modules it calls.
+The package exports its ``FIGURE`` (the parameters, from ``params``), which :mod:`softmax_icl.figures` registers; it
+imports nothing else, so the registry is read without loading the figure's computation. The notebook imports the
+stage modules it calls.
 """
+
+from .params import FIGURE
+
+__all__ = ["FIGURE"]

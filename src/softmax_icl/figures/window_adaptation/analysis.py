@@ -12,7 +12,7 @@ from ...base import Progress, resolve_device
 from ...baselines import nadaraya_watson_oracle
 from ...metrics import MIN_CHUNK, _mean_and_stderr, eval_stream, icl_error_grid, spectral_norm, window_halfwidth
 from ...models import scores
-from ...records import Run
+from ...book.run import Run
 from ...tasks import InputSpec
 from ...training import SweepResult
 from .sweeps import MODELS, Setting, families, settings, unit_index

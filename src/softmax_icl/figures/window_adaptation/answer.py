@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...chapter_text import either, value
+from ...book.chapter_text import either, value
 from .analysis import WindowAnalysis
 
 

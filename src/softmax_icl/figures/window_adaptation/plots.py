@@ -13,7 +13,7 @@ from ... import plotting
 from ...base import derive_seed
 from ...metrics import spectral_norm, window_profile
 from ...plotting import MODEL_COLORS
-from ...records import Run
+from ...book.run import Run
 from ...tasks import InputSpec, draw_raw, evaluate_class
 from ...training import SweepResult
 from .analysis import WindowAnalysis

@@ -5,7 +5,7 @@ Numbers are rounded as they were printed (not compared character by character: n
 
 from __future__ import annotations
 
-from ...chapter import table
+from ...book.chapter import table
 from .analysis import WindowAnalysis
 from .sweeps import MODELS
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...records import Run
+from ...book.run import Run
 from ...training import Sweep, SweepResult
 
 MODELS = ("softmax", "linear")

@@ -1,11 +1,11 @@
 """Verdicts as a reader meets them: each check's status at both scales, and each ledger entry's verdict.
 
 Three sources meet here: a figure's record at the book's profile (``book/results/<figure>.json``), its seed audit
-(``book/results/audit/<figure>.json``, :mod:`softmax_icl.audit`) and its record at the paper profile
+(``book/results/audit/<figure>.json``, :mod:`softmax_icl.book.audit`) and its record at the paper profile
 (``book/results/paper/<figure>.json``). :class:`FigureVerdicts` holds them for one figure; :class:`BookVerdicts` for
-the whole book, with each entry of the claims ledger (:mod:`softmax_icl.ledger`) combined at both scales. The book's
-pages (the landing table, the results summary, the chapters' verdict boxes, the two-scale page) all read their
-verdicts from here, so they cannot disagree.
+the whole book, with each entry of the claims ledger (:mod:`softmax_icl.book.ledger`) combined at both scales. The
+book's pages (the landing table, the results summary, the chapters' verdict boxes, the two-scale page) all read
+their verdicts from here, so they cannot disagree.
 
 A paper record counts only when it was computed by the same code as the book's record (the result cache's code
 fingerprint, ``provenance.code_fingerprint``): a record of other code is a different experiment, and its numbers are
@@ -16,9 +16,11 @@ run's verdicts.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..profiles import Figure
 from . import ledger as lg
 from .audit import read_audit, speaks_for, stability
 
@@ -68,10 +70,13 @@ class FigureVerdicts:
 
     @classmethod
     def from_records(cls, figure: str, record: dict | None, audit: dict | None = None,
-                     paper: dict | None = None) -> "FigureVerdicts":
+                     paper: dict | None = None, tolerances: dict | None = None) -> "FigureVerdicts":
+        """``tolerances``: the figure's regression tolerances (``Figure.tolerances``), within which an audit's run
+        must agree with ``record`` to speak for it."""
         note = ""
         if record is not None and audit is not None and not speaks_for(
-                audit, figure, record.get("claims", []), (record.get("provenance") or {}).get("git_revision")):
+                audit, figure, record.get("claims", []), (record.get("provenance") or {}).get("git_revision"),
+                tolerances):
             audit = None                       # an audit of another run does not speak for this one
         if paper is not None and record is not None and not same_code(record, paper):
             note = (f"the paper-profile record was computed by other code (fingerprint "
@@ -80,10 +85,10 @@ class FigureVerdicts:
         return cls(figure, record, audit, paper, note)
 
     @classmethod
-    def read(cls, results_dir: Path, figure: str) -> "FigureVerdicts":
+    def read(cls, results_dir: Path, figure: str, tolerances: dict | None = None) -> "FigureVerdicts":
         results_dir = Path(results_dir)
         return cls.from_records(figure, _load(results_dir / f"{figure}.json"), read_audit(results_dir, figure),
-                                _load(results_dir / PAPER_SUBDIR / f"{figure}.json"))
+                                _load(results_dir / PAPER_SUBDIR / f"{figure}.json"), tolerances)
 
     def checks(self) -> list[dict]:
         return [] if self.record is None else list(self.record.get("claims", []))
@@ -120,17 +125,21 @@ class EntryVerdict:
 
 @dataclass
 class BookVerdicts:
-    """Every figure's verdicts and every ledger entry's, at both scales."""
+    """Every figure's verdicts and every ledger entry's, at both scales; ``registry``: the figures' definitions (their
+    parameters' meanings, their tolerances), by name."""
 
     figures: dict                       # figure -> FigureVerdicts
     ledger: lg.Ledger
     entries: list = field(default_factory=list)
+    registry: Mapping = field(default_factory=dict)
 
     @classmethod
-    def read(cls, results_dir: Path, figures: list[str], led: lg.Ledger | None = None) -> "BookVerdicts":
+    def read(cls, results_dir: Path, registry: Mapping[str, Figure], led: lg.Ledger | None = None
+             ) -> "BookVerdicts":
+        """The verdicts of every figure of ``registry`` (in its order) from the records in ``results_dir``."""
         led = led or lg.load()
-        figs = {f: FigureVerdicts.read(results_dir, f) for f in figures}
-        book = cls(figs, led)
+        figs = {f: FigureVerdicts.read(results_dir, f, fig.tolerances) for f, fig in registry.items()}
+        book = cls(figs, led, registry=registry)
         book.entries = [book.entry_verdict(e) for e in led.entries]
         return book
 

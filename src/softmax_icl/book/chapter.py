@@ -20,29 +20,34 @@ The claim checks are read with attribute defaults, so records written before a f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import asdict, is_dataclass
 from typing import Any, Iterable
+
+from ..profiles import Figure, fmt
+from .glue import glue_markdown
+from .myst import nobreak
+from .provenance import BOOK_PROFILE, repo_root
+from .records import plain
+from .registry import resolve
 
 #: The glue key under which :func:`glue_verdicts` stores the verdict box; the markdown cell pastes it.
 VERDICT_KEY = "verdicts"
 
 def _get(claim: Any, name: str, default: Any = None) -> Any:
-    """A claim's field, from a :class:`~softmax_icl.records.Claim` or from its dict in a JSON record."""
+    """A claim's field, from a :class:`~softmax_icl.book.records.Claim` or from its dict in a JSON record."""
     if isinstance(claim, dict):
         return claim.get(name, default)
     return getattr(claim, name, default)
 
 
 def _as_dict(claim: Any) -> dict:
-    from dataclasses import asdict, is_dataclass
-
     return asdict(claim) if is_dataclass(claim) else dict(claim)
 
 
 def _cell(text: Any) -> str:
     """Text for one cell of a list-table: no line breaks, word-internal hyphens non-breaking (a list-table needs no
     escaped pipes, and maths such as ``$\\|M\\|$`` must reach MathJax as written)."""
-    from .bookgen import nobreak
-
     return nobreak(" ".join(str(text).split()))
 
 
@@ -64,13 +69,12 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
     its checks and their baselines, then the findings; a folded section per claim with the authors' sentence, the
     scope and each check's method.
 
-    ``claims``: :class:`~softmax_icl.records.Claim` objects or their record dicts; ``audit``: the chapter's seed audit
-    (a "fresh seed sets" column); ``paper``: the chapter's paper-profile record computed by the same code (a "paper
+    ``claims``: :class:`~softmax_icl.book.records.Claim` objects or their record dicts; ``audit``: the chapter's seed
+    audit (a "fresh seed sets" column); ``paper``: the chapter's paper-profile record computed by the same code (a "paper
     scale" column). Columns: claim (rendered maths) · verdict · value (required) · fresh seeds · paper scale.
     """
     from . import ledger as lg
-    from .bookgen import SHORT, _short_threshold, _title, badge, nobreak
-    from .profiles import fmt
+    from .pages import SHORT, _short_threshold, _title, badge
     from .verdicts import FigureVerdicts, check_word
 
     checks = [_as_dict(c) for c in claims]
@@ -192,7 +196,7 @@ def show(markdown: str) -> None:
 
 
 def glue_verdicts(run: Any, key: str = VERDICT_KEY) -> str:
-    """Store the verdict box of ``run`` (a :class:`~softmax_icl.records.Run` after its claim checks) in the
+    """Store the verdict box of ``run`` (a :class:`~softmax_icl.book.run.Run` after its claim checks) in the
     notebook under ``key``, without displaying it here; returns the markdown.
 
     Call it in its own cell after the cell that prints ``run.finish()``. Outside a notebook kernel it only
@@ -207,54 +211,53 @@ def glue_verdicts(run: Any, key: str = VERDICT_KEY) -> str:
 def book_audit(run: Any) -> dict | None:
     """The committed seed audit of ``run``'s figure (``book/results/audit/<figure>.json``) when ``run`` is at the
     book's settings (the book's profile, no parameter overridden) and reproduces the audited run (same verdicts,
-    values within tolerance: :func:`softmax_icl.audit.speaks_for`): the audit reran exactly those settings with other
-    seeds, so it says how far this run's verdicts hold. None for any other run, or where there is no audit."""
-    from dataclasses import asdict, is_dataclass
-
+    values within tolerance: :func:`softmax_icl.book.audit.speaks_for`): the audit reran exactly those settings with
+    other seeds, so it says how far this run's verdicts hold. None for any other run, or where there is no audit."""
     from .audit import read_audit, speaks_for
-    from .records import BOOK_PROFILE, repo_root
-    from .registry import resolve
 
-    figure, cfg = getattr(run, "figure", None), getattr(run, "cfg", None)
-    if figure is None or getattr(run, "profile", None) != BOOK_PROFILE or cfg != resolve(figure, BOOK_PROFILE):
+    if not _at_book_settings(run):
         return None
     root = repo_root()
-    audit = None if root is None else read_audit(root / "book" / "results", figure)
+    audit = None if root is None else read_audit(root / "book" / "results", run.figure)
     claims = [asdict(c) if is_dataclass(c) else dict(c) for c in getattr(run, "claims", [])]
-    return audit if speaks_for(audit, figure, claims, getattr(run, "revision", None)) else None
+    return audit if speaks_for(audit, run.figure, claims, getattr(run, "revision", None),
+                               run.definition.tolerances) else None
 
 
-def run_verdicts(run: Any):
-    """The book's verdicts (:class:`softmax_icl.verdicts.BookVerdicts`) with ``run`` in place of its figure's committed
-    record: the other chapters' parts of a claim come from their committed records."""
-    from dataclasses import asdict, is_dataclass
+def _at_book_settings(run: Any) -> bool:
+    """Whether ``run`` is the book's own run of its figure: the book's profile, no parameter overridden."""
+    fig = getattr(run, "definition", None)
+    return (fig is not None and getattr(run, "profile", None) == BOOK_PROFILE
+            and getattr(run, "cfg", None) == resolve(fig, BOOK_PROFILE))
 
-    from .records import _plain, repo_root
-    from .registry import FIGURES
+
+def run_verdicts(run: Any, registry: Mapping[str, Figure]):
+    """The book's verdicts (:class:`softmax_icl.book.verdicts.BookVerdicts`) over the figures of ``registry``, with
+    ``run`` in place of its figure's committed record: the other chapters' parts of a claim come from their committed
+    records."""
     from .verdicts import BookVerdicts, FigureVerdicts
 
     from . import ledger as lg
 
     root = repo_root()
-    figures = list(FIGURES)
-    book = (BookVerdicts.read(root / "book" / "results", figures) if root is not None
-            else BookVerdicts({f: FigureVerdicts(f, None) for f in figures}, lg.load()))
+    book = (BookVerdicts.read(root / "book" / "results", registry) if root is not None
+            else BookVerdicts({f: FigureVerdicts(f, None) for f in registry}, lg.load(), registry=registry))
     claims = [asdict(c) if is_dataclass(c) else dict(c) for c in getattr(run, "claims", [])]
     record = {"notebook": run.figure, "profile": getattr(run, "profile", None), "claims": claims,
-              "parameters": _plain(dict(getattr(run, "cfg", None) or {})),
+              "parameters": plain(dict(getattr(run, "cfg", None) or {})),
               "provenance": {"code_fingerprint": getattr(run, "fingerprint", None)}}
     book.figures[run.figure] = FigureVerdicts(run.figure, record, book_audit(run), book_paper_record(run))
     book.entries = [book.entry_verdict(e) for e in book.ledger.entries]
     return book
 
 
-def answer_markdown(run: Any, lead: str = "") -> str:
+def answer_markdown(run: Any, registry: Mapping[str, Figure], lead: str = "") -> str:
     """The chapter's answer, for the top of the page: ``lead`` (two or three sentences with the run's numbers, from
     the figure's ``summary.lead``) and one line per claim of the papers tested here, with its verdict at both scales,
     the run's deciding numbers and a link to its paragraph."""
-    from .bookgen import badge, reason
+    from .pages import badge, reason
 
-    book = run_verdicts(run)
+    book = run_verdicts(run, registry)
     lines = ["````{admonition} The answer", ":class: answer-box", ""] + ([lead, ""] if lead else [])
     for ev in book.entries:
         if not any(k.startswith(run.figure + "/") for k in ev.entry.all_checks()):
@@ -267,12 +270,12 @@ def answer_markdown(run: Any, lead: str = "") -> str:
     return "\n".join(lines + ["````"])
 
 
-def claim_markdown(run: Any, entry_id: str) -> str:
+def claim_markdown(run: Any, entry_id: str, registry: Mapping[str, Figure]) -> str:
     """The paragraph that explains one claim's verdict in its chapter: the verdict at both scales with its reason,
     then the authors' sentence, the scope, every check with its baselines at both scales (folded)."""
-    from .bookgen import badge, entry_block, reason, scale_difference
+    from .pages import badge, entry_block, reason, scale_difference
 
-    book = run_verdicts(run)
+    book = run_verdicts(run, registry)
     ev = next(x for x in book.entries if x.entry.id == entry_id)
     scales = f"{badge(ev.default.status if ev.default else None)} at the default scale" + (
         f", {badge(ev.paper.status)} at the paper scale" if ev.paper else "")
@@ -284,8 +287,6 @@ def claim_markdown(run: Any, entry_id: str) -> str:
 
 def provenance_markdown(run: Any) -> str:
     """"How this page was computed", folded: provenance, settings, each stage's time and cache use."""
-    from .profiles import fmt
-
     prov = run.provenance()
     rows = [f"* **{k.replace('_', ' ')}**: `{_cell(v)}`" for k, v in prov.items() if k not in ("peak_memory_mb",)]
     peak = prov.get("peak_memory_mb") or {}
@@ -303,17 +304,18 @@ def provenance_markdown(run: Any) -> str:
                        "seed, profile and device give the same numbers.", ""] + rows + [""] + stages + ["```", "````"])
 
 
-def glue_chapter(run: Any, lead: str = "") -> None:
+def glue_chapter(run: Any, registry: Mapping[str, Figure], lead: str = "") -> None:
     """Glue everything a chapter shows from its run (call after the claim checks): the answer (``answer``), the
     verdict table (``verdicts``), one paragraph per claim tested here (``claim-<entry id>``), the seed audit
-    (``audit``) and the provenance (``provenance``)."""
+    (``audit``) and the provenance (``provenance``). ``registry``: the book's figures
+    (:data:`softmax_icl.figures.FIGURES`), whose committed records give a claim's parts in other chapters."""
     from . import ledger as lg
 
     glue_verdicts(run)
-    glue_markdown("answer", answer_markdown(run, lead))
+    glue_markdown("answer", answer_markdown(run, registry, lead))
     for eid in dict.fromkeys(c.ledger for c in run.claims if c.kind == "claim" and c.ledger):
         if lg.load().by_id(eid).chapter == run.figure:
-            glue_markdown(f"claim-{eid}", claim_markdown(run, eid))
+            glue_markdown(f"claim-{eid}", claim_markdown(run, eid, registry))
     head, *rest = audit_summary(run).splitlines()
     glue_markdown("audit", "\n".join([head, ""] + [f"* {_cell(x)}" for x in rest]))
     glue_markdown("provenance", provenance_markdown(run))
@@ -325,14 +327,10 @@ def book_paper_record(run: Any) -> dict | None:
     cache's fingerprint): its verdicts sit beside this run's. None otherwise."""
     import json
 
-    from .records import BOOK_PROFILE, repo_root
-    from .registry import resolve
-
-    figure, cfg = getattr(run, "figure", None), getattr(run, "cfg", None)
-    if figure is None or getattr(run, "profile", None) != BOOK_PROFILE or cfg != resolve(figure, BOOK_PROFILE):
+    if not _at_book_settings(run):
         return None
     root = repo_root()
-    path = None if root is None else root / "book" / "results" / "paper" / f"{figure}.json"
+    path = None if root is None else root / "book" / "results" / "paper" / f"{run.figure}.json"
     if path is None or not path.is_file():
         return None
     rec = json.loads(path.read_text())
@@ -340,47 +338,11 @@ def book_paper_record(run: Any) -> dict | None:
     return rec if same else None
 
 
-def glue_image(key: str, png_path) -> None:
-    """Glue the saved PNG at ``png_path`` (metadata included) under ``key`` for a ``{glue:figure}`` directive, shown
-    as a notebook shows a figure (:func:`softmax_icl.plotting.shown_image`); nothing is shown where the cell runs."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    if get_ipython() is None:
-        return
-    from myst_nb import glue
-
-    from .plotting import shown_image
-    glue(key, shown_image(png_path), display=False)
-
-
-def glue_markdown(key: str, text: str) -> None:
-    """Glue ``text`` as ``text/markdown`` under ``key`` (myst-nb's ``glue`` with ``display=False``)."""
-    try:
-        from IPython import get_ipython
-        from IPython.display import Markdown
-    except ImportError:  # no IPython: nothing to glue into
-        return
-    if get_ipython() is None:
-        return
-    try:
-        from myst_nb import glue
-    except ImportError:  # the same output myst-nb writes, so the book renders it
-        from IPython.display import display
-
-        display({"application/papermill.record/text/markdown": text}, raw=True,
-                metadata={"scrapbook": {"name": key, "mime_prefix": "application/papermill.record/"}})
-        return
-    glue(key, Markdown(text), display=False)
-
-
 def audit_summary(run: Any) -> str:
     """The seed audit of ``run`` in words, for a chapter to print under its claim checks: how many fresh seed sets
     reran the chapter, and every check whose verdict is not the same in all of them (its verdict and value in each),
     from the committed audit record (:func:`book_audit`). Says so where no audit applies to ``run``."""
     from .audit import stability
-    from .records import fmt
 
     audit = book_audit(run)
     if audit is None:

@@ -6,7 +6,7 @@ seeds and context lengths; meant for a GPU). :func:`scales_markdown` reads the r
 verdict and value side by side, marks the verdicts that change with scale, and lists the figures that have no paper
 record yet, with the reason. It reads JSON only (no torch), so the page can be rebuilt anywhere.
 
-``python -m softmax_icl.scales book/results`` prints the page.
+``python -m softmax_icl.book.scales book/results`` prints the page.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import math
 import sys
 from pathlib import Path
 
+from .myst import nobreak
 from .verdicts import fingerprint, same_code
 
 #: Where the paper-profile records sit, relative to the results folder.
@@ -34,10 +35,8 @@ def _load(path: Path) -> dict | None:
 
 
 def _md(x) -> str:
-    """Text for a table cell: one line, pipes escaped, word-internal hyphens non-breaking (``bookgen.nobreak``), so a
-    narrow cell never splits "t-interval" over two lines."""
-    from .bookgen import nobreak                       # bookgen imports this module
-
+    """Text for a table cell: one line, pipes escaped, word-internal hyphens non-breaking
+    (:func:`softmax_icl.book.myst.nobreak`), so a narrow cell never splits "t-interval" over two lines."""
     return nobreak(str(x).replace("|", "\\|").replace("\n", " "))
 
 
@@ -126,26 +125,16 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
                     missing_reasons: dict[str, str] | None = None) -> str:
     """The page "Results at two scales" from the records in ``results_dir`` (e.g. ``book/results``).
 
-    ``figures``: the figures in book order (default: every ``<figure>.json`` in ``results_dir``, in the registry's
-    order where it can be imported); ``titles``: chapter titles by figure; ``missing_reasons``: why a figure has no
+    ``figures``: the figures in book order (default: every ``<figure>.json`` in ``results_dir``, by name);
+    ``titles``: chapter titles by figure (default: the names); ``missing_reasons``: why a figure has no
     paper record (e.g. the CPU time it would need; default :data:`MISSING_REASONS`), else
     :data:`DEFAULT_MISSING_REASON`.
     """
     results = Path(results_dir)
     paper_dir = results / PAPER_SUBDIR
     if figures is None:
-        found = sorted(p.stem for p in results.glob("*.json"))
-        try:
-            from .registry import FIGURES
-            figures = [f for f in FIGURES if f in found] + [f for f in found if f not in FIGURES]
-        except Exception:                       # the page must build from JSON alone
-            figures = found
-    if titles is None:
-        try:
-            from .registry import FIGURES
-            titles = {k: v.title for k, v in FIGURES.items()}
-        except Exception:
-            titles = {}
+        figures = sorted(p.stem for p in results.glob("*.json"))
+    titles = titles or {}
     reasons = MISSING_REASONS if missing_reasons is None else missing_reasons
 
     default = {f: _load(results / f"{f}.json") for f in figures}
@@ -163,7 +152,8 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
            "two-core CPU. The `paper` profile is the most faithful scale (more training steps, seeds and context "
            "lengths). This page sets every check's verdict and value at the two profiles side by side, so a reader "
            "can see which conclusions hold at both scales and which depend on the scale. It is generated from the "
-           "records (`book/results/<figure>.json` and `book/results/paper/<figure>.json`) by `softmax_icl.scales`. "
+           "records (`book/results/<figure>.json` and `book/results/paper/<figure>.json`) by "
+           "`softmax_icl.book.scales`. "
            "Two records are compared only when the same code computed them (the result cache's code fingerprint, "
            "kept in each record): a record of other code is another experiment.", "",
            f"{len(both)} of {len(figures)} figures have a paper-profile record of the same code; {compared} checks "

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .profiles import fmt
+from ..profiles import fmt
 
 
 def check(run: Any, cid: str):
-    """The check ``cid`` of ``run`` (a :class:`~softmax_icl.records.Claim`); KeyError naming the ids if absent."""
+    """The check ``cid`` of ``run`` (a :class:`~softmax_icl.book.records.Claim`); KeyError naming the ids if absent."""
     for c in run.claims:
         if c.id == cid:
             return c

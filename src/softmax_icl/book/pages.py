@@ -4,19 +4,20 @@
   ledger, its verdict at the default and the paper scale and a one-line reason;
 * ``book/results_summary.md``: the ledger's claims counted in four categories (reproduced, not reproduced,
   inconclusive, depends on a setting the sources leave open) at both scales, each with its quote, scope, checks and
-  baselines; findings and controls apart; every chapter's checks (:mod:`softmax_icl.verdicts`).
+  baselines; findings and controls apart; every chapter's checks (:mod:`softmax_icl.book.verdicts`).
 * ``book/settings.md``: the settings-and-deviations table, read from the figure registry
-  (:mod:`softmax_icl.registry`) plus the project-wide choices listed here.
+  (:data:`softmax_icl.figures.FIGURES`, handed in) plus the project-wide choices listed here.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from collections.abc import Mapping
+
+from ..profiles import PROFILES, Figure, fmt
 from . import ledger as lg
-from .profiles import PROFILES, fmt
-from .registry import FIGURES
+from .myst import nobreak
 from .scales import cache_note, scales_markdown
 from .verdicts import BookVerdicts, check_word
 
@@ -53,18 +54,6 @@ def _md(x) -> str:
     return nobreak(str(x))
 
 
-#: A hyphen between two letters or digits, outside code and maths: in a narrow table cell the browser may break a line
-#: after it ("population-" / "optimal"), splitting a word; the non-breaking hyphen U+2011 keeps it whole.
-_HYPHEN = re.compile(r"(?:(?<=[\w^])|^)-(?=[^\W\d])|(?<=[\w^])-(?=\d)")
-_DASH = re.compile(r"(?<=\w)\u2013(?=\w)")
-
-
-def nobreak(text: str) -> str:
-    """``text`` with its word-internal hyphens made non-breaking, except inside ``code`` spans and ``$maths$``."""
-    parts = re.split(r"(`[^`]*`|\$[^$]*\$)", str(text))
-    return "".join(p if p[:1] in "`$" else _DASH.sub("\u2013\u2060", _HYPHEN.sub("\u2011", p)) for p in parts)
-
-
 def _list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> list[str]:
     out = ["```{list-table}", ":header-rows: 1", ":class: check-table", ":widths: " + " ".join(map(str, widths)), ""]
     for r in [header, *rows]:
@@ -72,10 +61,11 @@ def _list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> 
     return out + ["```"]
 
 
-def settings_markdown() -> str:
+def settings_markdown(registry: Mapping[str, Figure]) -> str:
+    """The page "Settings and deviations": the shared choices, then every parameter of each figure of ``registry``."""
     out = ["# Settings and deviations", "",
            "Neither paper's appendix (with its exact hyperparameters) was available, so many settings are ours. "
-           "This page is generated from the code (`softmax_icl.registry` and `softmax_icl.bookgen`), so it always "
+           "This page is generated from the code (`softmax_icl.figures` and `softmax_icl.book.pages`), so it always "
            "shows what the notebooks actually use. *Source* says where a value comes from: "
            + "; ".join(f"**{t}**" for t in SOURCES.values()) + ". Every figure parameter can be changed with "
            "`softmax-icl run FIGURE -p NAME VALUE` (or the same name in the notebook's parameters cell), which writes "
@@ -83,7 +73,7 @@ def settings_markdown() -> str:
            "## Choices shared by every figure", ""]
     out += _list_table(["Setting", "Our choice", "Source"], [[_md(a), _md(b), _md(c)] for a, b, c in GENERAL_CHOICES],
                        [22, 48, 30])
-    for fig in FIGURES.values():
+    for fig in registry.values():
         out += ["", f"(settings-{fig.name.replace('_', '-')})=", f"## {fig.title}", "",
                 f"Notebook `notebooks/{fig.notebook}` ({fig.paper}). Values per profile: "
                 + " / ".join(f"*{p}*" for p in PROFILES) + " (one value where all agree). Change any of them with "
@@ -200,7 +190,7 @@ def scale_difference(book: BookVerdicts, ev) -> str:
     for fv in figures:
         a = (fv.record or {}).get("parameters") or {}
         b = (fv.paper or {}).get("parameters") or {}
-        params = FIGURES[fv.figure].params if fv.figure in FIGURES else {}
+        params = book.registry[fv.figure].params if fv.figure in book.registry else {}
         for k in sorted(set(a) | set(b)):
             if k == "profile" or k not in a or k not in b or a[k] == b[k]:
                 continue
@@ -246,7 +236,7 @@ def overview_figure(book: BookVerdicts, path: Path) -> list[Path]:
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
-    from .plotting import save, use_style
+    from ..plotting import save, use_style
 
     use_style()
     evs = book.entries
@@ -305,11 +295,9 @@ def headline(book: BookVerdicts) -> list[str]:
     return out
 
 
-def results_markdown(results_dir: Path) -> str:
+def results_markdown(book: BookVerdicts) -> str:
     """The results summary: the ledger's claims counted in four categories at both scales, each claim with its quote,
     scope, checks, baselines and findings (folded), then every chapter's checks (folded)."""
-    results_dir = Path(results_dir)
-    book = BookVerdicts.read(results_dir, list(FIGURES))
     out = ["# Results summary", "",
            "Generated from the claims ledger (`book/claims.yml`: every statement of the authors the book tests, quoted "
            "from their own words), the records each notebook writes (`book/results/`), the seed audits "
@@ -388,7 +376,7 @@ def findings_block(book: BookVerdicts) -> list[str]:
     for name, fv in book.figures.items():
         if fv.record is None:
             continue
-        title = FIGURES[name].title if name in FIGURES else name
+        title = book.registry[name].title if name in book.registry else name
         out += [f"````{{admonition}} Every check of the chapter “{_md(title)}”", ":class: dropdown", "",
                 f"Chapter: {{doc}}`../notebooks/{name}`.", "", "```{list-table}", ":header-rows: 1", ":class: check-table", ":widths: 40 12 28 20", "",
                 "* - Check", "  - Kind", "  - Verdict and value", "  - Fresh seed sets"]
@@ -405,22 +393,22 @@ def findings_block(book: BookVerdicts) -> list[str]:
     return out
 
 
-def page_texts(book_dir: Path) -> dict[Path, str]:
-    """The generated pages of the book (path -> text), from the registry and the committed records."""
+def page_texts(book_dir: Path, registry: Mapping[str, Figure]) -> dict[Path, str]:
+    """The generated pages of the book (path -> text), from the figures of ``registry`` and the committed records."""
     book_dir = Path(book_dir)
-    book = BookVerdicts.read(book_dir / "results", list(FIGURES))
-    return {book_dir / "settings.md": settings_markdown(),
+    book = BookVerdicts.read(book_dir / "results", registry)
+    return {book_dir / "settings.md": settings_markdown(registry),
             book_dir / "claims_table.md": landing_markdown(book) + "\n",
-            book_dir / "results_summary.md": results_markdown(book_dir / "results"),
-            book_dir / "scales.md": scales_markdown(book_dir / "results", figures=list(FIGURES),
-                                                    titles={k: f.title for k, f in FIGURES.items()})}
+            book_dir / "results_summary.md": results_markdown(book),
+            book_dir / "scales.md": scales_markdown(book_dir / "results", figures=list(registry),
+                                                    titles={k: f.title for k, f in registry.items()})}
 
 
-def write_pages(book_dir: Path) -> list[Path]:
+def write_pages(book_dir: Path, registry: Mapping[str, Figure]) -> list[Path]:
     """Write the generated pages and the landing page's overview figure (``book/figures/claims_overview``)."""
-    pages = page_texts(book_dir)
+    pages = page_texts(book_dir, registry)
     for path, text in pages.items():
         path.write_text(text)
-    figure = overview_figure(BookVerdicts.read(Path(book_dir) / "results", list(FIGURES)),
+    figure = overview_figure(BookVerdicts.read(Path(book_dir) / "results", registry),
                              Path(book_dir) / "figures" / "claims_overview")
     return list(pages) + figure

@@ -6,7 +6,7 @@ sets that no committed run used. Set ``k`` (1, 2, ...) offsets **every** ``*_see
 ``SEED_OFFSET * k``: set 1 uses ``1000 + `` the profile's seed, set 2 ``2000 +`` it, and so on. The number of
 independent pretraining runs (``seeds``) and every other parameter stay as the profile has them. Each run goes into
 its own folder (``runs/audit/<profile>/<figure>/set<k>/``, never the book), through the executor of
-:mod:`softmax_icl.dispatch`.
+:mod:`softmax_icl.book.dispatch`.
 
 The audit record ``book/results/audit/<figure>.json`` (committed) lists, per check of the committed record, its
 committed verdict, its verdict and value in every fresh set, and whether all agree (``stable``), and it keeps the
@@ -25,7 +25,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .profiles import Figure
+from ..profiles import Figure
 
 #: Seed set ``k`` adds ``SEED_OFFSET * k`` to every ``*_seed`` parameter (no committed run used seeds >= 1000).
 SEED_OFFSET = 1000
@@ -78,25 +78,26 @@ def audited_claims(claims: list[dict]) -> list[dict]:
     return [{k: c.get(k) for k in ("id", "kind", "statement", "passed", "value")} for c in claims]
 
 
-def speaks_for(audit: dict | None, figure: str, claims: list[dict], revision: str | None = None) -> bool:
+def speaks_for(audit: dict | None, figure: str, claims: list[dict], revision: str | None = None,
+               tolerances: dict | None = None) -> bool:
     """Whether ``audit`` was of the run whose checks are ``claims``: the same checks, verdicts equal and values within
-    the figure's regression tolerance (:mod:`softmax_icl.compare`). An audit record written before audits kept the
-    audited checks is matched by the git revision of the run (``revision``) instead."""
+    the figure's regression ``tolerances`` (``Figure.tolerances``; :mod:`softmax_icl.book.compare`). An audit record
+    written before audits kept the audited checks is matched by the git revision of the run (``revision``) instead."""
     if not audit:
         return False
     audited = audit.get("committed_claims")
     if audited is None:
         return revision is not None and audit.get("committed_revision") == revision
-    from .compare import compare_records, figure_tolerances
+    from .compare import compare_records
 
     run = lambda cs: {"notebook": figure, "profile": audit.get("profile"), "claims": cs}  # noqa: E731
-    return all(r.ok for r in compare_records(run(audited), run(claims), figure_tolerances(figure)))
+    return all(r.ok for r in compare_records(run(audited), run(claims), tolerances))
 
 
 def write_record(root: Path, figure: str, profile: str, fresh: list[tuple[int, dict, dict | None]],
                  committed: dict | None = None) -> Path:
     """Build and write ``<audit_dir>/<figure>.json`` against the committed record (``book/results/<figure>.json``)."""
-    from .base import atomic_write_bytes
+    from ..base import atomic_write_bytes
 
     if committed is None:
         committed = json.loads((Path(root) / "book" / "results" / f"{figure}.json").read_text())

@@ -1,6 +1,6 @@
 """Independent notebook runs (figures of a build, seed sets of an audit) sent to an existing executor.
 
-Each run is a :class:`NotebookJob`: one notebook executed by :func:`softmax_icl.runner.execute_notebook` into its
+Each run is a :class:`NotebookJob`: one notebook executed by :func:`softmax_icl.book.runner.execute_notebook` into its
 own destination, with its own environment (where its record goes, the shared result cache). Nothing here schedules:
 
 * ``serial``: one after another in this process (the terminal shows the progress bars);
@@ -138,10 +138,10 @@ def auto_executor(device: str, jobs: int, cores: int | None = None, profile: str
 
 def _run_in_subprocess(job: NotebookJob, env: dict, started: Callable[[subprocess.Popen], None] | None = None
                        ) -> JobResult:
-    """``python -m softmax_icl.dispatch`` with the job as JSON on stdin (its own process: its own environment).
+    """``python -m softmax_icl.book.dispatch`` with the job as JSON on stdin (its own process: its own environment).
     ``started`` receives the process once it runs (so a caller can stop it)."""
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "softmax_icl.dispatch"], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "softmax_icl.book.dispatch"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
     if started is not None:
         started(proc)

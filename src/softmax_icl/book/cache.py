@@ -8,7 +8,7 @@ version, a fingerprint of the computational modules' source and which CPU kernel
 A figure's entries are fingerprinted with its own folder ``figures/<figure>/``, the compute folders that folder
 imports (``classification/`` for the classification chapter) and the shared compute modules its code reaches through
 imports, not with the other figures' folders nor with shared modules it never imports: editing one chapter's
-analysis retrains that chapter only, a change to ``theory.py`` leaves the chapters that do not use it cached, and a
+analysis retrains that chapter only, a change to ``theory/`` leaves the chapters that do not use it cached, and a
 long run of one figure (the ``paper`` profile, stage by stage) stays cached while another figure's code changes.
 
 Location: ``$SOFTMAX_ICL_CACHE_DIR``, else ``~/.cache/softmax_icl``.
@@ -25,16 +25,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__
-from .base import atomic_write_bytes, cache_dir
+from .. import __version__
+from ..base import atomic_write_bytes, cache_dir
 
 
 #: Modules whose code determines trained and evaluated numbers (a missing one is an error, never a skip). Plotting
 #: code is left out on purpose, so restyling a figure does not invalidate the cache.
 COMPUTE_MODULES = ("base.py", "streams.py", "tasks.py", "models.py", "training.py", "metrics.py", "baselines.py",
-                   "theory.py", "engine/common.py", "engine/regression.py", "engine/classification.py",
-                   "engine/philox_triton.py", "engine/philox_cpu.py", "engine/regression.c", "engine/classification.c",
-                   "engine/philox_cpu.c", "engine/philox.h", "engine/adam.h")
+                   "theory/__init__.py", "theory/theorem34.py", "theory/fits.py", "theory/matrices.py",
+                   "theory/population.py", "theory/window_scan.py", "engine/common.py", "engine/regression.py",
+                   "engine/classification.py", "engine/philox_triton.py", "engine/philox_cpu.py", "engine/regression.c",
+                   "engine/classification.c", "engine/philox_cpu.c", "engine/philox.h", "engine/adam.h")
 #: The C sources each engine module compiles: they come with the module into a fingerprint.
 ENGINE_SOURCES = {"engine/regression.py": ("engine/common.py", "engine/regression.c", "engine/philox.h",
                                            "engine/adam.h"),
@@ -51,7 +52,7 @@ def _shared_files(here: Path) -> list[Path]:
     missing = [name for name in COMPUTE_MODULES if not (here / name).is_file()]
     if missing:
         raise FileNotFoundError(f"cache fingerprint: compute module(s) {', '.join(missing)} not found in {here}; "
-                                "update softmax_icl.cache.COMPUTE_MODULES when a module moves")
+                                "update softmax_icl.book.cache.COMPUTE_MODULES when a module moves")
     return [here / name for name in COMPUTE_MODULES]
 
 
@@ -104,7 +105,7 @@ def compute_files(figure: str | None = None) -> list[Path]:
     whose code reaches it. An unknown figure gets every file (a wider fingerprint is never wrong, a narrower one
     would be).
     """
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]
     files = _shared_files(here)
     if figure is not None and (here / "figures" / figure).is_dir():
         todo, trees, modules = [here / "figures" / figure], [], set()
@@ -136,7 +137,7 @@ def compute_files(figure: str | None = None) -> list[Path]:
 
 
 def code_fingerprint(figure: str | None = None) -> str:
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]
     h = hashlib.sha256()
     for path in compute_files(figure):
         h.update(path.relative_to(here).as_posix().encode() + path.read_bytes())
@@ -144,7 +145,7 @@ def code_fingerprint(figure: str | None = None) -> str:
 
 
 def cache_key(tag: str, config: dict, device: str, figure: str | None = None) -> str:
-    from .engine.regression import backend
+    from ..engine.regression import backend
 
     # the fused kernel and the PyTorch code round differently: results of one are not the other's
     kernel = backend().split(" (")[0] if device.startswith("cpu") else "torch"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 #: The ledger file of the checkout this package was installed from.
 LEDGER_PATH = ROOT / "book" / "claims.yml"
 #: The copy of the source material kept with the code (the master is the project's shared/papers/).

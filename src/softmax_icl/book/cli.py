@@ -26,10 +26,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .profiles import PROFILES, ParameterError, fmt, validate_device
-from .registry import FIGURES, resolve
+from ..profiles import PROFILES, Figure, ParameterError, fmt, validate_device
+from .registry import Registry, resolve
 
-#: The profile the book shows (the same as softmax_icl.records.BOOK_PROFILE, without importing torch).
+#: The profile the book shows (the same as softmax_icl.book.provenance.BOOK_PROFILE, without importing torch).
 BOOK_PROFILE = "default"
 
 
@@ -57,11 +57,10 @@ def parse_value(text: str):
 
 
 def cmd_list(args) -> int:
-    names = [args.figure] if args.figure else list(FIGURES)
+    registry = args.registry
+    names = [args.figure] if args.figure else list(registry)
     for name in names:
-        if name not in FIGURES:
-            raise ParameterError(f"unknown figure {name!r}; allowed values: {', '.join(sorted(FIGURES))}")
-        fig = FIGURES[name]
+        fig = registry.figure(name)
         print(f"{name}  ({fig.paper}): {fig.title}")
         rows = [["parameter", *PROFILES, "meaning"]]
         rows += [[pname, *(fmt(p.value(pr)) for pr in PROFILES), p.help] for pname, p in fig.params.items()]
@@ -114,16 +113,17 @@ def paper_on_cpu_note(profile: str, device: str) -> bool:
     return True
 
 
-def run_figure(root: Path, name: str, profile: str, params: dict, device: str, use_cache: bool, in_place: bool,
+def run_figure(root: Path, fig: Figure, profile: str, params: dict, device: str, use_cache: bool, in_place: bool,
                output: Path | None, progress: bool = True) -> Path:
     """Execute one figure notebook here: into ``output`` (default ``runs/<figure>-<profile>/``), or with ``in_place``
     into ``notebooks/`` and the book (only at the book's profile with no parameter overridden)."""
     from .runner import execute_notebook
 
-    resolve(name, profile, params)      # validate before any compute
+    resolve(fig, profile, params)      # validate before any compute
     check_device(device)
     paper_on_cpu_note(profile, device)
-    job = figure_job(root, name, profile, params, device, use_cache, in_place, output)
+    name = fig.name
+    job = figure_job(root, fig, profile, params, device, use_cache, in_place, output)
     t = time.perf_counter()
     execute_notebook(Path(job.source), Path(job.destination), job.parameters, cwd=Path(job.cwd),
                      progress_bar=progress, env=job.env)
@@ -147,33 +147,35 @@ def cmd_run(args) -> int:
     params = {k: parse_value(v) for k, v in args.param}
     if args.in_place:
         check_in_place(args.profile, params)
-    run_figure(root, args.figure, args.profile, params, args.device, not args.no_cache, args.in_place, args.output)
+    run_figure(root, args.registry.figure(args.figure), args.profile, params, args.device, not args.no_cache,
+               args.in_place, args.output)
     if args.in_place:
-        from .bookgen import write_pages
-        write_pages(root / "book")
+        from .pages import write_pages
+        write_pages(root / "book", args.registry)
     return 0
 
 
 def cmd_pages(args) -> int:
-    from .bookgen import write_pages
+    from .pages import write_pages
 
-    for p in write_pages(project_root() / "book"):
+    for p in write_pages(project_root() / "book", args.registry):
         print(f"wrote {p}")
     return 0
 
 
-def figure_job(root: Path, name: str, profile: str, params: dict, device: str, use_cache: bool, in_place: bool,
+def figure_job(root: Path, fig: Figure, profile: str, params: dict, device: str, use_cache: bool, in_place: bool,
                output: Path | None):
-    """The :class:`~softmax_icl.dispatch.NotebookJob` of one figure run (what :func:`run_figure` executes here)."""
+    """The :class:`~softmax_icl.book.dispatch.NotebookJob` of one figure run (what :func:`run_figure` executes here)."""
     from .dispatch import NotebookJob, job_env
 
-    src = root / "notebooks" / FIGURES[name].notebook
+    name = fig.name
+    src = root / "notebooks" / fig.notebook
     if in_place:
         check_in_place(profile, params)
         dest, out_dir = src, root / "book"
     else:
         out_dir = (output or root / "runs" / f"{name}-{profile}{'-custom' if params else ''}").resolve()
-        dest = out_dir / FIGURES[name].notebook
+        dest = out_dir / fig.notebook
     return NotebookJob(label=name if not params else f"{name} {params}", source=str(src), destination=str(dest),
                        parameters=dict(params, profile=profile, device=device, use_cache=use_cache),
                        cwd=str(root / "notebooks"), env=job_env({"SOFTMAX_ICL_OUTPUT_DIR": str(out_dir)}))
@@ -231,9 +233,9 @@ def job_device(args) -> str:
 
 def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
     """Copy the records of a ``profile`` build (``runs/<figure>-<profile>/results/``) to ``book/results/<profile>/``,
-    where the page "Results at two scales" reads them (:mod:`softmax_icl.scales`); the book's own records and
+    where the page "Results at two scales" reads them (:mod:`softmax_icl.book.scales`); the book's own records and
     chapters are not touched."""
-    from .base import atomic_write_bytes
+    from ..base import atomic_write_bytes
     from .scales import PAPER_SUBDIR
 
     out = []
@@ -249,23 +251,25 @@ def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
 
 
 def cmd_build(args) -> int:
-    from .bookgen import write_pages
+    from .pages import write_pages
     from .scales import PAPER_SUBDIR
 
     root = project_root()
     if args.publish and args.profile != PAPER_SUBDIR:
         raise ParameterError(f"--publish puts {PAPER_SUBDIR!r}-profile records beside the book's; got profile "
                              f"{args.profile!r} (the {BOOK_PROFILE!r} build writes the book itself)")
+    registry = args.registry
     device = job_device(args)
-    names = args.only or list(FIGURES)
+    names = args.only or list(registry)
     for name in names:
-        resolve(name, args.profile)
+        registry.resolve(name, args.profile)
     in_place = args.profile == BOOK_PROFILE     # another profile never replaces the book: runs/<figure>-<profile>/
     t0 = time.perf_counter()
     if not args.skip_run:
         if args.executor in ("auto", "serial", "cores", "local"):
             paper_on_cpu_note(args.profile, device)
-        jobs = [figure_job(root, name, args.profile, {}, device, not args.no_cache, in_place, None) for name in names]
+        jobs = [figure_job(root, registry[name], args.profile, {}, device, not args.no_cache, in_place, None)
+                for name in names]
         if not dispatch(args, root, jobs, f"build ({args.profile} profile)"):
             print("softmax-icl: a notebook failed (its previous version was kept); pages not regenerated",
                   file=sys.stderr)
@@ -273,14 +277,14 @@ def cmd_build(args) -> int:
     if not in_place:
         if args.publish:
             published = publish_records(root, names, args.profile)
-            write_pages(root / "book")
+            write_pages(root / "book", registry)
             print(f"{args.profile} profile: notebooks in runs/<figure>-{args.profile}/; records published to "
                   f"{', '.join(str(p.relative_to(root)) for p in published)} and the pages regenerated")
             return 0
         print(f"{args.profile} profile: notebooks and records are in runs/<figure>-{args.profile}/; the book is "
               f"unchanged (--publish puts the records beside the book's, for the page 'Results at two scales')")
         return 0
-    write_pages(root / "book")
+    write_pages(root / "book", registry)
     t1 = time.perf_counter()
     if args.skip_html:
         print(f"notebooks: {t1 - t0:.0f} s (HTML not built)")
@@ -304,24 +308,25 @@ def cmd_audit(args) -> int:
     from . import audit
 
     root = project_root()
-    names = args.figures or list(FIGURES)
+    registry = args.registry
+    names = args.figures or list(registry)
     if args.sets < audit.MIN_SETS:
         raise ParameterError(f"parameter 'sets' = {args.sets} is out of range; allowed: an integer >= "
                              f"{audit.MIN_SETS} (fewer sets cannot tell a stable verdict from a lucky one)")
     book = args.profile == BOOK_PROFILE
     for name in names:
-        resolve(name, args.profile)
+        registry.resolve(name, args.profile)
         if book and not (root / "book" / "results" / f"{name}.json").is_file():
             raise ParameterError(f"figure {name!r} has no committed record book/results/{name}.json to audit")
     device = job_device(args)
     first = 1 if book else 0
-    plan = [(name, k, audit.seed_overrides(FIGURES[name], args.profile, k) if k else {})
+    plan = [(name, k, audit.seed_overrides(registry[name], args.profile, k) if k else {})
             for name in names for k in range(first, args.sets + 1)]
     for name, k, seeds in plan:
-        resolve(name, args.profile, seeds)
+        registry.resolve(name, args.profile, seeds)
     ok = True
     if not args.no_run:
-        jobs = [figure_job(root, name, args.profile, seeds, device, not args.no_cache, False,
+        jobs = [figure_job(root, registry[name], args.profile, seeds, device, not args.no_cache, False,
                            audit.run_folder(root, args.profile, name, k)) for name, k, seeds in plan]
         jobs = [replace(j, label=f"{name} set {k}") for j, (name, k, _) in zip(jobs, plan)]
         ok = dispatch(args, root, jobs, f"audit ({args.profile} profile, {args.sets} fresh seed sets)")
@@ -341,9 +346,9 @@ def cmd_audit(args) -> int:
             print(f"    {c['id']:<44} {'PASS' if c['committed'] else 'FAIL'} | "
                   + " ".join({True: "PASS", False: "FAIL", None: "----"}[v] for v in c["fresh"]))
     if book:
-        from .bookgen import write_pages
+        from .pages import write_pages
 
-        write_pages(root / "book")
+        write_pages(root / "book", registry)
     return 0 if ok else 1
 
 
@@ -353,7 +358,7 @@ def cmd_compare(args) -> int:
     for d in (args.dir_a, args.dir_b):
         if not results_dir(d).is_dir():
             raise ParameterError(f"{d} is not a run's folder (no results/ in it) nor a results folder")
-    results = compare_dirs(args.dir_a, args.dir_b, args.figures)
+    results = compare_dirs(args.dir_a, args.dir_b, args.registry, args.figures)
     if not results:
         raise ParameterError(f"no figure has a record in both {args.dir_a} and {args.dir_b}")
     text, ok = report(results, verbose=not args.differences_only)
@@ -363,7 +368,7 @@ def cmd_compare(args) -> int:
     return 0 if ok else 1
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(registry: Registry) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="softmax-icl", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
 
@@ -377,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-cache", action="store_true", help="retrain instead of reading the result cache")
 
     p = sub.add_parser("run", help="execute one figure notebook with other parameters")
-    p.add_argument("figure", help=f"one of {', '.join(FIGURES)}")
+    p.add_argument("figure", help=f"one of {', '.join(registry)}")
     common(p)
     p.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                    help="override one parameter (repeatable), e.g. -p sigma 0.5 -p L_values '[1, 4, 16]'")
@@ -453,14 +458,17 @@ def _check_switches() -> None:
                                  + ", ".join(f"'{v}'" + (" (default)" if v == allowed[0] else "") for v in allowed))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def main(registry: Registry, argv: list[str] | None = None) -> int:
+    """The command line over the figures of ``registry`` (:data:`softmax_icl.figures.FIGURES`: the ``softmax-icl``
+    command is :func:`softmax_icl.figures.main`); returns the exit status."""
+    args = build_parser(registry).parse_args(argv)
+    args.registry = registry
     if getattr(args, "profile", None) not in (None, *PROFILES):
         print(f"softmax-icl: parameter 'profile' = {args.profile!r} is not allowed; allowed values: "
               f"{', '.join(PROFILES)}", file=sys.stderr)
         return 2
-    if getattr(args, "figure", None) and args.figure not in FIGURES:
-        print(f"softmax-icl: unknown figure {args.figure!r}; allowed values: {', '.join(FIGURES)}", file=sys.stderr)
+    if getattr(args, "figure", None) and args.figure not in registry:
+        print(f"softmax-icl: unknown figure {args.figure!r}; allowed values: {', '.join(registry)}", file=sys.stderr)
         return 2
     try:
         _check_switches()
@@ -474,7 +482,3 @@ def main(argv: list[str] | None = None) -> int:
             print(f"softmax-icl: {exc}", file=sys.stderr)
             return 1
         raise
-
-
-if __name__ == "__main__":
-    sys.exit(main())

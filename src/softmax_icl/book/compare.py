@@ -27,9 +27,10 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Iterator
 
-from .profiles import DEFAULT_ATOL, DEFAULT_RTOL, SE_UNITS, fmt
+from ..profiles import DEFAULT_ATOL, DEFAULT_RTOL, SE_UNITS, Figure, fmt
 
 
 #: Decimal numbers (and numbers in scientific notation) in a check's statement are measured context ("argmax
@@ -160,10 +161,8 @@ def _verdict(claim: dict) -> str:
     return "PASS" if claim.get("passed") else "FAIL"
 
 
-def figure_tolerances(figure: str) -> dict:
-    from .registry import FIGURES
-
-    fig = FIGURES.get(figure)
+def figure_tolerances(fig: Figure | None) -> dict:
+    """The regression tolerances a figure declares (``Figure.tolerances``; none for ``None``, a figure unknown here)."""
     return dict(getattr(fig, "tolerances", {}) or {}) if fig is not None else {}
 
 
@@ -173,14 +172,16 @@ def results_dir(path: Path) -> Path:
     return path / "results" if (path / "results").is_dir() else path
 
 
-def compare_dirs(dir_a: Path, dir_b: Path, figures: list[str] | None = None) -> dict[str, list[Row]]:
-    """Figure -> rows, for every record present in both folders (``dir_a`` is the reference)."""
+def compare_dirs(dir_a: Path, dir_b: Path, registry: Mapping[str, Figure], figures: list[str] | None = None
+                 ) -> dict[str, list[Row]]:
+    """Figure -> rows, for every record present in both folders (``dir_a`` is the reference), each figure within
+    the tolerances it declares in ``registry``."""
     a, b = results_dir(dir_a), results_dir(dir_b)
     names = sorted({p.stem for p in a.glob("*.json")} & {p.stem for p in b.glob("*.json")})
     if figures:
         names = [n for n in names if n in figures]
     return {name: compare_records(json.loads((a / f"{name}.json").read_text()),
-                                  json.loads((b / f"{name}.json").read_text()), figure_tolerances(name))
+                                  json.loads((b / f"{name}.json").read_text()), figure_tolerances(registry.get(name)))
             for name in names}
 
 

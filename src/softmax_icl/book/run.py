@@ -1,0 +1,186 @@
+"""One execution of a figure notebook: :class:`Run`.
+
+A notebook opens a run right after its parameters cell (``Run.from_notebook(low_rank.FIGURE, globals())``). The
+run resolves and validates the configuration (before any compute), picks the device, trains and computes through
+the result cache (:mod:`softmax_icl.book.cache`), times the stages, collects claim checks that can fail
+(:mod:`softmax_icl.book.records`), and at the end prints the verdicts and writes one machine-readable record to
+``<output_dir>/results/<figure>.json``, with its provenance (:mod:`softmax_icl.book.provenance`). The book's pages
+are generated from these records; the chapter's page text comes from :mod:`softmax_icl.book.chapter`.
+
+Training goes through one front, :meth:`Run.train`: a sweep of either paper (``softmax_icl.training.Sweep``,
+``softmax_icl.classification.models.ClsSweep``) gives its cache key (``to_dict()``) and trains itself
+(``train(device, desc)``), so the run knows no trainer.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import torch
+
+from ..base import resolve_device
+from ..plotting import save, use_style
+from ..profiles import Figure, fmt, validate_device
+from . import records
+from .cache import cached, code_fingerprint
+from .provenance import default_output_dir, git_revision, provenance, repo_root
+from .registry import resolve
+
+
+class Trainable(Protocol):
+    """What :meth:`Run.train` trains: a sweep that names its cache key and trains itself."""
+
+    def to_dict(self) -> dict: ...
+
+    def train(self, device: torch.device, desc: str | None = None) -> Any: ...
+
+
+class Run:
+    """One execution of a figure notebook: ``figure`` is the figure's definition (its package's ``FIGURE``)."""
+
+    def __init__(self, figure: Figure, profile: str = "default", device: str = "auto", use_cache: bool = True,
+                 output_dir: str | None = None, overrides: dict | None = None):
+        if not isinstance(figure, Figure):
+            raise TypeError(f"Run needs the figure's definition (its package's FIGURE, e.g. "
+                            f"softmax_icl.figures.low_rank.FIGURE), got {figure!r}")
+        self.definition = figure
+        self.figure = figure.name
+        self.cfg = resolve(figure, profile, overrides)
+        self.profile = profile
+        self.device = resolve_device(validate_device(device))
+        self.use_cache = bool(use_cache)
+        custom = self.cfg != resolve(figure, profile)
+        self.output_dir = Path(output_dir) if output_dir else default_output_dir(self.figure, profile, custom)
+        self.claims: list[records.Claim] = []
+        #: short titles of the figure's checks by id (a claims module fills it; :meth:`check` reads it)
+        self.titles: dict[str, str] = {}
+        self.numbers: dict[str, Any] = {}
+        self.timings: dict[str, float] = {}
+        self.cache_hits: dict[str, bool] = {}
+        #: per cached stage, how long its computation took (on a hit: when it was computed; None if not recorded)
+        self.compute_seconds: dict[str, float | None] = {}
+        #: cached stages assembled from parts trained apart (``tools/paper_stages.py --part``): tag -> parts
+        self.trained_in_parts: dict[str, int] = {}
+        self._t0 = time.perf_counter()
+        self.revision = git_revision()     # the code this run loaded: read now, not when the record is written
+        #: the result cache's fingerprint of the code that computes this figure (records of other code are not
+        #: compared number by number: :mod:`softmax_icl.book.scales`)
+        self.fingerprint = code_fingerprint(self.figure)
+        torch.manual_seed(0)  # nothing should use the global generator; make it deterministic if something does
+        use_style()
+        print(f"This run writes its record and figures to {self.where()}")
+
+    def where(self) -> str:
+        """The output folder, relative to the checkout when inside it; the book's own is named as such."""
+        out, root = self.output_dir.resolve(), repo_root()
+        if root is not None and out == root / "book":
+            return "the book (book/results/, book/figures/)"
+        if root is not None and out.is_relative_to(root):
+            return f"{out.relative_to(root).as_posix()}/ (not the book)"
+        return f"{out} (not the book)"
+
+    @classmethod
+    def from_notebook(cls, figure: Figure, namespace: dict) -> "Run":
+        """The run a notebook's parameters cell describes: ``Run.from_notebook(norm_scaling.FIGURE, globals())``.
+
+        Reads ``profile``, ``device``, ``use_cache``, ``output_dir`` and every parameter of the figure from
+        ``namespace`` (a figure parameter left at ``None`` takes the profile's value), so the notebook does not
+        repeat every name; a parameter the cell does not declare is an error naming it.
+        """
+        missing = [p for p in ("profile", *figure.params) if p not in namespace]
+        if missing:
+            raise NameError(f"the parameters cell of {figure.name!r} does not declare {', '.join(missing)}")
+        overrides = {p: namespace[p] for p in figure.params}
+        return cls(figure, namespace.get("profile", "default"), namespace.get("device", "auto"),
+                   namespace.get("use_cache", True), namespace.get("output_dir"), overrides=overrides)
+
+    # -- configuration and provenance ---------------------------------------------------------
+    def __getitem__(self, name: str):
+        return self.cfg[name]
+
+    def provenance(self) -> dict:
+        return provenance(self.figure, self.profile, self.device, self.cfg, revision=self.revision,
+                          fingerprint=self.fingerprint, use_cache=self.use_cache)
+
+    def describe(self) -> str:
+        """Human-readable provenance and settings (volatile: keep out of checked cells)."""
+        prov = self.provenance()
+        lines = [f"{k}: {v}" for k, v in prov.items() if k != "peak_memory_mb"]      # at the start: not a peak yet
+        lines.append("settings: " + ", ".join(f"{k}={fmt(v)}" for k, v in self.cfg.items() if k != "profile"))
+        return "\n".join(lines)
+
+    # -- compute -------------------------------------------------------------------------------
+    @contextmanager
+    def timer(self, name: str):
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t
+
+    def cached(self, tag: str, config: dict, compute: Callable[[], Any]) -> Any:
+        """Cache ``compute()`` under (figure, tag, config, device); timed under ``tag``."""
+        info: dict = {}
+        with self.timer(tag):
+            value, hit = cached(f"{self.figure}-{tag}", config, str(self.device), compute, self.use_cache,
+                               figure=self.figure, info=info)
+        self.cache_hits[tag] = hit
+        if info.get("parts"):
+            self.trained_in_parts[tag] = int(info["parts"])
+        seconds = info.get("seconds")
+        if seconds is None:   # an entry from before the cache kept times: trained results carry their own
+            seconds = (getattr(value, "timings", None) or {}).get("train_seconds")
+        self.compute_seconds[tag] = None if seconds is None else round(float(seconds), 2)
+        return value
+
+    def train(self, tag: str, sweep: Trainable, desc: str | None = None) -> Any:
+        """Train a sweep (one batched program), through the cache: keyed by ``sweep.to_dict()``, trained by
+        ``sweep.train(device, desc)`` (``desc``, the progress label, defaults to ``tag``)."""
+        return self.cached(tag, sweep.to_dict(), lambda: sweep.train(self.device, desc=desc or tag))
+
+    # -- results -------------------------------------------------------------------------------
+    def check(self, id: str, statement: str, value: Any, passed: bool, threshold: str, *, kind: str, source: str,
+              control_of: str | None = None, anchor: str | None = None, ledger: str | None = None,
+              title: str | None = None) -> records.Claim:
+        """Record one check (:func:`softmax_icl.book.records.make_claim`: ``kind`` and ``source`` are required, a
+        claim names its ledger entry); a check of the same id replaces the earlier one."""
+        claim = records.make_claim(self.figure, id, statement, value, passed, threshold, kind=kind, source=source,
+                                   control_of=control_of, anchor=anchor, ledger=ledger, title=title,
+                                   default_title=self.titles.get(id))
+        self.claims = [c for c in self.claims if c.id != id] + [claim]
+        return claim
+
+    def record(self, **numbers: Any) -> None:
+        """Key numbers for the machine-readable record."""
+        self.numbers.update({k: records.plain(v) for k, v in numbers.items()})
+
+    def savefig(self, fig, name: str, glue: str | None = None) -> None:
+        """Save ``fig`` as ``<output>/figures/<figure>_<name>.png`` and ``.pdf``; show the saved PNG here, or, with
+        ``glue``, glue it under that key (myst-nb) for a ``{glue:figure}`` higher up the page, and show nothing."""
+        paths = save(fig, self.output_dir / "figures", f"{self.figure}_{name}", show=glue is None)
+        if glue is not None:
+            import matplotlib.pyplot as plt
+
+            from .glue import glue_image
+            glue_image(glue, paths[0])
+            plt.close(fig)
+
+    def verdicts(self) -> str:
+        return records.verdict_lines(self.claims)
+
+    def values_table(self) -> str:
+        """Each check's measured value against its threshold (:func:`softmax_icl.book.records.values_table`)."""
+        return records.values_table(self.claims)
+
+    def finish(self) -> str:
+        """Write the record (atomically) and return the verdict lines: PASS/FAIL, id, statement and threshold,
+        without the measured values, so the lines are the same on every machine (nbval compares them). The values
+        are in the record, in the chapter's verdict box and in :meth:`values_table`."""
+        self.timings["total"] = time.perf_counter() - self._t0
+        records.write_record(self.output_dir, records.record(
+            self.figure, self.profile, self.cfg, self.claims, self.numbers, self.provenance(), self.timings,
+            self.cache_hits, self.compute_seconds, self.trained_in_parts))
+        return self.verdicts()
