@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl.engine import regression as kernels
+from softmax_icl.engine import regression
 from softmax_icl.base import derive_seed, resolve_device
 from softmax_icl.training import Sweep, task_streams, train_sweep
 
@@ -26,9 +26,9 @@ def test_sweep_grid_is_the_full_product_with_seed_fastest():
 def path(request, monkeypatch):
     """Both computations: the CPU engine (where it builds) and the PyTorch path (what runs on a GPU)."""
     if request.param == "torch":
-        monkeypatch.setattr(kernels, "usable", lambda *a, **k: False)
-    elif not kernels.available():
-        pytest.skip(kernels.backend())
+        monkeypatch.setattr(regression, "usable", lambda *a, **k: False)
+    elif not regression.available():
+        pytest.skip(regression.backend())
     return request.param
 
 
