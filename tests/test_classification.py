@@ -13,6 +13,8 @@ from softmax_icl.classification import metrics as cmetrics
 from softmax_icl.classification import models as cmodels
 from softmax_icl.engine import classification as cls_engine
 from softmax_icl.engine import common
+from softmax_icl.classification import builder as cbuilder
+from softmax_icl.classification import plan as cplan
 from softmax_icl.classification import tasks as ctasks
 from test_device import traffic  # noqa: F401  (the fixture that records host traffic in a training loop)
 from test_streams import ref_normal, ref_philox, ref_words
@@ -167,7 +169,7 @@ def test_the_compiled_engine_draws_the_torch_builders_tasks():
     cfgs = ALL_READINGS + [dict(ALL_READINGS[3], n=12, n_min=4, seed=1)]
     stream = _stream(cfgs, (12, 4, 2, 3), [11, 12], True)
     got = stream.draw(5, 40, first=7, protos=True)
-    ref = ctasks.draw_torch(stream.keys, stream.plan, 5, 7, 40)
+    ref = cbuilder.draw_torch(stream.keys, stream.plan, 5, 7, 40)
     assert torch.all(got.xs[..., 12:] == 0) and torch.all(got.lab[..., 12:] == 0)      # rows padded to whole blocks
     for name in ("lab", "lq", "length_words"):
         assert torch.equal(getattr(got, name)[..., :getattr(ref, name).shape[-1]], getattr(ref, name)), name
@@ -192,16 +194,16 @@ def test_the_balanced_pool_scanned_in_chunks_gives_the_tasks_of_the_whole_pool(m
     candidate: the same tasks, bit for bit, as one pass over the whole pool (a GPU's way), whatever the chunk, with
     padded rows of other lengths, and where the pool runs short (one candidate per point: classes reuse or borrow
     candidates, and the chunks must read the whole pool)."""
-    monkeypatch.setattr(ctasks, "POOL_FACTOR", pool_factor)
+    monkeypatch.setattr(cbuilder, "POOL_FACTOR", pool_factor)
     cfgs = [dict(seed=s, reading="balanced", P=1, tau=0.0, k=0, C=C, d=d, n=n)
             for s in (0, 1) for C, d in ((4, 3), (3, 2), (2, 5)) for n in (12, 40)]
     stream = _stream(cfgs, (40, 4, 1, 5), [11, 12], False)
-    original = ctasks._balanced_torch
+    original = cbuilder._balanced_torch
 
     def draw(devices, chunk=None):
-        monkeypatch.setattr(ctasks, "CHUNKED_POOL_DEVICES", devices)
-        monkeypatch.setattr(ctasks, "_balanced_torch", lambda *a, **kw: original(*a, chunk=chunk, **kw))
-        return ctasks.draw_torch(stream.keys, stream.plan, 5, 7, 40)
+        monkeypatch.setattr(cbuilder, "CHUNKED_POOL_DEVICES", devices)
+        monkeypatch.setattr(cbuilder, "_balanced_torch", lambda *a, **kw: original(*a, chunk=chunk, **kw))
+        return cbuilder.draw_torch(stream.keys, stream.plan, 5, 7, 40)
 
     whole = draw(())
     for chunk in (None, 4, 24, 128):
@@ -219,8 +221,8 @@ def test_cuda_draws_the_cpus_classification_tasks():
     cfgs = ALL_READINGS + [dict(ALL_READINGS[3], n=12, n_min=4, seed=1)]
     cpu = ctasks.ClsStream(cfgs, (12, 4, 2, 3), [11, 12], "cpu", native=False)
     gpu = ctasks.ClsStream(cfgs, (12, 4, 2, 3), [11, 12], "cuda", native=False)
-    ref = ctasks.draw_torch(cpu.keys, cpu.plan, 5, 7, 40)
-    got = ctasks.draw_torch(gpu.keys, gpu.plan, 5, 7, 40)
+    ref = cbuilder.draw_torch(cpu.keys, cpu.plan, 5, 7, 40)
+    got = cbuilder.draw_torch(gpu.keys, gpu.plan, 5, 7, 40)
     for name in ("lab", "lq", "length_words"):
         assert torch.equal(getattr(got, name).cpu(), getattr(ref, name)), name
     for name in ("xs", "xq"):
@@ -365,7 +367,7 @@ def test_unit_rows_of_the_pytorch_sampler_equal_dividing_by_the_norm():
         for dtype in (torch.float32, D64):
             z = torch.randn(3, 7, d, generator=g, dtype=dtype)
             z[0, 0] = 0.0
-            got = ctasks._normalise(z)
+            got = cbuilder._normalise(z)
             torch.testing.assert_close(got, z / z.norm(dim=-1, keepdim=True).clamp_min(1e-30))
             assert bool(torch.isfinite(got).all())
             torch.testing.assert_close(got[1:].norm(dim=-1), torch.ones(2, 7, dtype=dtype))
@@ -492,7 +494,7 @@ def test_the_compiled_loss_and_gradient_equal_pytorchs(name):
                                  plan.unit_n, sw.dims)
     WK, WQ, WV = (w.detach() for w in W)
     fused.compute((WK.transpose(1, 2) @ WQ).contiguous(), WV.contiguous(), tasks,
-                  ctasks.context_lengths(plan, tasks.length_words))
+                  cplan.context_lengths(plan, tasks.length_words))
     b = stream.batch(tasks)
     ref = cmetrics.masked_ce(cmodels.sa_logits(cmodels.model_codes(configs), *W, b.x_ctx, b.y_ctx, b.x_q, b.ctx_mask),
                              b.label_q, b.class_mask).mean(-1)
@@ -541,7 +543,7 @@ def test_neither_trainer_waits_for_the_device_or_allocates_in_its_loop(compiled,
         pytest.skip(cls_engine.backend())
     if not compiled:
         monkeypatch.setattr(cls_engine, "available", lambda: False)
-        monkeypatch.setattr(ctasks, "CHUNKED_POOL_DEVICES", ())   # the CPU as a GPU: the pool in one pass
+        monkeypatch.setattr(cbuilder, "CHUNKED_POOL_DEVICES", ())   # the CPU as a GPU: the pool in one pass
     for sw in (cmodels.ClsSweep(models=("softmax", "linear_sum"), shapes=((2, 3), (3, 2)), n=(5, 7), seeds=2,
                                 tasks=tuple(ctasks.task_spec(*t) for t in (("uniform",), ("balanced",),
                                             ("clustered", 1, 0.5), ("subspace", 1, 0.0, 1), ("uniform", 2)))),
@@ -656,7 +658,7 @@ def test_balanced_inputs_lie_in_their_class_cell_with_equal_class_frequencies():
     assert torch.equal(torch.einsum("bnd,bcd->bnc", x, c).argmax(-1), lab)            # the label is the argmax
     torch.testing.assert_close(x.norm(dim=-1), torch.ones_like(x[..., 0]))
     m24 = streams.words(streams.keys([0], "cpu"), streams.TAGS["cls_class"], 0, range(200), n + 1)[0] >> 8
-    drawn = ctasks.scaled_index(m24, C)
+    drawn = cplan.scaled_index(m24, C)
     assert (lab == drawn).float().mean() > 0.99                                          # the drawn class, bar empty cells
     freq = torch.nn.functional.one_hot(lab, C).double().mean((0, 1))
     assert torch.all((freq - 1 / C).abs() < 0.02)

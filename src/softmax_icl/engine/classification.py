@@ -107,7 +107,7 @@ def available() -> bool:
 
 
 def row_length(n_max: int) -> int:
-    """The padded length of a task's rows (:class:`.tasks.Tasks`): ``n_max`` rounded up to a whole block."""
+    """The padded length of a task's rows (:class:`softmax_icl.classification.plan.Tasks`): ``n_max`` rounded up to a whole block."""
     return -(-int(n_max) // ROW_BLOCK) * ROW_BLOCK
 
 
@@ -146,7 +146,7 @@ class _Workspace:
 
 
 class Drawer:
-    """Draws a :class:`.tasks.TaskPlan`'s tasks with ``cls_draw`` on ``threads`` threads: the plan's arrays and keys
+    """Draws a :class:`softmax_icl.classification.plan.TaskPlan`'s tasks with ``cls_draw`` on ``threads`` threads: the plan's arrays and keys
     converted once."""
 
     def __init__(self, keys, plan, threads: int | None = None):
@@ -169,7 +169,7 @@ class Drawer:
         self.work = _Workspace(lib.cls_draw_workspace, spec, self.threads)
 
     def draw(self, step: int, first: int, out) -> None:
-        """Contexts ``first .. first + T - 1`` of ``step`` into ``out`` (:class:`.tasks.Tasks`, contiguous CPU)."""
+        """Contexts ``first .. first + T - 1`` of ``step`` into ``out`` (:class:`softmax_icl.classification.plan.Tasks`, contiguous CPU)."""
         s, plan = self.spec, self.plan
         n_max, C_max, P_max, d_max = plan.dims
         G, T, N = plan.G, out.xq.shape[1], row_length(n_max)
@@ -191,7 +191,7 @@ class Drawer:
 
 
 class FusedLoss:
-    """Per-configuration mean cross-entropy of attention classifiers on a :class:`.tasks.Tasks` batch and its gradient
+    """Per-configuration mean cross-entropy of attention classifiers on a :class:`softmax_icl.classification.plan.Tasks` batch and its gradient
     in ``A = W_K^T W_Q`` and ``W_V`` (K, D, D): :meth:`compute` writes them into :attr:`loss`, :attr:`gA`,
     :attr:`gWV`.
 
@@ -302,7 +302,7 @@ class FusedStep:
 
 def unit_logits(A: torch.Tensor, WV: torch.Tensor, code, group, C, d, n, tasks, dims,
                 threads: int | None = None) -> torch.Tensor:
-    """Logits (K, T, C_max) of K attention units on the T contexts of their tasks (``tasks``: :class:`.tasks.Tasks`;
+    """Logits (K, T, C_max) of K attention units on the T contexts of their tasks (``tasks``: :class:`softmax_icl.classification.plan.Tasks`;
     ``group``, ``code``, ``C``, ``d``, ``n``: (K,) each unit's task, model code, sizes and context length), computed
     by the engine's forward pass (:func:`.models.sa_logits`, to rounding). No gradient."""
     lib = _load()
