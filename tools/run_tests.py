@@ -49,8 +49,8 @@ ALONE = ("tests/test_book_browser.py",)
 EXPECTED = {
     "engine paper 1": 57, "engine paper 2": 12,
     "unit tests/test_book_browser.py": 118, "unit tests": 125,
-    "torch classification_kernel_gd": 60, "torch generalization": 60, "torch norm_scaling": 60,
-    "torch window_adaptation": 30, "torch low_rank": 30,
+    "torch classification_kernel_gd": 112, "torch norm_scaling": 86, "torch generalization": 80,
+    "torch low_rank": 72, "torch window_adaptation": 58,
     "auto norm_scaling": 49, "auto classification_kernel_gd": 46, "auto generalization": 37,
     "auto low_rank": 22, "auto window_adaptation": 17,
 }
