@@ -6,37 +6,31 @@ BIN := $(VENV)/bin
 # For a GPU: make setup TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
-# `make test` (tools/run_tests.py): the unit tests (UNIT_ARGS), and for each numerical backend (BACKENDS: the fused
-# CPU engines, PyTorch) nbval re-executing every notebook (NB_ARGS; it compares the verdict lines only) with a fresh
-# result cache and records written outside the repo, then tests/test_regression.py holding those fresh records
-# against book/results within the declared tolerances (verdicts exactly). Every piece is one job (each C engine's
-# compilation, the browser test, the other unit tests, one notebook under one backend, a backend's regression test)
-# and TEST_WORKERS jobs run at once, the longest ready one first (the compilations before all: the unit tests and the
+# `make test` (tools/run_tests.py): the unit tests (UNIT_ARGS: they hold every compiled engine against the PyTorch
+# code), the compiled-engine pass (nbval re-executing every notebook at the default profile, NB_ARGS: it compares the
+# verdict lines only, with a fresh result cache and records written outside the repo, then tests/test_regression.py
+# holding those fresh records against book/results within the declared tolerances, verdicts exactly), and the PyTorch
+# pass (SOFTMAX_ICL_KERNEL=torch: every notebook executed once at the smoke profile, which must complete without
+# error; its verdicts are the smoke profile's, not compared with the book's). Every piece is one job (each C engine's
+# compilation, the browser test, the other unit tests, one notebook under one backend, the regression test) and
+# TEST_WORKERS jobs run at once, the longest ready one first (the compilations before all: the unit tests and the
 # compiled-engine notebooks wait for them, and get their libraries copied into their fresh caches, a build product
-# keyed by its sources, compiler, flags and CPU, not a result; the PyTorch pass needs no engine (only the small
-# compiled Philox words, built in its own cache in under a second, or PyTorch's) and starts at once). Run
-# one after the other, each pass spread over the cores by pytest-xdist, the passes left cores idle while their
-# longest file ran alone (fresh-clone CI at 73a0a96: 62 + 258 + 164 + 773 s after the install; as jobs, at 39c21fd:
-# 1153 s, the two processes busy to the end; .ci/run 1411 -> 1238 s with the install's --no-compile; 790 -> 552-718 s
-# in four runs, jobs 719 -> 499-648 s, with the jobs' bytecode kept in the run's folder under PYTHONDONTWRITEBYTECODE).
+# keyed by its sources, compiler, flags and CPU, not a result; the PyTorch pass needs no engine and starts at once).
 UNIT_ARGS ?= tests
 NB_ARGS ?= --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 # Jobs at once; each gets an even share of the cores as its thread count (OMP_NUM_THREADS, unless you set it): no
-# number depends on the thread count in the engines, and the PyTorch path's rounding stays within the regression
-# tolerances. TEST_WORKERS=1: one job at a time.
+# number depends on the thread count in the engines. TEST_WORKERS=1: one job at a time.
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(os.cpu_count() or 1)")
 WORKER_THREADS := $(shell $(PYTHON) -c "import os; print(max(1, (os.cpu_count() or 1) // max(1, int('$(TEST_WORKERS)'))))")
 BACKENDS ?= auto torch
 # The slowest tests (and notebook cells) of each job, listed at its end: where CI's time goes.
 DURATIONS ?= --durations=8
-# Both papers' trainers have a compiled CPU engine (paper 1: softmax_icl.engine.regression; paper 2: engine/classification.c),
-# so the PyTorch pass re-executes every notebook. (SKIP_torch: a -k expression of figures its regression test leaves
-# out, for a NOTEBOOKS_torch that leaves some out.)
+# Both papers' trainers have a compiled CPU engine (softmax_icl.engine.regression, softmax_icl.engine.classification),
+# so both passes execute every notebook.
 NOTEBOOKS ?= notebooks/generalization.ipynb notebooks/classification_kernel_gd.ipynb notebooks/norm_scaling.ipynb \
   notebooks/low_rank.ipynb notebooks/window_adaptation.ipynb
 NOTEBOOKS_auto ?= $(NOTEBOOKS)
 NOTEBOOKS_torch ?= $(NOTEBOOKS)
-SKIP_torch ?=
 # `make audit`: fresh seed sets per figure (see `softmax-icl audit --help`); EXECUTOR: auto | serial | cores | local |
 # slurm | gpus
 AUDIT_SETS ?= 5
@@ -67,12 +61,12 @@ $(STAMP): pyproject.toml
 book: setup
 	$(BIN)/softmax-icl build
 
-## The unit tests, and nbval + the regression test under each backend (fresh cache, records outside the repo), as
-## one queue of jobs (tools/run_tests.py).
+## The unit tests, nbval + the regression test under the compiled engines, and a smoke run of every notebook under
+## PyTorch (fresh caches, records outside the repo), as one queue of jobs (tools/run_tests.py).
 test: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(WORKER_THREADS)} $(BIN)/python tools/run_tests.py --workers $(TEST_WORKERS) \
 	  --backends $(BACKENDS) --notebooks-auto $(NOTEBOOKS_auto) --notebooks-torch $(NOTEBOOKS_torch) \
-	  --skip-torch="$(SKIP_torch)" --unit="$(UNIT_ARGS)" --nb-args="$(NB_ARGS)" --durations="$(DURATIONS)"
+	  --unit="$(UNIT_ARGS)" --nb-args="$(NB_ARGS)" --durations="$(DURATIONS)"
 
 ## Rerun every figure with fresh seed sets and write the audit records (book/results/audit/), then the pages.
 audit: setup

@@ -1,9 +1,9 @@
 """Two versions of a CPU engine in one process, alternated call by call: the ratio of their step times.
 
 This machine's speed moves by a fifth between runs of one hour (``roofline.md``), so two versions of the engine
-timed in separate runs cannot be told apart below that. Here both are compiled (paper 1's ``engine/regression.c`` and
-``engine/philox.h``, or paper 2's ``engine/classification.c``, of two source trees, e.g. ``main`` and a
-``git worktree`` of a branch), and every training step
+timed in separate runs cannot be told apart below that. Here both are compiled (paper 1's ``engine/regression.c`` or paper 2's
+``engine/classification.c``, each with the ``engine/philox.h`` and ``engine/adam.h`` of its tree, of two source trees,
+e.g. ``main`` and a ``git worktree`` of a branch), and every training step
 of a roofline stage (``roofline.py``'s sweeps at the paper profile) calls A and B in turn, ``--calls`` times each on the
 same matrices; the step's time of each is the fastest of its calls, in CPU seconds of both threads (steadier than wall
 time on a shared host). Printed per stage: the median over steps (the first two left out) of A's and B's times, B / A,
@@ -17,8 +17,8 @@ only replace the engine call. Both must take the same arguments as the installed
 again after each pair of calls, so training follows A.
 
 Usage:  python benchmarks/engine_ab.py A_DIR B_DIR [--stages NAME ...] [--steps 14] [--calls 3]
-        (A_DIR, B_DIR: source trees holding src/softmax_icl/engine/regression.c and philox.h for paper 1's stages,
-        src/softmax_icl/engine/classification.c for paper 2's)
+        (A_DIR, B_DIR: source trees holding src/softmax_icl/engine/philox.h and adam.h, and regression.c for paper 1's
+        stages, classification.c for paper 2's)
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ def is_cls(stage: str) -> bool:
     return stage.startswith("classification")
 
 
-def engine_sources(tree: Path) -> tuple[Path, Path]:
-    """Paper 1's engine source and the Philox header of source tree ``tree``."""
+def engine_sources(tree: Path) -> tuple[Path, Path, Path]:
+    """Paper 1's engine source and the headers it includes (Philox, Adam) of source tree ``tree``."""
     e = tree / "src" / "softmax_icl" / "engine"
-    return e / "regression.c", e / "philox.h"
+    return e / "regression.c", e / "philox.h", e / "adam.h"
 
 
 def alternate(obj, attr: str, libs: dict, calls: int, call) -> tuple[dict, dict]:
@@ -96,32 +96,35 @@ def summary(stage: str, times: dict, diff: float) -> dict:
     return {"stage": stage, "A_s": a, "B_s": b, "ratio": b / a, "max_rel_diff": diff}
 
 
-def cls_source(tree: Path) -> Path:
-    """Paper 2's engine source of source tree ``tree``."""
-    return tree / "src" / "softmax_icl" / "engine" / "classification.c"
+def cls_sources(tree: Path) -> tuple[Path, Path, Path]:
+    """Paper 2's engine source and the headers it includes (Philox, Adam) of source tree ``tree`` (a tree whose
+    classification.c does not include philox.h builds the same: a header only keys the build)."""
+    e = tree / "src" / "softmax_icl" / "engine"
+    return e / "classification.c", e / "philox.h", e / "adam.h"
 
 
 def load_cls(tree: Path):
     """Compile and load paper 2's engine of source tree ``tree``."""
-    from softmax_icl.engine import classification as native
+    from softmax_icl.engine import classification as cls_engine
     from softmax_icl.engine import common
-    lib, how = common.build_library("cls-engine", cls_source(tree), "classification engine", chosen_by_env=False)
+    source, *headers = cls_sources(tree)
+    lib, how = common.build_library("cls-engine", source, "classification engine", headers, chosen_by_env=False)
     if lib is None:
         raise SystemExit(f"the classification engine of {tree} did not build: {how}")
     lib.cls_step.restype = ctypes.c_int
     lib.cls_step_workspace.restype = ctypes.c_int64
     for fn in (lib.cls_step, lib.cls_step_workspace):
-        fn.argtypes = [ctypes.POINTER(native.StepSpec)]
+        fn.argtypes = [ctypes.POINTER(cls_engine.StepSpec)]
     return lib
 
 
 def measure_cls(stage: str, libs: dict, steps: int, calls: int) -> dict:
     """Train paper 2's ``stage`` for ``steps`` steps, each step's ``cls_step`` made by A and B in turn."""
-    from softmax_icl.engine import classification as native
     from softmax_icl.classification.models import train_cls_sweep
+    from softmax_icl.engine import classification as cls_engine
     times = {"A": [], "B": []}
     diff = [0.0]
-    compute = native.FusedStep.compute
+    compute = cls_engine.FusedStep.compute
 
     def alternated(self, A, WV, step, first=0):
         self.work.size_fn = lambda spec: max(int(lib.cls_step_workspace(spec)) for lib in libs.values())
@@ -137,7 +140,7 @@ def measure_cls(stage: str, libs: dict, steps: int, calls: int) -> dict:
             mine.copy_(a)
         diff[0] = max(diff[0], rel_diff(out["A"], out["B"]))
 
-    train_patched(native.FusedStep, "compute", alternated, stage, steps, train_cls_sweep)
+    train_patched(cls_engine.FusedStep, "compute", alternated, stage, steps, train_cls_sweep)
     if not times["A"]:
         raise SystemExit(f"{stage}: its training made no fused step (cls_step) to time")
     return summary(stage, times, diff[0])
@@ -145,14 +148,13 @@ def measure_cls(stage: str, libs: dict, steps: int, calls: int) -> dict:
 
 def load(tree: Path):
     """Compile and load the engine of source tree ``tree`` (built and cached as the package builds its own)."""
-    from softmax_icl.engine import common
-    from softmax_icl.engine import regression as kernels
-    engine, philox = engine_sources(tree)
-    lib, how = common.build_library("engine", engine, "fused kernel", [philox, common.ADAM], chosen_by_env=False)
+    from softmax_icl.engine import common, regression
+    engine, *headers = engine_sources(tree)
+    lib, how = common.build_library("engine", engine, "fused kernel", headers, chosen_by_env=False)
     if lib is None:
         raise SystemExit(f"the engine of {tree} did not build: {how}")
     lib.fused_steps.restype = ctypes.c_int
-    lib.fused_steps.argtypes = [ctypes.POINTER(kernels._Spec), ctypes.POINTER(kernels._Step), ctypes.c_int64,
+    lib.fused_steps.argtypes = [ctypes.POINTER(regression._Spec), ctypes.POINTER(regression._Step), ctypes.c_int64,
                                 ctypes.c_int64]
     lib.scratch_floats.restype = ctypes.c_int64
     lib.scratch_floats.argtypes = [ctypes.c_int64, ctypes.c_int64]
@@ -162,11 +164,11 @@ def load(tree: Path):
 def measure(stage: str, libs: dict, steps: int, calls: int) -> dict:
     """Train ``stage`` for ``steps`` steps, each step's engine call made by A and B in turn."""
     import torch
-    from softmax_icl.engine import regression as kernels
+    from softmax_icl.engine import regression
     from softmax_icl.training import train_sweep
     times = {"A": [], "B": []}
     diff = [0.0]
-    run = kernels.FusedProgram.run
+    run = regression.FusedProgram.run
     sized = set()
 
     def alternated(self, M, step):
@@ -183,7 +185,7 @@ def measure(stage: str, libs: dict, steps: int, calls: int) -> dict:
         diff[0] = max(diff[0], rel_diff(out["A"], out["B"]))
         return out["A"]
 
-    train_patched(kernels.FusedProgram, "run", alternated, stage, steps, train_sweep)
+    train_patched(regression.FusedProgram, "run", alternated, stage, steps, train_sweep)
     return summary(stage, times, diff[0])
 
 
@@ -204,7 +206,8 @@ def main() -> int:
         ap.error(f"--steps must be >= 3 and --calls >= 1; got --steps {args.steps}, --calls {args.calls}")
     papers = {is_cls(names[s]) for s in args.stages}
     for tree in (args.a, args.b):
-        need = (list(engine_sources(tree)) if False in papers else []) + ([cls_source(tree)] if True in papers else [])
+        need = (list(engine_sources(tree)) if False in papers else []) + (list(cls_sources(tree)) if True in papers
+                                                                            else [])
         missing = [str(p) for p in need if not p.is_file()]
         if missing:
             ap.error(f"{tree}: no engine sources ({', '.join(missing)})")

@@ -21,8 +21,8 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode, resolve_name
 
-from softmax_icl import base, models, streams
-from softmax_icl.engine import regression as kernels
+from softmax_icl import base, models
+from softmax_icl.engine import regression
 from softmax_icl.training import Sweep, SweepProgram, task_streams, train_sweep
 
 #: Tensor methods that read a value on the host (a device sync on a GPU) or copy to the host.
@@ -102,10 +102,8 @@ def traffic(monkeypatch):
 
 @pytest.fixture
 def torch_path(monkeypatch):
-    """The PyTorch path (what runs on a GPU), not the fused CPU kernel, with PyTorch's own Philox words (the CPU's
-    compiled words read the step on the host, as only a CPU can; a GPU's Triton kernel reads it on the device)."""
-    monkeypatch.setattr(kernels, "usable", lambda *a, **k: False)
-    monkeypatch.setenv(streams.WORDS_ENV, "torch")
+    """The PyTorch path (what runs on a GPU), not the fused CPU kernel."""
+    monkeypatch.setattr(regression, "usable", lambda *a, **k: False)
 
 
 SWEEPS = {
@@ -194,7 +192,7 @@ def reference_optimise(params, step_loss, steps, lr, log_every, snapshot, update
 @pytest.mark.parametrize("path", ["torch", "auto"])
 def test_train_sweep_matches_the_reference_loop_bit_for_bit(name, path, monkeypatch):
     if path == "torch":
-        monkeypatch.setattr(kernels, "usable", lambda *a, **k: False)
+        monkeypatch.setattr(regression, "usable", lambda *a, **k: False)
     sw = SWEEPS[name]
     res = train_sweep(sw, "cpu", progress=False)
     prog = SweepProgram(sw, torch.device("cpu"))
@@ -290,13 +288,13 @@ def test_classification_trainer_steps_never_wait_for_the_device(name, traffic):
 
 
 def test_fused_kernel_is_not_usable_off_the_cpu():
-    assert not kernels.usable("meta", 3, 1)
-    assert not kernels.FusedStream.usable([["relu"]], torch.ones(1, 1, device="meta"), 3, 1, "meta")
-    if kernels.available():
-        f = kernels.FusedStream("isotropic", torch.zeros(1, 2, dtype=torch.int64), 4, 2, 2, 1, [["relu"]],
+    assert not regression.usable("meta", 3, 1)
+    assert not regression.FusedStream.usable([["relu"]], torch.ones(1, 1, device="meta"), 3, 1, "meta")
+    if regression.available():
+        f = regression.FusedStream("isotropic", torch.zeros(1, 2, dtype=torch.int64), 4, 2, 2, 1, [["relu"]],
                                 torch.ones(1, 1), torch.zeros(1, 1), torch.zeros(1, 1), True, None, None)
         with pytest.raises(ValueError, match="CPU"):
-            f.run(torch.zeros(1, 1, 2, 2, device="meta"), 1)
+            regression.FusedProgram([f], [0]).run(torch.zeros(1, 2, 2, device="meta"), 1)
 
 
 def test_a_stream_off_the_cpu_never_builds_the_engine():
@@ -318,8 +316,7 @@ def test_cuda_training_uses_the_torch_path(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("the fused CPU kernel was called in a CUDA run")
 
-    monkeypatch.setattr(kernels.FusedStream, "run", boom)
-    monkeypatch.setattr(kernels.FusedProgram, "run", boom)
+    monkeypatch.setattr(regression.FusedProgram, "run", boom)
     res = train_sweep(SWEEPS["grid"], "cuda", progress=False)
     assert res.timings["device"].startswith("cuda") and np.isfinite(res.M_history).all()
 
@@ -403,11 +400,11 @@ def test_same_seeds_same_numbers_on_another_device(name, monkeypatch):
     bug or a draw that depends on the device moves them by the scale of M)."""
     sw = SWEEPS[name]
     other = "cuda" if torch.cuda.is_available() else "cpu"
-    if other == "cpu" and not kernels.available():
+    if other == "cpu" and not regression.available():
         pytest.skip("neither a GPU nor the fused CPU kernel here: nothing else to compare the PyTorch path with")
     got = train_sweep(dataclasses.replace(sw, log_every=1), other, progress=False).M_history
     with monkeypatch.context() as m:
-        m.setattr(kernels, "usable", lambda *a, **k: False)
+        m.setattr(regression, "usable", lambda *a, **k: False)
         ref = train_sweep(dataclasses.replace(sw, log_every=1), "cpu", progress=False).M_history
     assert got.shape == ref.shape and not np.array_equal(ref[-1], ref[0])
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * np.abs(ref).max())

@@ -69,7 +69,6 @@ def test_cli_rejects_bad_input_with_nonzero_exit_before_compute(argv, message, c
 
 
 @pytest.mark.parametrize("name, value, message", [
-    ("SOFTMAX_ICL_WORDS", "c", "SOFTMAX_ICL_WORDS='c' is not allowed; allowed values: 'fused' (default), 'torch'"),
     ("SOFTMAX_ICL_KERNEL", "c", "SOFTMAX_ICL_KERNEL='c' is not allowed; allowed values: 'auto' (default), 'torch'"),
 ])
 def test_cli_rejects_a_bad_numerics_switch_before_compute(name, value, message, capsys, monkeypatch, tmp_path):
@@ -81,18 +80,12 @@ def test_cli_rejects_a_bad_numerics_switch_before_compute(name, value, message, 
 
 
 def test_the_clis_switch_values_are_the_ones_the_numerics_accept(monkeypatch):
-    from softmax_icl import streams
-    from softmax_icl.engine import common
-    from softmax_icl.engine import regression as kernels
-    assert cli.SWITCHES["SOFTMAX_ICL_WORDS"][0] == "fused" and cli.SWITCHES["SOFTMAX_ICL_KERNEL"][0] == "auto"
-    assert cli.SWITCHES["SOFTMAX_ICL_WORDS"] == streams.WORDS_CHOICES
-    for value in cli.SWITCHES["SOFTMAX_ICL_WORDS"]:
-        monkeypatch.setenv(streams.WORDS_ENV, value)
-        streams.fused_words_enabled()                 # accepted
-    monkeypatch.setenv(kernels.ENV, "neither")
+    from softmax_icl.engine import common, regression
+    assert cli.SWITCHES["SOFTMAX_ICL_KERNEL"] == ("auto", "torch")
+    monkeypatch.setenv(regression.ENV, "neither")
     with pytest.raises(ValueError, match="allowed values: 'auto', 'torch'"):
-        common.build_library("engine", kernels.SOURCE, "fused kernel")
-    assert tuple(cli.SWITCHES) == (kernels.ENV, streams.WORDS_ENV)
+        common.build_library("engine", regression.SOURCE, "fused kernel")
+    assert tuple(cli.SWITCHES) == (regression.ENV,)
 
 
 def test_cli_entry_point_exit_code():

@@ -20,16 +20,22 @@ NBS = ["notebooks/generalization.ipynb", "notebooks/low_rank.ipynb"]
 
 def test_the_plan_has_every_pass_and_orders_the_jobs_on_their_predecessors(tmp_path):
     jobs = rt.plan(tmp_path, ["auto", "torch"], {"auto": NBS, "torch": NBS}, ["tests"], ["--nbval-lax"],
-                   ["--durations=8"], {"torch": "low_rank"}, threads=1)
+                   ["--durations=8"], threads=1)
     by = {j.name: j for j in jobs}
     assert {"unit tests", "unit tests/test_book_browser.py", "auto generalization", "torch low_rank",
-            "auto regression", "torch regression"} <= set(by)
+            "auto regression"} <= set(by)
     assert "--ignore=tests/test_book_browser.py" in by["unit tests"].commands[0]
     # the compiled-engine notebooks and the unit tests wait for the engines; the PyTorch pass does not
     assert by["auto generalization"].after == ("engines shared",) == by["unit tests"].after
     assert by["torch generalization"].after == ()
-    assert set(by["torch regression"].after) == {"torch generalization", "torch low_rank"}
-    assert by["torch regression"].commands[0][-2:] == ["-k", "not (low_rank)"]
+    # the compiled-engine pass: nbval at the default profile, then its records held against the book's
+    assert set(by["auto regression"].after) == {"auto generalization", "auto low_rank"}
+    assert by["auto low_rank"].commands[0][-2:] == ["notebooks/low_rank.ipynb", "--nbval-lax"]
+    # the PyTorch pass: one smoke run of each notebook through the command line, never held against the book
+    cmd = by["torch low_rank"].commands[0]
+    assert cmd[0].endswith("softmax-icl") and cmd[1:5] == ["run", "low_rank", "--profile", "smoke"]
+    assert "torch regression" not in by and not any("test_regression" in " ".join(c) for j in jobs
+                                                     if j.name.startswith("torch") for c in j.commands)
     assert by["torch low_rank"].env["SOFTMAX_ICL_KERNEL"] == "torch"
     assert by["auto low_rank"].env["SOFTMAX_ICL_CACHE_DIR"] != by["torch low_rank"].env["SOFTMAX_ICL_CACHE_DIR"]
     # at the start the compilations go first, then the longest ready job
@@ -58,7 +64,7 @@ def test_every_job_runs_after_its_predecessors_and_a_failure_fails_the_run(tmp_p
 def test_under_a_bytecode_ban_the_jobs_keep_their_bytecode_in_the_run_s_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.delenv("PYTHONPYCACHEPREFIX", raising=False)
-    jobs = rt.plan(tmp_path, ["torch"], {"torch": NBS[:1]}, ["tests"], [], [], {}, threads=1)
+    jobs = rt.plan(tmp_path, ["torch"], {"torch": NBS[:1]}, ["tests"], [], [], threads=1)
     for j in (j for j in jobs if j.commands):          # every process a job starts
         assert j.env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "pycache")
         assert j.env["PYTHONDONTWRITEBYTECODE"] is None
@@ -69,7 +75,7 @@ def test_under_a_bytecode_ban_the_jobs_keep_their_bytecode_in_the_run_s_folder(t
                 monkeypatch.setenv(name, value)
             else:
                 monkeypatch.delenv(name, raising=False)
-        jobs = rt.plan(tmp_path, ["torch"], {"torch": NBS[:1]}, ["tests"], [], [], {}, threads=1)
+        jobs = rt.plan(tmp_path, ["torch"], {"torch": NBS[:1]}, ["tests"], [], [], threads=1)
         assert not any({"PYTHONPYCACHEPREFIX", "PYTHONDONTWRITEBYTECODE"} & set(j.env) for j in jobs)
     # a value None removes the variable from the job's environment; the others are set
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
@@ -119,7 +125,7 @@ def test_the_makefiles_test_command_parses(tmp_path):
     argv = argv[argv.index("tools/run_tests.py") + 1:]
     args = rt.parser().parse_args(argv)
     assert args.durations == "--durations=8" and args.nb_args.startswith("--nbval-lax") and args.unit == "tests"
-    assert args.backends == ["auto", "torch"] and len(args.notebooks_torch) == 5 and args.skip_torch == ""
+    assert args.backends == ["auto", "torch"] and len(args.notebooks_torch) == 5 == len(args.notebooks_auto)
 
 
 def test_a_terminated_run_stops_its_jobs(tmp_path):

@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from softmax_icl import streams
-from softmax_icl.engine import philox_cpu
 
 MASK = np.uint64(0xFFFFFFFF)
 
@@ -107,6 +106,19 @@ def test_values_have_the_right_distribution():
     assert float(radius.min()) > 3e-4 and float(radius.max()) <= math.sqrt(2 * 24 * math.log(2)) + 1e-5
 
 
+def test_normals_turn_through_every_quadrant_as_the_reference():
+    """The angle reduced in quarter turns: uniforms at and beside every eighth of a turn (the quadrants' edges, where
+    the reduction's rounding to even and the swaps and signs of cos and sin act), to float32 rounding."""
+    m = torch.tensor([k * 2**21 + e for k in range(8) for e in (-1, 0, 1) if 0 <= k * 2**21 + e < 2**24])
+    w1 = (m << 8) | 0x5A                                               # the low 8 bits are not read
+    w0 = torch.tensor([0x12345678, 0xFFFFFFFF, 0x00000200])[torch.arange(len(m)) % 3]
+    w = torch.stack([w0, w1], -1).reshape(-1)
+    z = streams.normal_from_words(w)
+    ref = ref_normal(w.numpy().astype(np.uint64))
+    np.testing.assert_allclose(z.numpy(), ref, rtol=2e-6, atol=2e-6)
+    assert (np.sign(z.numpy()[np.abs(ref) > 1e-3]) == np.sign(ref[np.abs(ref) > 1e-3])).all()
+
+
 def test_fold_in_is_deterministic_and_separates_streams():
     assert streams.fold_in(7, 1, 2) == streams.fold_in(streams.fold_in(7, 1), 2)
     derived = {streams.fold_in(7, i) for i in range(100)} | {streams.fold_in(8, i) for i in range(100)}
@@ -164,75 +176,30 @@ def test_the_triton_kernel_draws_pytorchs_words_bit_for_bit_in_the_interpreter()
     assert "triton words equal" in out.stdout
 
 
-def test_the_words_switch_names_its_allowed_values(monkeypatch):
-    monkeypatch.setenv(streams.WORDS_ENV, "yes")
-    with pytest.raises(ValueError, match="SOFTMAX_ICL_WORDS='yes' is not allowed; allowed values: 'fused'"):
-        streams.fused_words_enabled()
-    monkeypatch.setenv(streams.WORDS_ENV, "torch")
-    assert streams._fused_blocks(torch.device("cpu")) is None           # PyTorch's operations everywhere
-    assert streams._fused_blocks(torch.device("cuda")) is None
-    monkeypatch.setenv(streams.WORDS_ENV, "fused")
-    assert streams._fused_blocks(torch.device("meta")) is None          # no compiled words there
+def test_blocks_take_the_triton_words_on_cuda_only():
+    """Off CUDA the words come from PyTorch's operations (the reference), the same integers as :func:`torch_blocks`."""
+    for dev in ("cpu", "meta"):
+        assert streams._triton_blocks(torch.device(dev)) is None
+    key = streams.keys([1, 2**50], "cpu")
+    block, tag = torch.arange(5), torch.tensor([1, 1, 2, 3, 0x205])
+    assert torch.equal(streams.blocks(key, 3, range(4), block, tag), streams.torch_blocks(key, 3, range(4), block, tag))
 
 
-@pytest.mark.skipif(not philox_cpu.available(), reason="no C compiler built the CPU's Philox words")
-@pytest.mark.parametrize("T, J", [(1, 1), (3, 5), (7, 16), (5, 17), (40, 3), (2, 300)])
-def test_the_cpus_compiled_words_equal_pytorchs_bit_for_bit(monkeypatch, T, J):
-    """:mod:`softmax_icl.engine.philox_cpu` against PyTorch's operations: keys at both ends of 64 bits, tasks and
-    steps up to 2^32 - 1, a step as a tensor, tasks with fewer blocks than the C's sixteen lanes (taken across
-    tasks), as many, more, and a last partial group."""
-    monkeypatch.setenv(streams.WORDS_ENV, "fused")
-    assert streams._fused_blocks(torch.device("cpu")) is philox_cpu.blocks
+@pytest.mark.parametrize("T, J, normals", [(1, 1, 1), (3, 5, 2), (7, 16, 16), (5, 17, 3), (40, 3, 0), (2, 300, 150)])
+def test_values_convert_each_kind_of_block_as_its_own_draw(T, J, normals):
+    """:func:`streams.values`: the first ``normals`` blocks of a task as normals, the others as uniforms, of the same
+    words (:func:`streams.blocks`), whatever the number of blocks and tasks; keys at both ends of 64 bits, steps up
+    to 2^32 - 1, a step as a tensor."""
     key = streams.keys([1, 2**50, 2**64 - 1], "cpu")
     block = torch.arange(J) * 3 + 1
     tag = torch.arange(J) % 4 + 2**31
     tasks = torch.tensor([2**32 - 1 - t for t in range(T)])
     for step in (0, 2**32 - 1, torch.tensor(77)):
-        fused = streams.blocks(key, step, tasks, block, tag)
-        monkeypatch.setenv(streams.WORDS_ENV, "torch")
-        plain = streams.blocks(key, step, tasks, block, tag)
-        monkeypatch.setenv(streams.WORDS_ENV, "fused")
-        assert fused.shape == plain.shape == (3, T, J, 4) and fused.dtype == plain.dtype == torch.int64
-        assert torch.equal(fused, plain)
-
-
-def test_the_cpus_compiled_words_give_pytorchs_draws_with_the_engine_turned_off(monkeypatch):
-    """The PyTorch path (``SOFTMAX_ICL_KERNEL=torch``) still takes its words from C, and its tasks are the same
-    numbers bit for bit as with PyTorch's own words."""
-    monkeypatch.setenv("SOFTMAX_ICL_KERNEL", "torch")
-    key = streams.keys([3, 2**40 + 9], "cpu")
-    got = {}
-    for choice in ("fused", "torch"):
-        monkeypatch.setenv(streams.WORDS_ENV, choice)
-        got[choice] = [fn(key, 1, 9, range(100, 140), 26) for fn in (streams.words, streams.uniform, streams.normal)]
-    for a, b in zip(got["fused"], got["torch"]):
-        assert torch.equal(a, b)
-
-
-@pytest.mark.skipif(not philox_cpu.available(), reason="no C compiler built the CPU's Philox words")
-@pytest.mark.parametrize("T, J, normals", [(1, 1, 1), (3, 5, 2), (7, 16, 16), (5, 17, 3), (40, 3, 0), (2, 300, 150),
-                                           (9, 33, 33)])
-def test_the_cpus_compiled_values_equal_pytorchs_conversion_of_the_words(monkeypatch, T, J, normals):
-    """:func:`streams.values` on the CPU (words converted in C) against PyTorch's conversion of the same words:
-    tasks with fewer blocks than the C's sixteen lanes (groups across tasks, mixing normal and uniform blocks), as
-    many, more, a last partial group; uniforms bit for bit, normals to a few units in the last place."""
-    key = streams.keys([1, 2**50, 2**64 - 1], "cpu")
-    block = torch.arange(J) * 3 + 1
-    tag = torch.arange(J) % 4 + 2**31
-    tasks = torch.tensor([2**32 - 1 - t for t in range(T)])
-    for step in (0, 2**32 - 1, torch.tensor(77)):
-        monkeypatch.setenv(streams.WORDS_ENV, "fused")
-        assert streams._fused_values(torch.device("cpu")) is philox_cpu.values
-        fused = streams.values(key, step, tasks, block, tag, normals)
-        monkeypatch.setenv(streams.WORDS_ENV, "torch")
-        assert streams._fused_values(torch.device("cpu")) is None
-        plain = streams.values(key, step, tasks, block, tag, normals)
+        got = streams.values(key, step, tasks, block, tag, normals)
         w = streams.blocks(key, step, tasks, block, tag)
-        assert fused.shape == plain.shape == (3, T, J, 4) and fused.dtype == plain.dtype == torch.float32
-        assert torch.equal(plain[:, :, normals:], streams.uniform_from_words(w[:, :, normals:]))
-        assert torch.equal(plain[:, :, :normals], streams.normal_from_words(w[:, :, :normals]))
-        assert torch.equal(fused[:, :, normals:], plain[:, :, normals:])
-        torch.testing.assert_close(fused[:, :, :normals], plain[:, :, :normals], rtol=2e-6, atol=2e-6)
+        assert got.shape == (3, T, J, 4) and got.dtype == torch.float32
+        assert torch.equal(got[:, :, normals:], streams.uniform_from_words(w[:, :, normals:]))
+        assert torch.equal(got[:, :, :normals], streams.normal_from_words(w[:, :, :normals]))
 
 
 def test_values_names_the_allowed_number_of_normal_blocks():
@@ -245,18 +212,15 @@ def test_values_names_the_allowed_number_of_normal_blocks():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 @pytest.mark.skipif(not _has_triton(), reason="Triton is not installed")
-def test_cuda_triton_words_equal_pytorchs_bit_for_bit(monkeypatch):
-    monkeypatch.setenv(streams.WORDS_ENV, "fused")
-    assert streams._fused_blocks(torch.device("cuda")) is not None
+def test_cuda_triton_words_equal_pytorchs_bit_for_bit():
+    assert streams._triton_blocks(torch.device("cuda")) is not None
     key = streams.keys([1, 2**50, 2**64 - 1], "cuda")
     block = torch.arange(3000, device="cuda")
     tag = torch.full_like(block, 7)
     step = torch.tensor(2**32 - 1, device="cuda")
     fused = streams.blocks(key, step, range(5, 517), block, tag)
-    monkeypatch.setenv(streams.WORDS_ENV, "torch")
-    plain = streams.blocks(key, step, range(5, 517), block, tag)
+    plain = streams.torch_blocks(key, step, range(5, 517), block, tag)
     assert torch.equal(fused, plain)
-    monkeypatch.setenv(streams.WORDS_ENV, "fused")
     for fn in (streams.words, streams.uniform, streams.normal):         # and the CPU's numbers, as without Triton
         a = fn(key.cpu(), 1, 9, range(100, 200), 24)
         b = fn(key, 1, 9, range(100, 200), 24).cpu()
@@ -264,29 +228,20 @@ def test_cuda_triton_words_equal_pytorchs_bit_for_bit(monkeypatch):
         torch.testing.assert_close(b, a, rtol=tol, atol=tol)
 
 
-def test_the_cpus_philox_words_are_built_whatever_the_engine_switch_and_a_failing_compiler_is_a_reason(monkeypatch):
-    """The words are integers, the same whichever computes them: ``SOFTMAX_ICL_KERNEL=torch`` turns the engines
-    off, not the compiled words; a compiler that hangs (``subprocess.TimeoutExpired``) leaves each a reason, not an
-    exception, for the words as for the engine."""
+def test_the_engine_switch_and_a_failing_compiler_each_leave_a_reason(monkeypatch):
+    """``SOFTMAX_ICL_KERNEL=torch`` builds no engine; a compiler that hangs (``subprocess.TimeoutExpired``) leaves a
+    reason, not an exception."""
     import subprocess
 
     from softmax_icl.engine import common
-    from softmax_icl.engine import regression as kernels
-    monkeypatch.setenv(kernels.ENV, "torch")
-    lib, how = common.build_library("philox", philox_cpu.SOURCE, "compiled Philox words",
-                                     (philox_cpu.SOURCE.parent / "philox.h",), chosen_by_env=False)
-    if common._compiler() is not None:
-        assert lib is not None, how
-    assert common.build_library("engine", kernels.SOURCE, "fused kernel") == (None, f"torch ({kernels.ENV}=torch)")
+    from softmax_icl.engine import regression
+    monkeypatch.setenv(regression.ENV, "torch")
+    assert common.build_library("engine", regression.SOURCE, "fused kernel") == (None, f"torch ({regression.ENV}=torch)")
 
     def hangs(*args, **kwargs):
         raise subprocess.TimeoutExpired(args[0], 30)
     monkeypatch.setattr(common, "_compiler", lambda: "cc")
     monkeypatch.setattr(common.subprocess, "run", hangs)
-    monkeypatch.setattr(philox_cpu, "_lib", [])
-    monkeypatch.setattr(philox_cpu, "_why", [])
-    assert not philox_cpu.available()
-    assert philox_cpu.status().startswith("torch (the compiled Philox words could not be built or loaded:")
-    monkeypatch.setenv(kernels.ENV, "auto")
-    lib, how = common.build_library("engine", kernels.SOURCE, "fused kernel")
+    monkeypatch.setenv(regression.ENV, "auto")
+    lib, how = common.build_library("engine", regression.SOURCE, "fused kernel")
     assert lib is None and how.startswith("torch (the fused kernel could not be built or loaded:")

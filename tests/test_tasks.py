@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from softmax_icl import streams
-from softmax_icl.engine import regression as kernels
+from softmax_icl.engine import regression
 from softmax_icl.tasks import (FUNCTION_CLASSES, InputSpec, class_blocks, draw_raw, draw_rows, evaluate_class,
                                lipschitz_constant, low_rank_basis, make_batch, nonisotropic_covariance)
 
@@ -114,7 +114,7 @@ def test_a_rows_draws_depend_only_on_its_key_step_and_task(input_dist):
     from same_draws import SameDraws
 
     spec = InputSpec(d=3, k=2, input_dist=input_dist)
-    same = SameDraws(compiled=kernels.usable(torch.device("cpu"), spec.d, spec.k))
+    same = SameDraws(compiled=regression.usable(torch.device("cpu"), spec.d, spec.k))
     rows = draw_rows(spec, streams.keys([5, 9], "cpu"), 11, range(6), step=3)
     alone = [draw_raw(spec, 6, 11, s, "cpu", step=3) for s in (5, 9)]
     assert set(rows) == set(alone[0])
@@ -146,13 +146,13 @@ def test_a_generator_stands_for_its_initial_seed():
 def test_draws_follow_the_documented_counter_layout(engine, monkeypatch):
     """A task built by hand from the NumPy reference of the streams (tests/test_streams.py) and the layout of
     draw_rows's docstring: the draws of either implementation are those numbers, so no speed change can move them."""
-    from softmax_icl.engine import regression as kernels
+    from softmax_icl.engine import regression
     from test_streams import ref_normal, ref_uniform, ref_words
 
     if not engine:
-        monkeypatch.setattr(kernels, "usable", lambda *a, **k: False)
-    elif not kernels.available():
-        pytest.skip(kernels.backend())
+        monkeypatch.setattr(regression, "usable", lambda *a, **k: False)
+    elif not regression.available():
+        pytest.skip(regression.backend())
     spec, seed, step, task, n, d = InputSpec(d=3, k=2, input_dist="nonisotropic"), 2**40 + 5, 7, 3, 5, 3
     got = draw_raw(spec, 1, n, seed, "cpu", step=step, first_task=task)
     tags = streams.TAGS

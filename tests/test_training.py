@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl.engine import regression as kernels
+from softmax_icl.engine import regression
 from softmax_icl.base import derive_seed, resolve_device
 from softmax_icl.training import Sweep, SweepResult, task_streams, train_sweep
 
@@ -55,9 +55,9 @@ def test_the_grid_finds_each_unit_by_position_or_exact_grid_value_and_refuses_va
 def path(request, monkeypatch):
     """Both computations: the CPU engine (where it builds) and the PyTorch path (what runs on a GPU)."""
     if request.param == "torch":
-        monkeypatch.setattr(kernels, "usable", lambda *a, **k: False)
-    elif not kernels.available():
-        pytest.skip(kernels.backend())
+        monkeypatch.setattr(regression, "usable", lambda *a, **k: False)
+    elif not regression.available():
+        pytest.skip(regression.backend())
     return request.param
 
 

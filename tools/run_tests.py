@@ -1,17 +1,20 @@
 """`make test`'s runner: every test job of the unit pass and of each backend's notebook pass, on a fixed number of
 processes at once, the longest first.
 
-`make test` used to run its passes one after the other (the C engines' compilation, the unit tests, then nbval and
-the regression test under each backend), each spread over the cores by pytest-xdist. A pass ends with its longest
-file: the cores idled while the last notebook of a pass ran alone, and the unit tests and the compiled-engine pass
-waited for the compilation although the PyTorch pass does not need it. Here every piece is one job (a compilation,
-a group of unit-test files, one notebook under one backend, a backend's regression test), and ``--workers`` jobs
-run at once: a free process takes the ready job expected to take longest (the compilations first: the unit tests
-and the compiled-engine notebooks wait for them). The expected times (:data:`EXPECTED`) are seconds measured on the
-book's 2-core machine; they only order the jobs. What each job runs, its environment and its checks are those of
-the passes it replaces: nbval compares each notebook's verdict lines, and after a backend's last notebook
-``tests/test_regression.py`` holds its fresh records against ``book/results`` (verdicts exactly, numbers within the
-declared tolerances).
+Every piece is one job (a compilation, a group of unit-test files, one notebook under one backend, a backend's
+regression test), and ``--workers`` jobs run at once: a free process takes the ready job expected to take longest
+(the compilations first: the unit tests and the compiled-engine notebooks wait for them; the PyTorch pass needs no
+engine). The expected times (:data:`EXPECTED`) are seconds measured on the book's 2-core machine; they only order the
+jobs.
+
+* The compiled-engine pass (``auto``, the CPU product) re-executes every notebook at the book's default profile under
+  nbval, which compares each notebook's verdict lines, and after its last notebook ``tests/test_regression.py``
+  holds its fresh records against ``book/results`` (verdicts exactly, numbers within the declared tolerances).
+* The PyTorch pass (``torch``, ``SOFTMAX_ICL_KERNEL=torch``: the GPU product and the reference the engines are
+  tested against) executes every notebook once at the ``smoke`` profile (``softmax-icl run FIGURE --profile
+  smoke``), which must complete without error; its verdicts are the smoke profile's, not the book's, so nothing
+  compares them with the committed outputs. The PyTorch path's numbers are held by the unit tests instead, which
+  hold every engine against it.
 
 A job's output is printed in one block when it ends (never interleaved with another's), after a line with its
 name, status and time; every job runs even when one fails, and the exit status is 1 when any failed. Ctrl-C (or a
@@ -41,16 +44,18 @@ BACKENDS = ("auto", "torch")
 # The unit-test files that run as a job of their own (the rest of the unit tests is one job): the browser test
 # builds the book strictly and opens every page twice.
 ALONE = ("tests/test_book_browser.py",)
-# Seconds, measured (`make test` at 2a6196c with the jobs' bytecode cache, each job beside one other; the engines'
-# compilation when not cached): they only order the jobs.
+# Seconds, measured (`make test` with the jobs' bytecode cache, each job beside one other; the engines' compilation
+# when not cached): they only order the jobs.
 EXPECTED = {
     "engine paper 1": 57, "engine paper 2": 12,
     "unit tests/test_book_browser.py": 118, "unit tests": 125,
-    "torch classification_kernel_gd": 194, "torch generalization": 172, "torch norm_scaling": 159,
-    "torch window_adaptation": 48, "torch low_rank": 44,
+    "torch classification_kernel_gd": 112, "torch norm_scaling": 86, "torch generalization": 80,
+    "torch low_rank": 72, "torch window_adaptation": 58,
     "auto norm_scaling": 49, "auto classification_kernel_gd": 46, "auto generalization": 37,
     "auto low_rank": 22, "auto window_adaptation": 17,
 }
+#: The profile of the PyTorch pass's notebook runs.
+TORCH_PROFILE = "smoke"
 
 
 @dataclass
@@ -71,8 +76,14 @@ def _pytest(*args: str) -> list[str]:
     return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
 
 
+def softmax_icl_command() -> str:
+    """The package's command line (``softmax-icl``), beside this Python's executable where it is installed there."""
+    here = Path(sys.executable).with_name("softmax-icl")
+    return str(here) if here.exists() else (shutil.which("softmax-icl") or "softmax-icl")
+
+
 def plan(tmp: Path, backends, notebooks: dict, unit_args: list[str], nb_args: list[str], durations: list[str],
-         skip: dict, threads: int) -> list[Job]:
+         threads: int) -> list[Job]:
     """The jobs of `make test` (see the module's docstring), with their environments and order constraints
     (``backends`` among :data:`BACKENDS`, as :func:`main` checks)."""
     common = {"OMP_NUM_THREADS": str(threads), "SOFTMAX_ICL_PROGRESS": "0"}
@@ -112,18 +123,20 @@ def plan(tmp: Path, backends, notebooks: dict, unit_args: list[str], nb_args: li
     for k in backends:
         env = {**common, "SOFTMAX_ICL_KERNEL": k, "SOFTMAX_ICL_CACHE_DIR": str(tmp / k / "cache"),
                "SOFTMAX_ICL_OUTPUT_DIR": str(tmp / k / "output")}
-        # the PyTorch pass needs no compiled engine (SOFTMAX_ICL_KERNEL=torch: only the compiled Philox words, which
-        # it builds in its own cache in under a second, or takes from PyTorch)
+        if k == "torch":
+            # one run of each notebook at the smoke profile, which must complete; no engine, so it starts at once
+            for nb in notebooks[k]:
+                fig = Path(nb).stem
+                jobs.append(Job(f"torch {fig}", [[softmax_icl_command(), "run", fig, "--profile", TORCH_PROFILE,
+                                                  "--output", str(tmp / k / "output" / fig)]], env))
+            continue
         names = []
         for nb in notebooks[k]:
             name = f"{k} {Path(nb).stem}"
             names.append(name)
-            jobs.append(Job(name, [_pytest(*durations, nb, *nb_args)], env, after=() if k == "torch" else built))
-        regression = ["tests/test_regression.py::test_fresh_record_matches_the_book"]
-        if skip.get(k):
-            regression += ["-k", f"not ({skip[k]})"]
-        jobs.append(Job(f"{k} regression", [_pytest(*regression)], {**env, "SOFTMAX_ICL_REQUIRE_FRESH": "1"},
-                        after=tuple(names), expected=3))
+            jobs.append(Job(name, [_pytest(*durations, nb, *nb_args)], env, after=built))
+        jobs.append(Job(f"{k} regression", [_pytest("tests/test_regression.py::test_fresh_record_matches_the_book")],
+                        {**env, "SOFTMAX_ICL_REQUIRE_FRESH": "1"}, after=tuple(names), expected=3))
     for j in jobs:
         j.expected = EXPECTED.get(j.name, j.expected)
     return jobs
@@ -238,9 +251,10 @@ def parser() -> argparse.ArgumentParser:
                     help="OMP_NUM_THREADS of each job (default: $OMP_NUM_THREADS, else cores // workers)")
     ap.add_argument("--backends", nargs="*", default=list(BACKENDS), help=f"among {BACKENDS}")
     ap.add_argument("--notebooks", nargs="*", default=None, help="every backend's notebooks (default: all)")
-    ap.add_argument("--notebooks-auto", nargs="*", default=None)
-    ap.add_argument("--notebooks-torch", nargs="*", default=None)
-    ap.add_argument("--skip-torch", default="", help="figures (a -k expression) the PyTorch regression leaves out")
+    ap.add_argument("--notebooks-auto", nargs="*", default=None,
+                    help="the compiled-engine pass's notebooks (nbval at the default profile, then the regression)")
+    ap.add_argument("--notebooks-torch", nargs="*", default=None,
+                    help=f"the PyTorch pass's notebooks (each run once at the {TORCH_PROFILE!r} profile)")
     ap.add_argument("--unit", default="tests", help="the unit tests' pytest arguments ('' for none)")
     ap.add_argument("--nb-args", default="--nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg")
     ap.add_argument("--durations", default="--durations=8", help="pytest's --durations for every job")
@@ -267,7 +281,7 @@ def main(argv=None) -> int:
         tmp = Path(tmp)
         (tmp / "logs").mkdir()
         jobs = plan(tmp, args.backends, notebooks, shlex.split(args.unit), shlex.split(args.nb_args),
-                    shlex.split(args.durations), {"torch": args.skip_torch}, threads)
+                    shlex.split(args.durations), threads)
         seeded = seed_engines(tmp / "engines")
         print(f"== {len(jobs)} jobs on {args.workers} processes at once, {threads} thread(s) each"
               + (f"; engines already built in the user's cache: {', '.join(seeded)}" if seeded else ""), flush=True)

@@ -143,7 +143,7 @@ def predict_reference(kind: str, x_ctx, y_ctx, x_q, M) -> torch.Tensor:
 def mse_loss(kind: str, batch, M) -> torch.Tensor:
     """Per-configuration training loss (R, G): the mean over tasks of ``(f_hat(x_q) - f(x_q))^2``, for units with
     key-query matrices ``M`` (R, G, d, d) on ``batch``; differentiable in ``M``. (The CPU trainer computes the same
-    loss fused with the sampling of its tasks: :class:`softmax_icl.engine.FusedStream`.)"""
+    loss fused with the sampling of its tasks: :class:`softmax_icl.engine.regression.FusedProgram`.)"""
     return ((predict(kind, batch.x_ctx, batch.y_ctx, batch.x_q, M) - batch.f_q) ** 2).mean(dim=-1)
 
 

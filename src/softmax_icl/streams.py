@@ -24,33 +24,36 @@ so a block of four words serves four consecutive values. A per-point draw of ``c
 draws do not depend on how many points the context has, so a context of length ``n`` and one of length ``n'``
 with the same key, tag, step and task share their first ``min(n, n')`` points.
 
-**Values.** Word ``w`` (an integer in [0, 2^32)) of value ``f`` is word ``f % 4`` of block ``f // 4``.
+**Values.** Word ``w`` (an integer in [0, 2^32)) of value ``f`` is word ``f % 4`` of block ``f // 4``. One
+convention converts words to floats for both papers, here and in the C engines' header (``engine/philox.h``):
 
 * uniform on [0, 1):  ``u_f = floor(w_f / 2^8) * 2^-24`` (exact in float32);
 * standard normal (Box-Muller on the pairs of words (0, 1) and (2, 3) of a block): for ``j = f // 2``,
-  ``r = sqrt(-2 ln v_{2j})``, ``theta = 2 pi u_{2j+1}``, ``z_{2j} = r cos theta``, ``z_{2j+1} = r sin theta``, with
+  ``r = sqrt(-2 ln v_{2j})``, ``z_{2j} = r cos(2 pi u_{2j+1})``, ``z_{2j+1} = r sin(2 pi u_{2j+1})``, with
   ``v = (2 floor(w / 2^9) + 1) 2^-24`` an odd multiple of 2^-24 in (0, 1) (exact in float32): the logarithm is finite
   and never 0, so ``0 < r <= sqrt(2 ln 2^24) = 5.77`` and no pair of normals is (0, 0) (a d = 2 input never has
-  length 0).
+  length 0). The angle is reduced in turns: ``t = 4 u`` (exact), ``q = round(t)`` (to even), ``a = (t - q) pi/2`` in
+  [-pi/4, pi/4] (one rounding, of the product), and ``cos``, ``sin`` of ``2 pi u = q pi/2 + a`` are those of ``a``
+  swapped and signed by the quadrant ``q mod 4``: no argument of ``cos`` or ``sin`` is larger than pi/4, and none is
+  the rounded ``2 pi u``.
 
-Integers are the same bits on every device. Floats are computed in float32 by each device's (or the fused CPU
-kernel's) ``log``, ``sqrt``, ``cos``, ``sin``: equal to rounding (a few units in the last place), not bit for bit.
+Integers are the same bits on every device. Floats are computed in float32 by each device's ``log``, ``sqrt``,
+``cos``, ``sin`` (the C engines by the header's polynomials): equal to rounding (a few units in the last place), not
+bit for bit.
 
 **Implementation.** Words live in int64 tensors holding values in [0, 2^32): a product of two such values wraps
 modulo 2^64 on every device, its low word is ``p & 0xFFFFFFFF`` and its high word ``(p >> 32) & 0xFFFFFFFF``. All
 functions are vectorised over keys (rows), tasks and values, work on any device, and can write into caller-owned
-buffers (``out=``). The fused CPU kernel (:mod:`softmax_icl.engine.regression`) implements the same scheme in C; the tests
-hold both against a reference implementation in NumPy and Random123's known-answer vectors. :func:`blocks` computes
-the words without a hundred passes of int64 tensors through memory where it can: on a CUDA GPU in one Triton kernel
-(:mod:`softmax_icl.engine.philox_triton`, where Triton imports), on the CPU in compiled C
-(:mod:`softmax_icl.engine.philox_cpu`, where a C compiler builds it): the same integers, so the same numbers, as
-the PyTorch operations above, which run elsewhere and with ``SOFTMAX_ICL_WORDS=torch``.
+buffers (``out=``). This module is the reference: the C engines (:mod:`softmax_icl.engine.regression`,
+:mod:`softmax_icl.engine.classification`, through ``philox.h``) implement the same scheme, and the tests hold them
+and this module against a NumPy reference and Random123's known-answer vectors. On a CUDA GPU :func:`blocks`
+computes the words in one Triton kernel (:mod:`softmax_icl.engine.philox_triton`, where Triton imports) instead of
+a hundred passes of int64 tensors through memory: the same integers, so the same numbers.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import warnings
 
 import torch
@@ -82,12 +85,7 @@ TAGS = {
     "fold": 0xF01D,
 }
 
-#: ``SOFTMAX_ICL_WORDS``: ``fused`` (default: the words of :func:`blocks` from the Triton kernel on CUDA, from
-#: compiled C on the CPU, where they build) or ``torch`` (from PyTorch operations everywhere: the same bits, slower;
-#: for tests and benchmarks).
-WORDS_ENV = "SOFTMAX_ICL_WORDS"
-WORDS_CHOICES = ("fused", "torch")
-_TWO_PI = 2.0 * math.pi
+_HALF_PI = math.pi / 2
 _U24 = 2.0 ** -24
 
 
@@ -158,14 +156,25 @@ def blocks(key: torch.Tensor, step, tasks, block: torch.Tensor, tag: torch.Tenso
 
     ``key`` (R, 2) (:func:`keys`); ``step`` an int or a 0-dim int64 tensor on the key's device; ``tasks`` a range or a
     1-D tensor of T task indices; ``block``, ``tag`` (J,) int64 on the key's device: several sequences' blocks (e.g.
-    every kind of draw of a task) in one pass of the generator.
+    every kind of draw of a task) in one pass of the generator. On a CUDA GPU the Triton kernel computes them where
+    Triton imports (:func:`_triton_blocks`), elsewhere PyTorch's operations (:func:`torch_blocks`): the same integers.
     """
     key = key.view(-1, 2)
+    t = _task_tensor(tasks, key.device)
+    triton_blocks = _triton_blocks(key.device)
+    if triton_blocks is not None:
+        return triton_blocks(key, step, t, block, tag)
+    return _torch_blocks(key, step, t, block, tag)
+
+
+def torch_blocks(key: torch.Tensor, step, tasks, block: torch.Tensor, tag: torch.Tensor) -> torch.Tensor:
+    """:func:`blocks` in PyTorch's operations on any device (what the Triton kernel is held against)."""
+    key = key.view(-1, 2)
+    return _torch_blocks(key, step, _task_tensor(tasks, key.device), block, tag)
+
+
+def _torch_blocks(key: torch.Tensor, step, t: torch.Tensor, block: torch.Tensor, tag: torch.Tensor) -> torch.Tensor:
     dev = key.device
-    t = _task_tensor(tasks, dev)
-    fused = _fused_blocks(dev)
-    if fused is not None:
-        return fused(key, step, t, block, tag)
     R, T, J = key.shape[0], t.numel(), block.numel()
     shape = (R, T, J)
     c = [torch.empty(shape, dtype=torch.int64, device=dev) for _ in range(4)]
@@ -179,38 +188,23 @@ def blocks(key: torch.Tensor, step, tasks, block: torch.Tensor, tag: torch.Tenso
     return torch.stack(_rounds(c, key[:, 0].view(R, 1, 1), key[:, 1].view(R, 1, 1)), dim=-1)
 
 
-def fused_words_enabled() -> bool:
-    """Whether :func:`blocks` may compute its words in a compiled kernel (``SOFTMAX_ICL_WORDS``: ``fused``, the
-    default, or ``torch``)."""
-    value = os.environ.get(WORDS_ENV, "fused")
-    if value not in WORDS_CHOICES:
-        raise ValueError(f"{WORDS_ENV}={value!r} is not allowed; allowed values: 'fused' (default), 'torch'")
-    return value == "fused"
+_triton: list = []        # [function or None], once per process
 
 
-_compiled_blocks: dict = {}        # device type -> function or None, once per process
-
-
-def _fused_blocks(device: torch.device):
-    """The compiled :func:`blocks` for ``device``: the Triton kernel on CUDA
-    (:mod:`softmax_icl.engine.philox_triton`), the C function on the CPU (:mod:`softmax_icl.engine.philox_cpu`);
-    None on other devices, with ``SOFTMAX_ICL_WORDS=torch``, or where it does not import or build (then PyTorch draws
-    the same words, slower)."""
-    if device.type not in ("cuda", "cpu") or not fused_words_enabled():
+def _triton_blocks(device: torch.device):
+    """The Triton kernel's :func:`blocks` (:mod:`softmax_icl.engine.philox_triton`) for a CUDA device where Triton
+    imports; None elsewhere (then PyTorch's operations draw the same words)."""
+    if device.type != "cuda":
         return None
-    if device.type not in _compiled_blocks:
-        if device.type == "cuda":
-            try:
-                from .engine import philox_triton
-                _compiled_blocks["cuda"] = philox_triton.blocks
-            except ImportError as err:
-                warnings.warn(f"Triton is not available ({err}); CUDA draws run as PyTorch operations (the same "
-                              "numbers, slower)", stacklevel=3)
-                _compiled_blocks["cuda"] = None
-        else:
-            from .engine import philox_cpu
-            _compiled_blocks["cpu"] = philox_cpu.blocks if philox_cpu.available() else None
-    return _compiled_blocks[device.type]
+    if not _triton:
+        try:
+            from .engine import philox_triton
+            _triton.append(philox_triton.blocks)
+        except ImportError as err:
+            warnings.warn(f"Triton is not available ({err}); CUDA draws run as PyTorch operations (the same "
+                          "numbers, slower)", stacklevel=3)
+            _triton.append(None)
+    return _triton[0]
 
 
 def words(key: torch.Tensor, tag: int, step, tasks, count: int) -> torch.Tensor:
@@ -233,46 +227,39 @@ def uniform_from_words(w: torch.Tensor, out: torch.Tensor | None = None) -> torc
 
 
 def normal_from_words(w: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Standard normals from words (Box-Muller on consecutive pairs; the last axis must have even length)."""
+    """Standard normals from words (Box-Muller on consecutive pairs, the angle reduced in turns: the module's
+    convention; the last axis must have even length)."""
     if w.shape[-1] % 2:
         raise ValueError(f"normals come in pairs of words; got {w.shape[-1]} words on the last axis")
     v = torch.bitwise_right_shift(w[..., 0::2], 9).mul_(2).add_(1).to(torch.float32).mul_(_U24)   # odd / 2^24
     radius = v.log_().mul_(-2.0).sqrt_()
-    theta = uniform_from_words(w[..., 1::2]).mul_(_TWO_PI)
+    t = uniform_from_words(w[..., 1::2]).mul_(4.0)                     # 2 pi u in quarter turns (exact)
+    q = torch.round(t)                                                 # the quadrant, to even as C's rintf
+    a = t.sub_(q).mul_(_HALF_PI)                                       # in [-pi/4, pi/4]
+    k = q.to(torch.int32)
+    swap = k.bitwise_and(1).bool()
+    sin_a, cos_a = torch.sin(a), torch.cos(a)
+    cos_t = torch.where(swap, sin_a, cos_a)
+    sin_t = torch.where(swap, cos_a, sin_a)
+    cos_t = torch.where(k.add(1).bitwise_and_(2).bool(), -cos_t, cos_t)
+    sin_t = torch.where(k.bitwise_and(2).bool(), -sin_t, sin_t)
     z = torch.empty(w.shape, dtype=torch.float32, device=w.device) if out is None else out
-    torch.mul(radius, torch.cos(theta), out=z[..., 0::2])
-    torch.mul(radius, torch.sin(theta), out=z[..., 1::2])
+    torch.mul(radius, cos_t, out=z[..., 0::2])
+    torch.mul(radius, sin_t, out=z[..., 1::2])
     return z
-
-
-def _fused_values(device: torch.device):
-    """The compiled :func:`values` for ``device``: the C function on the CPU where the compiled words are used
-    (:func:`_fused_blocks`); None elsewhere (a GPU converts its Triton words with PyTorch's operations)."""
-    if device.type != "cpu" or _fused_blocks(device) is None:
-        return None
-    from .engine import philox_cpu
-    return philox_cpu.values
 
 
 def values(key: torch.Tensor, step, tasks, block: torch.Tensor, tag: torch.Tensor, normals: int) -> torch.Tensor:
     """The blocks of :func:`blocks` as floats: (R, T, J, 4) float32, the first ``normals`` of the J blocks as four
     standard normals each (:func:`normal_from_words` on its words), the others as four uniforms on [0, 1)
-    (:func:`uniform_from_words`).
-
-    On the CPU the compiled words convert them in the same pass (:func:`softmax_icl.engine.philox_cpu.values`: the
-    same uniforms, normals to a few units in the last place, paper 1's compiled engine's); elsewhere PyTorch's
-    operations convert the words of :func:`blocks`. Paper 1's PyTorch draws (:func:`softmax_icl.tasks.draw_rows`)
-    take their values here; paper 2's keep PyTorch's conversion (:func:`normal`), which its engine's libm conversion
-    is held against.
+    (:func:`uniform_from_words`): every kind of draw of a task from one pass of the generator (paper 1's PyTorch
+    draws, :func:`softmax_icl.tasks.draw_rows`).
     """
     key = key.view(-1, 2)
     dev = key.device
     J = block.numel()
     if not 0 <= int(normals) <= J:
         raise ValueError(f"normals={normals} must be between 0 and the number of blocks J={J}")
-    fused = _fused_values(dev)
-    if fused is not None:
-        return fused(key, step, _task_tensor(tasks, dev), block, tag, int(normals))
     w = blocks(key, step, tasks, block, tag)
     out = torch.empty(w.shape, dtype=torch.float32, device=dev)
     if normals:
@@ -288,8 +275,8 @@ def uniform(key: torch.Tensor, tag: int, step, tasks, count: int) -> torch.Tenso
 
 
 def normal(key: torch.Tensor, tag: int, step, tasks, count: int) -> torch.Tensor:
-    """Standard normals: (R, T, count) float32 from the sequences ``(key[r], tag, step, task)`` (PyTorch's operations
-    on the words on every device: paper 2's draws, held against its engine's libm conversion)."""
+    """Standard normals: (R, T, count) float32 from the sequences ``(key[r], tag, step, task)`` (paper 2's PyTorch
+    draws)."""
     padded = count + count % 2
     return normal_from_words(words(key, tag, step, tasks, padded))[..., :count]
 

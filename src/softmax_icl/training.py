@@ -336,11 +336,11 @@ class SweepProgram:
         return [st.sample(self.sweep.batch_size, step) for st in self.streams]
 
     def loss(self, batches: list[TaskBatch] | None = None) -> torch.Tensor:
-        """Per-configuration loss (C,) in slot order, on the next step's tasks (or on the given batches)."""
+        """Per-configuration loss (C,) in slot order, differentiable in the units' parameters (PyTorch's readout), on
+        the next step's tasks (or on the given batches). Where the engine takes the sweep, training runs
+        :meth:`updater`'s steps instead."""
         if batches is None:
             self.step += 1
-            if self.program is not None:
-                return self.program.loss(self.unit.matrix(), self.step)
             self.step_t.fill_(self.step)
             batches = self.sample(self.step_t)
         losses = [self.unit.loss(b, st.start).flatten() for st, b in zip(self.streams, batches)]

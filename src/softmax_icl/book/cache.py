@@ -34,14 +34,13 @@ from ..base import atomic_write_bytes, cache_dir
 COMPUTE_MODULES = ("base.py", "streams.py", "tasks.py", "models.py", "training.py", "metrics.py", "baselines.py",
                    "theory/__init__.py", "theory/theorem34.py", "theory/fits.py", "theory/matrices.py",
                    "theory/population.py", "theory/window_scan.py", "engine/common.py", "engine/regression.py",
-                   "engine/classification.py", "engine/philox_triton.py", "engine/philox_cpu.py", "engine/regression.c",
-                   "engine/classification.c", "engine/philox_cpu.c", "engine/philox.h", "engine/adam.h")
+                   "engine/classification.py", "engine/philox_triton.py", "engine/regression.c",
+                   "engine/classification.c", "engine/philox.h", "engine/adam.h")
 #: The C sources each engine module compiles: they come with the module into a fingerprint.
 ENGINE_SOURCES = {"engine/regression.py": ("engine/common.py", "engine/regression.c", "engine/philox.h",
                                            "engine/adam.h"),
                   "engine/classification.py": ("engine/common.py", "engine/classification.c", "engine/philox.h",
-                                               "engine/adam.h"),
-                  "engine/philox_cpu.py": ("engine/common.py", "engine/philox_cpu.c", "engine/philox.h")}
+                                               "engine/adam.h")}
 #: Folders whose every module is compute code too (each figure's sweeps and analyses, paper 2's subpackage), except
 #: the modules named here, which only draw, declare parameters, or write text from computed results.
 COMPUTE_TREES = ("figures", "classification")

@@ -442,10 +442,10 @@ def build_parser(registry: Registry) -> argparse.ArgumentParser:
     return ap
 
 
-#: The environment switches of the numerics and their allowed values (the first is the default): read by
-#: softmax_icl.engine.regression (SOFTMAX_ICL_KERNEL) and softmax_icl.streams (SOFTMAX_ICL_WORDS) when they first run, and
-#: checked here, without importing them, before any compute.
-SWITCHES = {"SOFTMAX_ICL_KERNEL": ("auto", "torch"), "SOFTMAX_ICL_WORDS": ("fused", "torch")}
+#: The environment switches of the numerics and their allowed values (the first is the default): read by the engines'
+#: build (softmax_icl.engine.common, SOFTMAX_ICL_KERNEL) when they first run, and checked here, without importing
+#: them, before any compute.
+SWITCHES = {"SOFTMAX_ICL_KERNEL": ("auto", "torch")}
 
 
 def _check_switches() -> None:

@@ -23,7 +23,8 @@ from ..engine.common import Update
 from .metrics import masked_ce
 from ..engine import classification as engine
 from ..engine.classification import FusedLoss, FusedStep, library
-from .tasks import ClsBatch, ClsStream, context_lengths, take
+from .plan import context_lengths
+from .tasks import ClsBatch, ClsStream, take
 
 
 MODELS = ("softmax", "linear")

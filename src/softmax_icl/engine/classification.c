@@ -8,11 +8,10 @@
  *   configuration summed over its contexts in order on one thread.
  * cls_step: both for a training step, a chunk of contexts of one seed at a time while it is in cache (at the end).
  *
- * Streams (softmax_icl.streams): value f of (key, tag, step, task) is word f % 4 of Philox4x32-10(key, (f / 4,
- * task, step, tag)); uniform u = (w >> 8) 2^-24; normals by Box-Muller on the word pairs (0, 1) and (2, 3) of a
- * block: r = sqrt(-2 ln v0), theta = 2 pi u1, (r cos theta, r sin theta), v = (2 (w0 >> 9) + 1) 2^-24 in (0, 1). Blocks are computed LANES at a time
- * in loops over the lanes (vectorised 32 x 32 -> 64-bit products), and the logarithms, roots and sines in separate
- * loops over a block's values (vectorised by the C library's vector maths where it has one).
+ * Streams: philox.h, the counter scheme of softmax_icl.streams in C, shared with paper 1's engine (regression.c):
+ * value f of (key, tag, step, task) is word f % 4 of Philox4x32-10(key, (f / 4, task, step, tag)), converted to
+ * normals and uniforms by the header's one convention (Box-Muller on a block's word pairs), the same bits whichever
+ * vector width draws a value.
  */
 #include <float.h>
 #include <math.h>
@@ -21,17 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/adam.h"           /* unit_update: the training step's update (Adam) */
+#include "adam.h"                     /* unit_update: the training step's update (Adam) */
+#include "philox.h"                   /* stream_fill, stream_words: the counter-based streams */
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
-#define LANES 16
-#define CHUNK (4 * LANES)              /* values per stream call: LANES blocks */
+#define CHUNK 64                       /* pool candidates scanned at a time (and the scratch's row multiple) */
 /* Every loop over points runs over whole vectors of VEC points (the rows have room for them): a point is computed by
  * the same instructions wherever it sits, so a context drawn alone or padded into a larger one has the same bits
  * (vectorised division and square roots may be approximations refined by a Newton step, not the scalar results).
@@ -62,8 +57,6 @@ static inline v8f fma8(v8f a, v8f b, v8f c) {
 static inline float hsum(v8f v) { float s = 0.0f; for (int l = 0; l < VEC; l++) s += v[l]; return s; }
 
 enum { READ_UNIFORM = 0, READ_BALANCED = 1, READ_CLUSTERED = 2, READ_SUBSPACE = 3 };
-
-typedef struct { uint32_t k0, k1; } key2;
 
 static inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -104,103 +97,6 @@ static inline v8f lookup8(table8 tab, const float *v, int64_t C, const int32_t *
 }
 #endif
 
-/* The words of blocks b0 .. b0 + nb - 1 (nb <= LANES) of (key, tag, step, task): w[4 l + i] = word i of block
- * b0 + l. With AVX2, four blocks per vector of 64-bit lanes (the low 32 bits of a lane are the word; the products
- * are _mm256_mul_epu32 of the low halves, and the high halves are never read before the final mask). */
-#if defined(__AVX2__)
-static void philox_blocks(key2 key, uint32_t b0, uint32_t task, uint32_t step, uint32_t tag, int nb, uint32_t *w) {
-    enum { V = LANES / 4 };
-    __m256i c0[V], c1[V], c2[V], c3[V];
-    const __m256i m0 = _mm256_set1_epi64x(PHILOX_M0), m1 = _mm256_set1_epi64x(PHILOX_M1);
-    const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
-    int nv = (nb + 3) / 4;
-    for (int v = 0; v < nv; v++) {
-        c0[v] = _mm256_add_epi64(_mm256_set1_epi64x((int64_t)b0 + 4 * v), lane);
-        c1[v] = _mm256_set1_epi64x(task);
-        c2[v] = _mm256_set1_epi64x(step);
-        c3[v] = _mm256_set1_epi64x(tag);
-    }
-    uint32_t k0 = key.k0, k1 = key.k1;
-    for (int r = 0; r < 10; r++) {
-        const __m256i K0 = _mm256_set1_epi64x(k0), K1 = _mm256_set1_epi64x(k1);
-        for (int v = 0; v < nv; v++) {
-            __m256i p0 = _mm256_mul_epu32(c0[v], m0), p1 = _mm256_mul_epu32(c2[v], m1);
-            __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), c1[v]), K0);
-            __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p0, 32), c3[v]), K1);
-            c1[v] = p1;
-            c3[v] = p0;
-            c0[v] = n0;
-            c2[v] = n2;
-        }
-        k0 += PHILOX_W0;
-        k1 += PHILOX_W1;
-    }
-    /* interleave: the low 32 bits of lane l of (c0, c1, c2, c3) are words 0..3 of block 4 v + l */
-    for (int v = 0; v < nv; v++) {
-        __m256i a = _mm256_or_si256(_mm256_and_si256(c0[v], _mm256_set1_epi64x(0xFFFFFFFF)), _mm256_slli_epi64(c1[v], 32));
-        __m256i b = _mm256_or_si256(_mm256_and_si256(c2[v], _mm256_set1_epi64x(0xFFFFFFFF)), _mm256_slli_epi64(c3[v], 32));
-        __m256i lo = _mm256_unpacklo_epi64(a, b), hi = _mm256_unpackhi_epi64(a, b);   /* blocks (0, 2), (1, 3) */
-        _mm256_storeu_si256((__m256i *)(w + 16 * v), _mm256_permute2x128_si256(lo, hi, 0x20));
-        _mm256_storeu_si256((__m256i *)(w + 16 * v + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
-    }
-}
-#else
-static void philox_blocks(key2 key, uint32_t b0, uint32_t task, uint32_t step, uint32_t tag, int nb, uint32_t *w) {
-    for (int l = 0; l < nb; l++) {
-        uint32_t c0 = b0 + (uint32_t)l, c1 = task, c2 = step, c3 = tag, k0 = key.k0, k1 = key.k1;
-        for (int r = 0; r < 10; r++) {
-            uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
-            c0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-            c2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-            c1 = (uint32_t)p1;
-            c3 = (uint32_t)p0;
-            k0 += PHILOX_W0;
-            k1 += PHILOX_W1;
-        }
-        w[4 * l] = c0; w[4 * l + 1] = c1; w[4 * l + 2] = c2; w[4 * l + 3] = c3;
-    }
-}
-#endif
-
-/* Values f0 .. f0 + count - 1 (f0 a multiple of 4) of the stream as 32-bit words. */
-static void stream_words(key2 key, uint32_t tag, uint32_t step, uint32_t task, int64_t f0, int64_t count,
-                         uint32_t *out) {
-    uint32_t w[CHUNK];
-    for (int64_t f = 0; f < count; f += CHUNK) {
-        int64_t m = count - f < CHUNK ? count - f : CHUNK;
-        uint32_t *dst = m == CHUNK ? out + f : w;       /* a whole chunk straight into place, a last part via w */
-        philox_blocks(key, (uint32_t)((f0 + f) / 4), task, step, tag, (int)((m + 3) / 4), dst);
-        if (dst == w) memcpy(out + f, w, (size_t)m * sizeof(uint32_t));
-    }
-}
-
-/* Standard normals f0 .. f0 + count - 1 (f0 a multiple of 4) of the stream. */
-static void stream_normals(key2 key, uint32_t tag, uint32_t step, uint32_t task, int64_t f0, int64_t count,
-                           float *out) {
-    uint32_t w[CHUNK];
-    float ur[CHUNK / 2], ut[CHUNK / 2], rad[CHUNK / 2], cs[CHUNK / 2], sn[CHUNK / 2], z[CHUNK];
-    const float two_pi = 6.28318530717958647692f, u24 = 5.9604644775390625e-08f;
-    for (int64_t f = 0; f < count; f += CHUNK) {
-        int64_t m = count - f < CHUNK ? count - f : CHUNK;
-        /* whole vectors of 16 pairs (a 512-bit vector's floats), whatever the count: a value is computed by the same
-         * code wherever it is drawn (with 8, counts of 8 pairs ran in 256-bit vectors, whose sqrt estimate and
-         * vector logf, cosf and sinf round otherwise than the 512-bit ones of AVX-512 CPUs) */
-        int nb = (int)((m + 3) / 4), np = (int)round_up(2 * nb, 16);
-        philox_blocks(key, (uint32_t)((f0 + f) / 4), task, step, tag, np / 2, w);
-        for (int q = 0; q < np; q++) {
-            ur[q] = (float)(((w[2 * q] >> 9) << 1) | 1u) * u24;                /* odd / 2^24, in (0, 1) */
-            ut[q] = (float)(w[2 * q + 1] >> 8) * u24 * two_pi;
-        }
-        for (int q = 0; q < np; q++) rad[q] = logf(ur[q]);
-        for (int q = 0; q < np; q++) rad[q] = sqrtf(-2.0f * rad[q]);
-        for (int q = 0; q < np; q++) cs[q] = cosf(ut[q]);
-        for (int q = 0; q < np; q++) sn[q] = sinf(ut[q]);
-        float *dst = m == CHUNK ? out + f : z;          /* a whole chunk (2 np == CHUNK) straight into place */
-        for (int q = 0; q < np; q++) { dst[2 * q] = rad[q] * cs[q]; dst[2 * q + 1] = rad[q] * sn[q]; }
-        if (dst == z) memcpy(out + f, z, (size_t)m * sizeof(float));
-    }
-}
-
 /* ----------------------------------------------------------------------------------------------------------------
  * cls_draw
  */
@@ -225,7 +121,7 @@ typedef struct {
     uint8_t *work;                     /* threads x cls_draw_workspace bytes */
 } draw_spec;
 
-/* Per-thread scratch (floats and ints, each a multiple of CHUNK so every stream call writes whole chunks). */
+/* Per-thread scratch (floats and ints; a context's rows padded to a multiple of CHUNK). */
 typedef struct {
     float *zx;       /* (d_max, n1p): input normals of the context, coordinate-major */
     float *zp;       /* (d_max, P_max, C_maxp): prototype normals */
@@ -289,7 +185,7 @@ static scratch carve(const draw_spec *s, uint8_t *base) {
     return w;
 }
 
-static key2 key_at(const uint32_t *k, int64_t i) { key2 r = {k[2 * i], k[2 * i + 1]}; return r; }
+static key_t2 key_at(const uint32_t *k, int64_t i) { key_t2 r = {k[2 * i], k[2 * i + 1]}; return r; }
 
 /* inv[p] = 1 / max(sqrt(inv[p]), 1e-30), p < m, as IEEE sqrt and division. Under -ffast-math GCC writes 1 / sqrtf
  * as an estimate refined by one Newton step, and AVX-512 CPUs estimate differently in 512-bit vectors (vrsqrt14ps)
@@ -399,7 +295,7 @@ static void balanced(const draw_spec *s, scratch *w, int64_t sd, int64_t t, int6
     for (int64_t j0 = 0; j0 < R && left > 0; j0 += CHUNK) {
         int64_t cnt = R - j0 < CHUNK ? R - j0 : CHUNK;
         for (int64_t c = 0; c < d; c++)
-            stream_normals(key_at(s->key_coord, sd * dm + c), 0x205, step, task, j0, cnt, w->cz + c * CHUNK);
+            stream_fill(key_at(s->key_coord, sd * dm + c), 0x205, step, task, j0, cnt, 1, w->cz + c * CHUNK);
         normalise_points(w->cz, w->cz, CHUNK, d, cnt, w->cnorm);
         label_points(w->pr, Pm, dm, C, 1, w->cz, CHUNK, d, cnt, w->cl);
         for (int64_t j = 0; j < cnt && left > 0; j++) {
@@ -439,19 +335,19 @@ static void draw_item(const draw_spec *s, scratch *w, int64_t sd, int64_t t) {
     int64_t n1p = round_up(n1, CHUNK), Cp = round_up(Cm, 4), n1v = round_up(n1, VEC);
     uint32_t step = (uint32_t)s->step, task = (uint32_t)(s->first + t);
     for (int64_t c = 0; c < dm; c++) {
-        stream_normals(key_at(s->key_coord, sd * dm + c), 0x201, step, task, 0, n1v, w->zx + c * n1p);
+        stream_fill(key_at(s->key_coord, sd * dm + c), 0x201, step, task, 0, n1v, 1, w->zx + c * n1p);
         for (int64_t q = 0; q < Pm; q++)
-            stream_normals(key_at(s->key_proto, (sd * dm + c) * Pm + q), 0x202, step, task, 0, Cm,
-                           w->zp + (c * Pm + q) * Cp);
+            stream_fill(key_at(s->key_proto, (sd * dm + c) * Pm + q), 0x202, step, task, 0, Cm, 1,
+                        w->zp + (c * Pm + q) * Cp);
     }
     if (s->need_class) {
         stream_words(key_at(s->key_seed, sd), 0x203, step, task, 0, n1v, w->m24);
         for (int64_t p = 0; p < n1v; p++) w->m24[p] >>= 8;
     }
     if (s->length_words) {
-        uint32_t lw[CHUNK];
-        stream_words(key_at(s->key_seed, sd), 0x204, step, task, 0, 4, lw);
-        s->length_words[sd * s->T + t] = (int64_t)(lw[0] >> 8);
+        uint32_t lw;
+        stream_words(key_at(s->key_seed, sd), 0x204, step, task, 0, 1, &lw);
+        s->length_words[sd * s->T + t] = (int64_t)(lw >> 8);
     }
     int64_t pr_C = -1, pr_dp = -1;          /* the (C, dp) the prototypes in w->pr were made for */
     int cx_ready = 0;                       /* w->cx holds the class vectors of the points for these prototypes */

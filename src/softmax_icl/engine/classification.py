@@ -1,19 +1,21 @@
-"""Paper 2's compiled CPU engine (``engine.c``): the task sampler and the classifiers' loss and gradient.
+"""Paper 2's compiled CPU engine (``classification.c``): the task sampler and the classifiers' loss and gradient.
 
 On the CPU a PyTorch step of a paper-scale sweep spends most of its time drawing and building tasks in many passes
-over large temporaries, and the model's forward and backward passes are a dozen more. ``engine.c`` draws each
-(seed, context) from the counter-based streams and builds every task of that seed while the context is in cache
-(:func:`cls_draw`, the scheme of :mod:`softmax_icl.classification.tasks`), and computes each configuration's mean
-cross-entropy and its gradient in ``A = W_K^T W_Q`` and ``W_V`` a context at a time while it is in cache
-(:class:`FusedLoss`, the function of :func:`.models.sa_logits` and :func:`.metrics.masked_ce`), and a training step's
-draws and loss together, a chunk of contexts of a seed at a time (:class:`FusedStep`, ``cls_step``: the tasks never
-go to memory); it exports the step's update too (``unit_update`` of ``adam.h``, :class:`.common.Update`).
-Work is split over ``threads`` threads of its own (by default ``torch.get_num_threads()`` when the object is made) by
-(seed, context) and by configuration, so the numbers do not depend on the thread count.
+over large temporaries, and the model's forward and backward passes are a dozen more. ``classification.c`` draws each
+(seed, context) from the counter-based streams (``philox.h``, shared with paper 1's engine) and builds every task of
+that seed while the context is in cache (:class:`Drawer`, ``cls_draw``: the scheme of
+:mod:`softmax_icl.classification.tasks`), computes each configuration's mean cross-entropy and its gradient in
+``A = W_K^T W_Q`` and ``W_V`` a context at a time while it is in cache (:class:`FusedLoss`, the function of
+:func:`softmax_icl.classification.models.sa_logits` and :func:`softmax_icl.classification.metrics.masked_ce`), and a
+training step's draws and loss together, a chunk of contexts of a seed at a time (:class:`FusedStep`, ``cls_step``:
+the tasks never go to memory); it exports the step's update too (``unit_update`` of ``adam.h``,
+:class:`.common.Update`). Work is split over ``threads`` threads of its own (by default ``torch.get_num_threads()``
+when the object is made) by (seed, context) and by configuration, so the numbers do not depend on the thread count.
 
-The source is compiled once per machine with the system C compiler, the flags and the build directory of the paper-1
-kernel (:mod:`softmax_icl.engine.regression`), and loaded with :mod:`ctypes`. ``SOFTMAX_ICL_KERNEL=torch`` (or no compiler)
-selects the PyTorch code instead; :func:`backend` says which one runs. The tests hold the two against each other.
+The source is compiled once per machine with the system C compiler, the flags and the build directory of paper 1's
+engine (:mod:`softmax_icl.engine.regression`), and loaded with :mod:`ctypes`. ``SOFTMAX_ICL_KERNEL=torch`` (or no
+compiler) selects the PyTorch code instead; :func:`backend` says which one runs. The tests hold the two against each
+other.
 """
 
 from __future__ import annotations
@@ -27,12 +29,10 @@ import torch
 from . import common
 
 SOURCE = Path(__file__).with_name("classification.c")
-#: sha256 of ``engine.c`` (its first 16 hex digits). The result cache fingerprints Python modules only, so this
-#: line changes whenever the C source does (a test checks it), and cached results computed by an older engine are
-#: not reused.
-SOURCE_SHA = "85a33907ef5bb378"
+#: What the engine is compiled from (its build and the result cache's fingerprint read them all).
+SOURCES = (SOURCE, common.PHILOX, common.ADAM)
 
-#: The engine works on blocks of this many points (``VEC`` in engine.c): a task's rows are padded to whole blocks.
+#: The engine works on blocks of this many points (``VEC`` in classification.c): a task's rows are padded to whole blocks.
 ROW_BLOCK = 8
 
 _lib: ctypes.CDLL | None = None
@@ -43,7 +43,7 @@ _I = ctypes.c_int64
 
 
 class DrawSpec(ctypes.Structure):
-    """``draw_spec`` of engine.c."""
+    """``draw_spec`` of classification.c."""
 
     _fields_ = [("S", _I), ("T", _I), ("G", _I), ("n_max", _I), ("C_max", _I), ("P_max", _I), ("d_max", _I),
                 ("first", _I), ("step", _I), ("key_seed", _P), ("key_coord", _P), ("key_proto", _P),
@@ -53,7 +53,7 @@ class DrawSpec(ctypes.Structure):
 
 
 class LossSpec(ctypes.Structure):
-    """``loss_spec`` of engine.c."""
+    """``loss_spec`` of classification.c."""
 
     _fields_ = [("K", _I), ("T", _I), ("n_max", _I), ("C_max", _I), ("d_max", _I), ("group", _P), ("code", _P),
                 ("C", _P), ("d", _P), ("n", _P), ("lengths", _P), ("A", _P), ("WV", _P), ("xs", _P), ("xq", _P),
@@ -62,7 +62,7 @@ class LossSpec(ctypes.Structure):
 
 
 class StepSpec(ctypes.Structure):
-    """``step_spec`` of engine.c."""
+    """``step_spec`` of classification.c."""
 
     _fields_ = [("d", DrawSpec), ("l", LossSpec), ("chunk", _I), ("part", _P), ("part_loss", _P), ("work", _P)]
 
@@ -73,7 +73,7 @@ def _load() -> ctypes.CDLL | None:
     global _lib, _status
     if _status is not None:
         return _lib
-    lib, how = common.build_library("cls-engine", SOURCE, "classification engine", deps=(common.ADAM,))
+    lib, how = common.build_library("cls-engine", SOURCE, "classification engine", deps=SOURCES[1:])
     if lib is None:
         _status = how
         return None
@@ -107,7 +107,7 @@ def available() -> bool:
 
 
 def row_length(n_max: int) -> int:
-    """The padded length of a task's rows (:class:`.tasks.Tasks`): ``n_max`` rounded up to a whole block."""
+    """The padded length of a task's rows (:class:`softmax_icl.classification.plan.Tasks`): ``n_max`` rounded up to a whole block."""
     return -(-int(n_max) // ROW_BLOCK) * ROW_BLOCK
 
 
@@ -146,7 +146,7 @@ class _Workspace:
 
 
 class Drawer:
-    """Draws a :class:`.tasks.TaskPlan`'s tasks with ``cls_draw`` on ``threads`` threads: the plan's arrays and keys
+    """Draws a :class:`softmax_icl.classification.plan.TaskPlan`'s tasks with ``cls_draw`` on ``threads`` threads: the plan's arrays and keys
     converted once."""
 
     def __init__(self, keys, plan, threads: int | None = None):
@@ -169,7 +169,7 @@ class Drawer:
         self.work = _Workspace(lib.cls_draw_workspace, spec, self.threads)
 
     def draw(self, step: int, first: int, out) -> None:
-        """Contexts ``first .. first + T - 1`` of ``step`` into ``out`` (:class:`.tasks.Tasks`, contiguous CPU)."""
+        """Contexts ``first .. first + T - 1`` of ``step`` into ``out`` (:class:`softmax_icl.classification.plan.Tasks`, contiguous CPU)."""
         s, plan = self.spec, self.plan
         n_max, C_max, P_max, d_max = plan.dims
         G, T, N = plan.G, out.xq.shape[1], row_length(n_max)
@@ -191,8 +191,9 @@ class Drawer:
 
 
 class FusedLoss:
-    """Per-configuration mean cross-entropy of attention classifiers on a :class:`.tasks.Tasks` batch,
-    differentiable in ``A = W_K^T W_Q`` and ``W_V`` (K, D, D): ``loss(A, WV, tasks, lengths)``.
+    """Per-configuration mean cross-entropy of attention classifiers on a :class:`softmax_icl.classification.plan.Tasks` batch and its gradient
+    in ``A = W_K^T W_Q`` and ``W_V`` (K, D, D): :meth:`compute` writes them into :attr:`loss`, :attr:`gA`,
+    :attr:`gWV`.
 
     ``group``, ``code`` (model codes of :data:`.models.MODEL_CODES`), ``C``, ``d``, ``n``: (K,) per configuration,
     fixed for the life of the object (a training program); ``lengths`` (K, T) per call for a mixture of lengths;
@@ -218,10 +219,9 @@ class FusedLoss:
         self.threads = torch.get_num_threads() if threads is None else int(threads)
         self.work = _Workspace(lib.cls_loss_workspace, spec, self.threads)
 
-    def __call__(self, A: torch.Tensor, WV: torch.Tensor, tasks, lengths: torch.Tensor | None = None) -> torch.Tensor:
-        return _Fused.apply(A, WV, self, tasks, lengths)
-
-    def compute(self, A: torch.Tensor, WV: torch.Tensor, tasks, lengths) -> None:
+    def compute(self, A: torch.Tensor, WV: torch.Tensor, tasks, lengths: torch.Tensor | None = None) -> None:
+        """The loss of ``A``, ``WV`` on ``tasks`` (``lengths`` (K, T): a mixture's context lengths, else None) into
+        :attr:`loss`, its gradient into :attr:`gA`, :attr:`gWV`."""
         s = self.spec
         A, WV = A.detach().contiguous(), WV.detach().contiguous()
         for t, name in ((A, "A"), (WV, "WV")):
@@ -245,22 +245,6 @@ class FusedLoss:
         self.lib.cls_loss(ctypes.byref(s))
 
 
-class _Fused(torch.autograd.Function):
-    """The loss of a :class:`FusedLoss` (``args``: tasks, lengths) or a :class:`FusedStep` (``args``: step), whose
-    gradient the engine computed with it."""
-
-    @staticmethod
-    def forward(ctx, A, WV, fused, *args):
-        fused.compute(A, WV, *args)
-        ctx.fused, ctx.nargs = fused, len(args)
-        return fused.loss.clone()
-
-    @staticmethod
-    def backward(ctx, g):
-        f = ctx.fused
-        return (f.gA * g.view(-1, 1, 1), f.gWV * g.view(-1, 1, 1), None) + (None,) * ctx.nargs
-
-
 #: Contexts per seed a fused step (``cls_step``) draws and then reads while they are in the core's cache: sixteen
 #: contexts of the nine tasks of a seed of ``train_readings_n200`` (n = 200, d = 5) are 0.7 MB. Chunks of 8 to 32 ran
 #: alike (``benchmarks/roofline.md``, eighteenth session); the numbers depend on it (the sums per chunk).
@@ -272,8 +256,8 @@ class FusedStep:
     per step, drawn and read a chunk of ``chunk`` contexts of one seed at a time (``cls_step``) instead of drawing every
     task of the step to memory and reading it back once per configuration (:meth:`Drawer.draw`, then
     :meth:`FusedLoss.compute`, which it equals to float rounding: each configuration's contexts are summed per chunk,
-    then the chunks in order; the numbers do not depend on the thread count). ``step(A, WV, step)`` is differentiable
-    in ``A`` and ``WV``. Not for mixtures of context lengths (their lengths come from the drawn tasks)."""
+    then the chunks in order; the numbers do not depend on the thread count). Not for mixtures of context lengths
+    (their lengths come from the drawn tasks)."""
 
     def __init__(self, drawer: Drawer, loss: FusedLoss, T: int, chunk: int = STEP_CHUNK):
         if drawer.plan.mixture:
@@ -302,9 +286,6 @@ class FusedStep:
     gA = property(lambda self: self.fused.gA)
     gWV = property(lambda self: self.fused.gWV)
 
-    def __call__(self, A: torch.Tensor, WV: torch.Tensor, step: int) -> torch.Tensor:
-        return _Fused.apply(A, WV, self, int(step))
-
     def compute(self, A: torch.Tensor, WV: torch.Tensor, step: int, first: int = 0) -> None:
         """Contexts ``first .. first + T - 1`` of ``step``: the loss into :attr:`loss`, its gradient into :attr:`gA`,
         :attr:`gWV`."""
@@ -321,7 +302,7 @@ class FusedStep:
 
 def unit_logits(A: torch.Tensor, WV: torch.Tensor, code, group, C, d, n, tasks, dims,
                 threads: int | None = None) -> torch.Tensor:
-    """Logits (K, T, C_max) of K attention units on the T contexts of their tasks (``tasks``: :class:`.tasks.Tasks`;
+    """Logits (K, T, C_max) of K attention units on the T contexts of their tasks (``tasks``: :class:`softmax_icl.classification.plan.Tasks`;
     ``group``, ``code``, ``C``, ``d``, ``n``: (K,) each unit's task, model code, sizes and context length), computed
     by the engine's forward pass (:func:`.models.sa_logits`, to rounding). No gradient."""
     lib = _load()

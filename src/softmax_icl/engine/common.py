@@ -86,9 +86,9 @@ def build_library(name: str, source: Path, what: str, deps=(), chosen_by_env: bo
                   ) -> tuple[ctypes.CDLL | None, str]:
     """Build (once per machine) and load a C engine: ``(library, how it was built)``, or ``(None, why not)`` as
     ``"torch (...)"``: with ``SOFTMAX_ICL_KERNEL=torch``, without a C compiler, or when it does not compile or load.
-    ``what`` names the engine in those reasons. Paper 1's engine and paper 2's (:mod:`softmax_icl.classification.
-    native`) are built by this one function, and so are the CPU's Philox words (:mod:`.philox_cpu`), with
-    ``chosen_by_env=False``: integers, the same whichever computes them, so ``SOFTMAX_ICL_KERNEL`` does not apply."""
+    ``what`` names the engine in those reasons; ``deps`` are the headers it includes (they key the build with the
+    source). Paper 1's engine (:mod:`.regression`) and paper 2's (:mod:`.classification`) are built by this one
+    function; ``chosen_by_env=False`` builds one whatever ``SOFTMAX_ICL_KERNEL`` says (the benchmarks' A/B builds)."""
     if chosen_by_env:
         choice = os.environ.get(ENV, "auto")
         if choice not in ("auto", "torch"):

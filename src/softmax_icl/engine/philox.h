@@ -1,16 +1,20 @@
-/* The counter scheme of softmax_icl.streams in C (see that module's docstring for the layout):
+/* The counter scheme of softmax_icl.streams in C (see that module's docstring for the layout and the convention),
+ * the one generator of both papers' engines (regression.c, classification.c):
  *
  *   value f of the sequence (key, tag, step, task) is word f % 4 of Philox4x32-10(key, (f / 4, task, step, tag));
  *   uniform  u = (w >> 8) * 2^-24;
- *   normal   Box-Muller on the words (0, 1) and (2, 3) of a block: r = sqrt(-2 ln v_0), theta = 2 pi u_1,
- *            z_0 = r cos theta, z_1 = r sin theta, with v = (2 (w >> 9) + 1) * 2^-24 in (0, 1) (so r > 0).
+ *   normal   Box-Muller on the words (0, 1) and (2, 3) of a block: r = sqrt(-2 ln v_0), z_0 = r cos 2 pi u_1,
+ *            z_1 = r sin 2 pi u_1, with v = (2 (w >> 9) + 1) * 2^-24 in (0, 1) (so r > 0), the angle reduced in
+ *            turns (sincos_turn: the quadrant round(4 u), then cos and sin of at most pi/4).
  *
- * Blocks are computed in vector registers where the CPU has them: with AVX-512, 32 blocks at a time in two
- * interleaved vectors of sixteen (the ragged ends of a sequence sixteen or eight at a time); with AVX2, eight blocks
- * per vector and two vectors interleaved (Philox's 32 x 32 -> 64-bit products as even and odd lanes); elsewhere
- * LANES at a time in plain loops over the lanes. The integers are the same bits as the PyTorch implementation's;
- * the floats use the polynomials below (Cephes' single-precision ones, written branch-free), equal to PyTorch's to a
- * few units in the last place.
+ * stream_fill draws values as normals or uniforms, stream_words as words. Blocks are computed in vector registers
+ * where the CPU has them: with AVX-512, 32 blocks at a time in two interleaved vectors of sixteen (the ragged ends of
+ * a sequence sixteen or eight at a time); with AVX2, eight blocks per vector and two vectors interleaved (Philox's
+ * 32 x 32 -> 64-bit products as even and odd lanes); elsewhere LANES at a time in plain loops over the lanes. Every
+ * width runs the same operations, so a value has the same bits whichever width draws it (a task drawn alone or in a
+ * sweep, at any offset). The integers are the same bits as the PyTorch implementation's; the floats use the
+ * polynomials below (Cephes' single-precision ones, written branch-free), equal to PyTorch's to a few units in the
+ * last place.
  */
 #ifndef SOFTMAX_ICL_PHILOX_H
 #define SOFTMAX_ICL_PHILOX_H
@@ -533,6 +537,45 @@ static void stream_fill(key_t2 key, uint32_t tag, uint32_t step, uint32_t task, 
                         int normal, float *out) {
     if (normal) fill(key, tag, step, task, f0, count, 1, out);       /* each kind's loop compiled on its own */
     else fill(key, tag, step, task, f0, count, 0, out);
+}
+
+/* The words of LANES consecutive blocks j0 + l of the sequence (key, tag, step, task): block l's four at out[4 l ..]
+ * (the AVX2 rounds on two interleaved vectors of eight where the CPU has them, the lanes' loop elsewhere: the same
+ * integers). */
+static inline void word_lanes(key_t2 key, uint32_t j0, uint32_t task, uint32_t step, uint32_t tag,
+                              uint32_t out[4 * LANES]) {
+#ifdef __AVX2__
+    __m256i x[4], y[4];
+    consecutive_avx2(j0, task, step, tag, x);
+    consecutive_avx2(j0 + 8, task, step, tag, y);
+    philox_avx2(key, x, y, 2);
+    const __m256 a[4] = {_mm256_castsi256_ps(x[0]), _mm256_castsi256_ps(x[1]), _mm256_castsi256_ps(x[2]),
+                         _mm256_castsi256_ps(x[3])};
+    const __m256 b[4] = {_mm256_castsi256_ps(y[0]), _mm256_castsi256_ps(y[1]), _mm256_castsi256_ps(y[2]),
+                         _mm256_castsi256_ps(y[3])};
+    store_blocks_avx2(a, (float *)out);                              /* a transpose: the words' bits moved */
+    store_blocks_avx2(b, (float *)out + 32);
+#else
+    uint32_t c0[LANES], c3[LANES], w[4][LANES];
+    for (int l = 0; l < LANES; l++) { c0[l] = j0 + (uint32_t)l; c3[l] = tag; }
+    philox_lanes(key, c0, task, step, c3, w);
+    for (int l = 0; l < LANES; l++)
+        for (int q = 0; q < 4; q++) out[4 * l + q] = w[q][l];
+#endif
+}
+
+/* Words [f0, f0 + count) of the sequence (key, tag, step, task) into out. */
+static void stream_words(key_t2 key, uint32_t tag, uint32_t step, uint32_t task, int64_t f0, int64_t count,
+                         uint32_t *out) {
+    uint32_t buf[4 * LANES];
+    for (int64_t f = f0; f < f0 + count;) {
+        const int64_t j0 = f / 4, skip = f - 4 * j0;
+        word_lanes(key, (uint32_t)j0, task, step, tag, buf);
+        int64_t take = 4 * LANES - skip;
+        if (take > f0 + count - f) take = f0 + count - f;
+        memcpy(out + (f - f0), buf + skip, sizeof(uint32_t) * (size_t)take);
+        f += take;
+    }
 }
 
 #endif

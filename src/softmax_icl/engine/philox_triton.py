@@ -11,8 +11,7 @@ It computes the same integers as PyTorch (32-bit products by ``umulhi`` and wrap
 schedule), so every number drawn from its words is the same bits as from PyTorch's: switching between the two
 changes speed, never a number (a CUDA test holds them together, and on the CPU, where Triton's interpreter runs it,
 a test does the same when Triton is installed). Used by :func:`softmax_icl.streams.blocks` on CUDA tensors when
-Triton imports; ``SOFTMAX_ICL_WORDS=torch`` turns it off (:mod:`softmax_icl.engine.philox_cpu` is the CPU's
-counterpart).
+Triton imports (:func:`softmax_icl.streams.torch_blocks` computes the same words in PyTorch's operations).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 /* The CPU engine of paper 1's trainer (softmax_icl.engine.regression): tasks drawn from the counter-based streams, labelled,
  * and consumed by the attention readout while they are in cache.
  *
- * fused_step: for every row r (a seed's key) and task b of a step, draw the task (query, direction, coefficients,
- * context inputs, noise: philox.h), and for each of the row's G configurations (class, L, sigma, key-query matrix M)
+ * fused_steps: for every task stream of a step (a sweep's context lengths), every row r (a seed's key) and task b,
+ * draw the task (query, direction, coefficients, context inputs, noise: philox.h), and for each of the row's G
+ * configurations (class, L, sigma, key-query matrix M)
  *   y_i   = f(x_i) + sigma eps_i,   target f(x_q)
  *   s_i   = x_i^T M x_q,   pred = sum_i a_i y_i,  a = softmax(s) or s / n (linear)
  *   loss  = mean_b (pred - f(x_q))^2,   dloss/dM = sum_b (sum_i dloss/ds_i x_i) x_q^T
@@ -655,8 +656,8 @@ static int64_t threads_for(int64_t nthreads, double work) {
 /* The training step of ``count`` task streams in one call (every context length of a sweep): phase 1 draws, labels
  * and reads out every stream's tasks, phase 2 sums every stream's configurations; thread t of T takes the t-th of T
  * equal parts of every stream's items (so short contexts do not leave a thread idle), in its own scratch slot t,
- * and the threads start twice a step, not twice per stream. As in fused_step, every task's results go to its own
- * slot and the sums run in task order: no number depends on the thread count. */
+ * and the threads start twice a step, not twice per stream. Every task's results go to its own slot and the sums
+ * run in task order: no number depends on the thread count. */
 int fused_steps(const spec_t *S, const step_t *P, int64_t count, int64_t nthreads) {
     if (count < 1) return 0;
     double work1 = 0.0, work2 = 0.0;
@@ -678,9 +679,6 @@ int fused_steps(const spec_t *S, const step_t *P, int64_t count, int64_t nthread
     }
     return 1;
 }
-
-/* One stream's step (fused_steps of one stream). */
-int fused_step(const spec_t *S, const step_t *P) { return fused_steps(S, P, 1, S->nthreads); }
 
 int sample_raw(const spec_t *S, float *x, float *x_task, float *u, float *a, float *coef, float *phase, float *noise) {
     if (S->d < 1 || S->d > DMAX || S->k < 1 || S->k > DMAX) return 0;
@@ -745,16 +743,6 @@ int segment_exp(const segexp_t *A, int64_t nthreads) {
 void stream_values(uint32_t k0, uint32_t k1, uint32_t tag, uint32_t step, uint32_t task, int64_t f0, int64_t count,
                    int kind, void *out) {
     const key_t2 key = {k0, k1};
-    if (kind) {
-        stream_fill(key, tag, step, task, f0, count, kind == 2, (float *)out);
-        return;
-    }
-    uint32_t *o = (uint32_t *)out;
-    for (int64_t f = f0; f < f0 + count; f++) {
-        uint32_t w[4][LANES], c0[LANES], c3[LANES];
-        for (int l = 0; l < LANES; l++) { c0[l] = (uint32_t)(f / 4); c3[l] = tag; }
-        philox_lanes(key, c0, task, step, c3, w);
-        o[f - f0] = w[f % 4][0];
-    }
+    if (kind) stream_fill(key, tag, step, task, f0, count, kind == 2, (float *)out);
+    else stream_words(key, tag, step, task, f0, count, (uint32_t *)out);
 }
-

@@ -2,34 +2,29 @@
 
 On the CPU a training step of PyTorch code writes every task to memory (inputs, labels, noise: hundreds of MB a step
 at the paper profile) and reads it back in a dozen separate passes; drawing the random numbers alone is most of the
-step. ``engine.c`` does the whole step of a task stream in one pass per task (:func:`fused_step`): it draws each
-task from the counter-based streams (``philox.h``, the scheme of :mod:`softmax_icl.streams` in C), labels it for
-every configuration of its row, and runs the readout's forward and backward pass on it while it is in cache,
-splitting the tasks over ``torch.get_num_threads()`` threads (each task's results in its own slot, summed in a
-fixed order: no number depends on the thread count). The buffers it works in are made once per stream
-(:class:`FusedStream`), never in the training loop; a sweep's streams (one per context length) run in one call a step
-(:class:`FusedProgram`, ``fused_steps``), every stream's tasks shared out over the threads together. :func:`sample_raw` draws the same tasks into tensors (the
-evaluation sets on the CPU); :func:`stream_values` exposes the counter scheme itself, for the tests;
-:func:`window_sums` is the inner loop of :func:`softmax_icl.theory.relu_window_scan`, :func:`segment_exp` the softmax
-weights of an evaluation at several prefix lengths (:func:`softmax_icl.models.segment_weights`).
+step. ``regression.c`` does the whole step of a sweep's task streams (one per context length) in one call
+(``fused_steps``, :meth:`FusedProgram.run`): it draws each task from the counter-based streams (``philox.h``, the
+scheme of :mod:`softmax_icl.streams` in C), labels it for every configuration of its row, and runs the readout's
+forward and backward pass on it while it is in cache, every stream's tasks shared out over
+``torch.get_num_threads()`` threads together (each task's results in its own slot, summed in a fixed order: no number
+depends on the thread count). The buffers it works in are made once per stream (:class:`FusedStream`), never in the
+training loop. :func:`sample_raw` draws the same tasks into tensors (the evaluation sets on the CPU);
+:func:`stream_values` exposes the counter scheme itself, for the tests; :func:`window_sums` is the inner loop of
+:func:`softmax_icl.theory.relu_window_scan`, :func:`segment_exp` the softmax weights of an evaluation at several
+prefix lengths (:func:`softmax_icl.models.segment_weights`).
 
 The C source is compiled once per machine with the system C compiler (``$CC``, else ``cc``, ``gcc`` or ``clang``)
-into the result cache directory and loaded with :mod:`ctypes`; it needs no Python headers and builds in seconds.
-Where no compiler works, or with ``SOFTMAX_ICL_KERNEL=torch``, the same draws and the same computation run in
-PyTorch (:mod:`softmax_icl.streams`, :mod:`softmax_icl.models`), equal to rounding; the tests check that.
-:func:`backend` says which one runs (recorded in every notebook's provenance and in the cache keys, since the two
-round differently).
+into the result cache directory and loaded with :mod:`ctypes`; it needs no Python headers. Where no compiler works,
+or with ``SOFTMAX_ICL_KERNEL=torch``, the same draws and the same computation run in PyTorch
+(:mod:`softmax_icl.streams`, :mod:`softmax_icl.models`), equal to rounding; the tests check that. :func:`backend`
+says which one runs (recorded in every notebook's provenance and in the cache keys, since the two round
+differently).
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import platform
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +35,7 @@ from .common import ADAM, ENV, PHILOX, Update, build_library, declare_update
 HERE = Path(__file__).parent
 SOURCE = HERE / "regression.c"
 SOURCES = (SOURCE, PHILOX, ADAM)
-#: The engine's codes of the function classes (engine.c's ``labels``).
+#: The engine's codes of the function classes (regression.c's ``labels``).
 CLASS_CODES = {"affine": 0, "relu": 1, "cosine": 2, "cosine_centered": 3, "lowrank_linear": 4, "lowrank_affine": 5,
                "lowrank_quadratic": 6, "lowrank_cosine": 7}
 INPUT_CODES = {"isotropic": 0, "nonisotropic": 1, "nonisotropic_whitened": 2}
@@ -87,8 +82,7 @@ def _load() -> ctypes.CDLL | None:
         _status = how
         return None
     spec, step = ctypes.POINTER(_Spec), ctypes.POINTER(_Step)
-    lib.fused_step.restype = lib.sample_raw.restype = lib.fused_steps.restype = ctypes.c_int
-    lib.fused_step.argtypes = [spec, step]
+    lib.sample_raw.restype = lib.fused_steps.restype = ctypes.c_int
     lib.fused_steps.argtypes = [spec, step, ctypes.c_int64, ctypes.c_int64]
     lib.sample_raw.argtypes = [spec] + [ctypes.c_void_p] * 7
     lib.scratch_floats.restype = ctypes.c_int64
@@ -226,13 +220,12 @@ def sample_raw(input_dist: str, keys: torch.Tensor, n: int, first_task: int, ste
 
 
 class FusedStream:
-    """The fused training step of one task stream (R rows x G configurations at context length n), with every
-    buffer the engine needs, made once.
+    """One task stream of a fused training step (R rows x G configurations at context length n), with every buffer
+    the engine needs for it, made once; :class:`FusedProgram` runs the step of a sweep's streams.
 
     ``keys`` (R, 2) the rows' stream keys; ``classes`` (R, G) class names, ``L``, ``sigma``, ``cos_mean`` (R, G)
     (``cos_mean``: E_x cos(L w^T x), used by the centred cosine class); ``sqrt_cov`` (d,) or None, ``basis`` (d, k)
-    or None, float32. :meth:`loss` gives every configuration's mean squared error on the step's tasks,
-    differentiable in M.
+    or None, float32.
     """
 
     def __init__(self, input_dist: str, keys: torch.Tensor, n: int, batch: int, d: int, k: int, classes,
@@ -263,29 +256,6 @@ class FusedStream:
         cosine = torch.tensor([[c in ("cosine", "cosine_centered", "lowrank_cosine") for c in row] for row in classes])
         return not (cosine.any() and bool((L.detach().abs().cpu() * cosine).max() > COSINE_L_MAX))
 
-    def run(self, M: torch.Tensor, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Loss (R, G) and its gradient in M (R, G, d, d) at training step ``step``, for matrices ``M``."""
-        M = M.detach().contiguous()
-        if M.shape != (self.R, self.G, self.d, self.d) or M.dtype != torch.float32 or M.device.type != "cpu":
-            raise ValueError(f"M must be a float32 CPU tensor of shape {(self.R, self.G, self.d, self.d)}; got "
-                             f"{tuple(M.shape)}, {M.dtype}, {M.device}")
-        loss = torch.empty(self.R, self.G, device="cpu")
-        grad = torch.empty(self.R, self.G, self.d, self.d, device="cpu")
-        threads = min(torch.get_num_threads(), self.slots)
-        spec = _spec(self.R, self.B, self.n, self.d, self.k, 0, int(step), self.input_dist, self.keys, self.sqrt_cov,
-                     self.basis)
-        spec.nthreads = threads
-        st = _Step(G=self.G, softmax=int(self.softmax), cls=_ptr(self.cls), L=_ptr(self.L), sigma=_ptr(self.sigma),
-                   cmean=_ptr(self.cmean), M=_ptr(M), results=_ptr(self.results), queries=_ptr(self.queries),
-                   scratch=_ptr(self.scratch), loss=_ptr(loss), grad=_ptr(grad))
-        if not _lib.fused_step(ctypes.byref(spec), ctypes.byref(st)):
-            raise ValueError(f"the engine takes 1 <= d, k <= {DMAX}; got d = {self.d}, k = {self.k}")
-        return loss, grad
-
-    def loss(self, M: torch.Tensor, step: int) -> torch.Tensor:
-        """Every configuration's loss (R, G) at training step ``step``, differentiable in ``M`` (R, G, d, d)."""
-        return _FusedLoss.apply(M, self, int(step))
-
 
 class FusedProgram:
     """The fused training step of several task streams in one call of the engine (``fused_steps``): a sweep's
@@ -294,8 +264,7 @@ class FusedProgram:
 
     One call per step instead of one per stream: the engine cuts every stream's tasks over the threads by their work
     (short contexts share the threads with long ones) and starts its threads twice a step, not twice per stream, and
-    autograd sees one operation. The numbers are each stream's :meth:`FusedStream.run`, bit for bit (every task's
-    results in its own slot, summed in task order).
+    the numbers are each stream's alone, bit for bit (every task's results in its own slot, summed in task order).
     """
 
     def __init__(self, streams: list[FusedStream], starts: list[int]):
@@ -334,20 +303,3 @@ class FusedProgram:
         if not self._lib.fused_steps(self.specs, self.steps, len(self.streams), threads):
             raise ValueError(f"the engine takes 1 <= d, k <= {DMAX} and at most 256 streams")
         return loss, grad
-
-    def loss(self, M: torch.Tensor, step: int) -> torch.Tensor:
-        """Every configuration's loss (C,) at training step ``step``, differentiable in ``M`` (C, d, d)."""
-        return _FusedLoss.apply(M, self, int(step))
-
-
-class _FusedLoss(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, M, stream, step):
-        loss, grad = stream.run(M, step)
-        ctx.save_for_backward(grad)
-        return loss
-
-    @staticmethod
-    def backward(ctx, g):
-        (grad,) = ctx.saved_tensors
-        return grad * g[..., None, None], None, None
