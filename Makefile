@@ -72,7 +72,8 @@ book: setup
 test: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(WORKER_THREADS)} $(BIN)/python tools/run_tests.py --workers $(TEST_WORKERS) \
 	  --backends $(BACKENDS) --notebooks-auto $(NOTEBOOKS_auto) --notebooks-torch $(NOTEBOOKS_torch) \
-	  --skip-torch="$(SKIP_torch)" --unit="$(UNIT_ARGS)" --nb-args="$(NB_ARGS)" --durations="$(DURATIONS)"
+	  --skip-torch="$(SKIP_torch)" --unit="$(UNIT_ARGS)" --nb-args="$(NB_ARGS)" --durations="$(DURATIONS)" \
+	  $(if $(TEST_TIMES),--times-json "$(TEST_TIMES)")
 
 ## Rerun every figure with fresh seed sets and write the audit records (book/results/audit/), then the pages.
 audit: setup

@@ -1,6 +1,6 @@
 """Two versions of a CPU engine in one process, alternated call by call: the ratio of their step times.
 
-This machine's speed moves by a fifth between runs of one hour (``roofline.md``), so two versions of the engine
+This machine's speed moves by a fifth between runs of one hour, so two versions of the engine
 timed in separate runs cannot be told apart below that. Here both are compiled (paper 1's ``engine/regression.c`` and
 ``engine/philox.h``, or paper 2's ``engine/classification.c``, of two source trees, e.g. ``main`` and a
 ``git worktree`` of a branch), and every training step

@@ -7,9 +7,8 @@ In one run it measures
    fused multiply-adds on registers, a C loop compiled with the fused kernel's flags, on the widest vectors they
    allow, 512 bits with AVX-512, in enough independent chains to fill every FMA port; 2 FLOP per FMA); each the
    best of its repetitions, measured once per round between the stages (the machine is shared: the best observed is
-   what it allows). Until the sixteenth session the loop was one over 64 floats, which GCC vectorised on 256-bit
-   registers on the AVX-512 Xeon: it measured half that machine's peak, and every CPU ratio before then was about
-   half what it should have been (``roofline.md``);
+   what it allows). (A loop over a short array is not enough: GCC vectorises it on 256-bit registers, and on an
+   AVX-512 CPU it measures half the peak, which would halve every ratio);
 2. **each stage's training step**, through the trainer's own code (``train_sweep`` / ``train_cls_sweep`` on the
    stage's sweep at the paper profile with ``steps`` replaced; the time is the optimisation loop's own clock, a
    warm-up run of one step first), under each numerical backend (``SOFTMAX_ICL_KERNEL=auto``: the fused C kernel
@@ -22,9 +21,11 @@ In one run it measures
 and prints, per stage, ``floor = max(FLOP / throughput, bytes / bandwidth)``, the measured step (median over rounds)
 and ``ratio = measured / floor`` (two decimals: 3.03 is not within 3x), for each backend, with the processor (its
 model name; :func:`processor`) and the commit of the code measured (``records.git_revision``, as a record names
-it). ``--json PATH`` writes the same numbers. The floors are the machine's own: on the AMD EPYC (Zen 4) of the
-nineteenth session, whose 512-bit FMAs are two 256-bit halves, the FMA loop measures two thirds to three quarters of
-the Intel Xeon's rate and every ratio is lower (``roofline.md``).
+it). The same numbers go to ``benchmarks/results/roofline_<device>.json`` (``--json PATH``: there instead; a run of
+some stages only is saved only with ``--json``), and ``benchmarks/results_page.py`` then rewrites
+``benchmarks/RESULTS.md``. The floors are the machine's own: on an AMD EPYC (Zen 4), whose 512-bit FMAs are two
+256-bit halves, the FMA loop measures two thirds to three quarters of an AVX-512 Intel Xeon's rate and every ratio is
+lower (``RESULTS.md``).
 
 **Counting convention** (per training step, at the stage's settings; the work the *task* needs, whatever the code):
 
@@ -44,8 +45,7 @@ the Intel Xeon's rate and every ratio is lower (``roofline.md``).
   :func:`label_key`: the shape of an affine or ReLU function, the cosine at one L) and per configuration its own
   part and the noise (``2 +`` :data:`LABEL_OWN`), ``q = M x_q`` and the gradient's outer product ``2 d^2`` each per
   task, and per point the forward (score ``2 d``, max, exp, sums: ``2 d + 20`` softmax, ``2 d + 2`` linear) and
-  backward (``2 d + 3`` softmax, ``2 d + 1`` linear) of the readout. (Until the eighteenth session every
-  configuration's label was counted whole, the shared cosines included.)
+  backward (``2 d + 3`` softmax, ``2 d + 1`` linear) of the readout.
 * Paper 2 (classification): per seed and context, ``(n + 1) d`` input normals (when a reading other than the
   class-balanced one uses them), ``C P d`` prototype normals, ``n + 2`` uniforms; per distinct (seed, task) its
   points: uniform and subspace readings normalise every point and label it (``C P`` dot products and compares),
@@ -53,8 +53,7 @@ the Intel Xeon's rate and every ratio is lower (``roofline.md``).
   reading draws, normalises and labels the candidates it scans (:func:`balanced_scan`: the mean over contexts of the
   task's distribution, 687 of a pool of 3216 at n = 200, C = d = 5); per configuration (``D = d + C``) the forward
   pass per point with ``y`` one-hot (score ``2 d + 1``, softmax 18, the weighted sums ``2 d + 1``) and twice that for
-  the backward pass. (Until the eighteenth session the floor counted the whole pool, the labelling of clustered
-  points and dense ``2 D`` products for the one-hot ``y``: 2.4 times this count for ``train_readings_n200``.)
+  the backward pass.
 * Bytes: what must cross memory at the least. The tasks need not: a task is drawn, labelled and consumed while it
   is in cache (what a fused sampler does), so the floor's bytes are the parameters, their gradient and Adam's two
   moments, read and written once a step (7 x 4 bytes per parameter). Every stage here is therefore compute-bound
@@ -545,9 +544,17 @@ def main() -> int:
                      backend=main_b)
         report["stages"][s.name] = entry
         print(line)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
-        print(f"wrote {args.json}")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import results_page
+    out = (Path(args.json) if args.json else results_page.RESULTS
+           / f"roofline_{results_page.device_slug(args.device, cpu)}.json")
+    if args.json or set(args.stages) == set(BY_NAME):
+        out.write_text(json.dumps(report, indent=1))
+        print(f"wrote {out}")
+        if out.resolve().parent == results_page.RESULTS.resolve():
+            results_page.main([])
+    else:
+        print("not saved (some stages only): --json PATH saves them")
     return 0
 
 
