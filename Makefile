@@ -16,6 +16,8 @@ STAMP := $(VENV)/.installed
 # TEST_WORKERS jobs run at once, the longest ready one first (the compilations before all: the unit tests and the
 # compiled-engine notebooks wait for them, and get their libraries copied into their fresh caches, a build product
 # keyed by its sources, compiler, flags and CPU, not a result; the PyTorch pass needs no engine and starts at once).
+# As one queue the processes stay busy to the end, where passes run one after the other left cores idle while their
+# longest file ran alone. CI's time, job by job: benchmarks/RESULTS.md (TEST_TIMES=PATH writes the job table as JSON).
 UNIT_ARGS ?= tests
 NB_ARGS ?= --nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 # Jobs at once; each gets an even share of the cores as its thread count (OMP_NUM_THREADS, unless you set it): no
@@ -41,9 +43,9 @@ EXECUTOR ?= auto
 setup: $(STAMP)
 
 # --no-compile: Python compiles a module's bytecode when it is first imported; compiling every installed file up
-# front (pip's default) took half of the install's CPU time on the book's machine (114 -> 63 s of user time). Where
-# Python may not keep it (PYTHONDONTWRITEBYTECODE), `make test`'s jobs keep theirs in their temporary folder.
-# The compiled CPU engines (python -m softmax_icl.engine.build: about a minute of one core) are built while pip
+# front (pip's default) took about half of the install's CPU time. Where Python may not keep it
+# (PYTHONDONTWRITEBYTECODE), `make test`'s jobs keep theirs in their temporary folder.
+# The compiled CPU engines (python -m softmax_icl.engine.build) are built while pip
 # installs the book's and the tests' packages on the other core; they need only torch and numpy. Their libraries go to
 # the engine cache, where the notebooks and `make test` look for them first; a build that fails is never an error
 # (the same computation then runs in PyTorch).
@@ -66,7 +68,8 @@ book: setup
 test: setup
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-$(WORKER_THREADS)} $(BIN)/python tools/run_tests.py --workers $(TEST_WORKERS) \
 	  --backends $(BACKENDS) --notebooks-auto $(NOTEBOOKS_auto) --notebooks-torch $(NOTEBOOKS_torch) \
-	  --unit="$(UNIT_ARGS)" --nb-args="$(NB_ARGS)" --durations="$(DURATIONS)"
+	  --unit="$(UNIT_ARGS)" --nb-args="$(NB_ARGS)" --durations="$(DURATIONS)" \
+	  $(if $(TEST_TIMES),--times-json "$(TEST_TIMES)")
 
 ## Rerun every figure with fresh seed sets and write the audit records (book/results/audit/), then the pages.
 audit: setup

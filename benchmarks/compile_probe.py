@@ -1,7 +1,7 @@
 """Would ``torch.compile`` bring the PyTorch path's task draws near the C engine on the CPU?
 
 Times one batch of raw task randomness (Philox words, Box-Muller, inputs normalised onto the sphere; the part of the
-PyTorch path's step that dominates it on the CPU, ``benchmarks/roofline.md``) three ways, in one process:
+PyTorch path's step that dominates it on the CPU: ``benchmarks/RESULTS.md``) three ways, in one process:
 
 * eager PyTorch (``softmax_icl.tasks._draw_torch``, what ``SOFTMAX_ICL_KERNEL=torch`` and every GPU run use);
 * the same function under ``torch.compile`` (inductor's C++ backend; the step passed as a tensor so that one compiled
@@ -15,7 +15,7 @@ paper-sized shapes). Run it on an otherwise idle machine.
 ``--words [rows tasks blocks ...]`` (groups of three) times the integer part alone: ``softmax_icl.streams.blocks``
 eager against its rounds (``streams._rounds``) under ``torch.compile`` with dynamic shapes (one compiled program for
 every shape; the floats stay eager), checks that the words are the same integers, and prints the first call's time
-(the compile, with an empty inductor cache or a warm one: ``roofline.md``).
+(the compile, with an empty inductor cache or a warm one).
 """
 
 from __future__ import annotations

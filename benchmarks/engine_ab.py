@@ -1,9 +1,9 @@
 """Two versions of a CPU engine in one process, alternated call by call: the ratio of their step times.
 
-This machine's speed moves by a fifth between runs of one hour (``roofline.md``), so two versions of the engine
-timed in separate runs cannot be told apart below that. Here both are compiled (paper 1's ``engine/regression.c`` or paper 2's
-``engine/classification.c``, each with the ``engine/philox.h`` and ``engine/adam.h`` of its tree, of two source trees,
-e.g. ``main`` and a ``git worktree`` of a branch), and every training step
+This machine's speed moves by a fifth between runs of one hour, so two versions of the engine
+timed in separate runs cannot be told apart below that. Here both are compiled (paper 1's ``engine/regression.c`` or
+paper 2's ``engine/classification.c``, each with the ``engine/philox.h`` and ``engine/adam.h`` of its tree, of two
+source trees, e.g. ``main`` and a ``git worktree`` of a branch), and every training step
 of a roofline stage (``roofline.py``'s sweeps at the paper profile) calls A and B in turn, ``--calls`` times each on the
 same matrices; the step's time of each is the fastest of its calls, in CPU seconds of both threads (steadier than wall
 time on a shared host). Printed per stage: the median over steps (the first two left out) of A's and B's times, B / A,

@@ -7,24 +7,23 @@ In one run it measures
    fused multiply-adds on registers, a C loop compiled with the fused kernel's flags, on the widest vectors they
    allow, 512 bits with AVX-512, in enough independent chains to fill every FMA port; 2 FLOP per FMA); each the
    best of its repetitions, measured once per round between the stages (the machine is shared: the best observed is
-   what it allows). Until the sixteenth session the loop was one over 64 floats, which GCC vectorised on 256-bit
-   registers on the AVX-512 Xeon: it measured half that machine's peak, and every CPU ratio before then was about
-   half what it should have been (``roofline.md``);
+   what it allows). (A loop over a short array is not enough: GCC vectorises it on 256-bit registers, and on an
+   AVX-512 CPU it measures half the peak, which would halve every ratio);
 2. **each stage's training step**, through the trainer's own code (``train_sweep`` / ``train_cls_sweep`` on the
    stage's sweep at the paper profile with ``steps`` replaced; the time is the optimisation loop's own clock, a
    warm-up run of one step first), under each numerical backend (``SOFTMAX_ICL_KERNEL=auto``: the fused C kernel
-   where it builds; ``torch``, its words from compiled C on the CPU; ``torch-own-words``, with PyTorch's own Philox
-   operations instead; on a GPU ``torch``, whose steps replay one CUDA graph and draw their words in one Triton kernel,
-   ``torch-eager``, without graphs, and ``torch-own-words``, graphs with PyTorch's own Philox operations, timed as the
-   difference of a run of k and of 2k steps, so the eager warm-up and the capture are not in it), each (stage,
+   where it builds; ``torch``, the PyTorch path; on a GPU ``torch``, whose steps replay one CUDA graph and draw their
+   words in one Triton kernel, and ``torch-eager``, without graphs, timed as the difference of a run of k and of 2k steps, so the eager warm-up and the capture are not in it), each (stage,
    backend) in a fresh process, interleaved over rounds;
 
 and prints, per stage, ``floor = max(FLOP / throughput, bytes / bandwidth)``, the measured step (median over rounds)
 and ``ratio = measured / floor`` (two decimals: 3.03 is not within 3x), for each backend, with the processor (its
 model name; :func:`processor`) and the commit of the code measured (``provenance.git_revision``, as a record names
-it). ``--json PATH`` writes the same numbers. The floors are the machine's own: on the AMD EPYC (Zen 4) of the
-nineteenth session, whose 512-bit FMAs are two 256-bit halves, the FMA loop measures two thirds to three quarters of
-the Intel Xeon's rate and every ratio is lower (``roofline.md``).
+it). The same numbers go to ``benchmarks/results/roofline_<device>.json`` (``--json PATH``: there instead; a run of
+some stages only is saved only with ``--json``), and ``benchmarks/results_page.py`` then rewrites
+``benchmarks/RESULTS.md``. The floors are the machine's own: on an AMD EPYC (Zen 4), whose 512-bit FMAs are two
+256-bit halves, the FMA loop measures two thirds to three quarters of an AVX-512 Intel Xeon's rate and every ratio is
+lower (``RESULTS.md``).
 
 **Counting convention** (per training step, at the stage's settings; the work the *task* needs, whatever the code):
 
@@ -44,8 +43,7 @@ the Intel Xeon's rate and every ratio is lower (``roofline.md``).
   :func:`label_key`: the shape of an affine or ReLU function, the cosine at one L) and per configuration its own
   part and the noise (``2 +`` :data:`LABEL_OWN`), ``q = M x_q`` and the gradient's outer product ``2 d^2`` each per
   task, and per point the forward (score ``2 d``, max, exp, sums: ``2 d + 20`` softmax, ``2 d + 2`` linear) and
-  backward (``2 d + 3`` softmax, ``2 d + 1`` linear) of the readout. (Until the eighteenth session every
-  configuration's label was counted whole, the shared cosines included.)
+  backward (``2 d + 3`` softmax, ``2 d + 1`` linear) of the readout.
 * Paper 2 (classification): per seed and context, ``(n + 1) d`` input normals (when a reading other than the
   class-balanced one uses them), ``C P d`` prototype normals, ``n + 2`` uniforms; per distinct (seed, task) its
   points: uniform and subspace readings normalise every point and label it (``C P`` dot products and compares),
@@ -53,8 +51,7 @@ the Intel Xeon's rate and every ratio is lower (``roofline.md``).
   reading draws, normalises and labels the candidates it scans (:func:`balanced_scan`: the mean over contexts of the
   task's distribution, 687 of a pool of 3216 at n = 200, C = d = 5); per configuration (``D = d + C``) the forward
   pass per point with ``y`` one-hot (score ``2 d + 1``, softmax 18, the weighted sums ``2 d + 1``) and twice that for
-  the backward pass. (Until the eighteenth session the floor counted the whole pool, the labelling of clustered
-  points and dense ``2 D`` products for the one-hot ``y``: 2.4 times this count for ``train_readings_n200``.)
+  the backward pass.
 * Bytes: what must cross memory at the least. The tasks need not: a task is drawn, labelled and consumed while it
   is in cache (what a fused sampler does), so the floor's bytes are the parameters, their gradient and Adam's two
   moments, read and written once a step (7 x 4 bytes per parameter). Every stage here is therefore compute-bound
@@ -442,12 +439,8 @@ def child(stage_name: str, budget: float, device: str = "cpu") -> dict:
 
 
 def run_child(stage: Stage, backend: str, budget: float, threads: int, device: str = "cpu") -> dict:
-    """``backend``: ``auto``, ``torch``, ``torch-own-words``, the PyTorch path with PyTorch's own Philox operations
-    (no compiled words on the CPU, no Triton kernel on a GPU; ``torch-no-triton`` is its older name), or (a GPU)
-    ``torch-eager``, the PyTorch path without CUDA graphs."""
-    own_words = backend in ("torch-own-words", "torch-no-triton")
-    env = dict(os.environ, SOFTMAX_ICL_KERNEL="torch" if own_words or backend == "torch-eager" else backend,
-               SOFTMAX_ICL_WORDS="torch" if own_words else "fused",
+    """``backend``: ``auto``, ``torch`` or (a GPU) ``torch-eager``, the PyTorch path without CUDA graphs."""
+    env = dict(os.environ, SOFTMAX_ICL_KERNEL="torch" if backend == "torch-eager" else backend,
                SOFTMAX_ICL_PROGRESS="0", OMP_NUM_THREADS=str(threads),
                SOFTMAX_ICL_CUDA_GRAPH="0" if backend == "torch-eager" else "1")
     out = subprocess.run([sys.executable, __file__, "--child", stage.name, "--budget", str(budget),
@@ -460,11 +453,8 @@ def run_child(stage: Stage, backend: str, budget: float, threads: int, device: s
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--stages", nargs="+", default=[s.name for s in STAGES], help="stages (figure/tag or tag)")
-    ap.add_argument("--backends", nargs="+", default=None, choices=["auto", "torch", "torch-own-words", "torch-eager",
-                                                                      "torch-no-triton"],
-                    help="default: auto torch on the CPU; torch torch-eager on a GPU (with and without CUDA graphs); "
-                         "torch-own-words: the PyTorch path with PyTorch's own Philox operations instead of the "
-                         "compiled words (C on the CPU, Triton on a GPU; torch-no-triton: its older name)")
+    ap.add_argument("--backends", nargs="+", default=None, choices=["auto", "torch", "torch-eager"],
+                    help="default: auto torch on the CPU; torch torch-eager on a GPU (with and without CUDA graphs)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget", type=float, default=12.0, help="seconds of timed steps per stage, backend and round")
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -484,9 +474,8 @@ def main() -> int:
         args.backends = [b for b in (args.backends or ["torch", "torch-eager"]) if b != "auto"] or ["torch"]
     elif args.backends is None:
         args.backends = ["auto", "torch"]
-    elif {"torch-eager", "torch-no-triton"} & set(args.backends):
-        ap.error("--backends torch-eager / torch-no-triton are variants of the GPU's step; use --device cuda (on the "
-                 "CPU, torch-own-words is the PyTorch path with PyTorch's own Philox operations)")
+    elif "torch-eager" in args.backends:
+        ap.error("--backends torch-eager is a variant of the GPU's step; use --device cuda")
     unknown = [s for s in args.stages if s not in BY_NAME]
     if unknown:
         ap.error(f"unknown stage(s) {unknown}; allowed: {', '.join(s.name for s in STAGES)}")
@@ -545,9 +534,17 @@ def main() -> int:
                      backend=main_b)
         report["stages"][s.name] = entry
         print(line)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
-        print(f"wrote {args.json}")
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import results_page
+    out = (Path(args.json) if args.json else results_page.RESULTS
+           / f"roofline_{results_page.device_slug(args.device, cpu)}.json")
+    if args.json or set(args.stages) == set(BY_NAME):
+        out.write_text(json.dumps(report, indent=1))
+        print(f"wrote {out}")
+        if out.resolve().parent == results_page.RESULTS.resolve():
+            results_page.main([])
+    else:
+        print("not saved (some stages only): --json PATH saves them")
     return 0
 
 

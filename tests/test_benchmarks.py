@@ -1,6 +1,7 @@
 """The benchmark scripts' argument handling (their measurements need an idle machine and are not timed here)."""
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,28 @@ def test_roofline_names_the_processor_and_the_code_it_measured():
     assert cpu and cpu != "unknown CPU"
     if Path("/proc/cpuinfo").exists() and "cpu family" in Path("/proc/cpuinfo").read_text():
         assert "family" in cpu and "model" in cpu
+
+
+def test_the_results_page_is_what_its_sources_give():
+    """benchmarks/RESULTS.md is written by benchmarks/results_page.py from the committed measurements and records."""
+    page = _load("results_page")
+    assert page.PAGE.read_text() == page.page(), "benchmarks/RESULTS.md is stale: run python benchmarks/results_page.py"
+
+
+def test_the_results_page_keeps_one_roofline_per_device_and_refuses_two(tmp_path):
+    page = _load("results_page")
+    assert page.device_slug("cuda", "NVIDIA H200") == "cuda_nvidia_h200"
+    assert page.device_slug("cpu", "AMD EPYC (family 25, model 17)") == "cpu_amd_epyc_family_25_model_17"
+    stages = {"s/train": {"flop": 2e9, "bytes": 1e3, "floor_s": 0.01,
+                          "by_backend": {"auto": {"measured_s": 0.025, "ratio": 2.5}}}}
+    for name, proc in (("roofline_cuda_x.json", "X"), ("roofline_cpu_y.json", "Y")):
+        (tmp_path / name).write_text(json.dumps({"machine": {"device": name.split("_")[1], "processor": proc,
+                                                             "threads": 2, "flop_per_s": 2e11, "bytes_per_s": 2e10,
+                                                             "flop_source": "FMA loop"}, "stages": stages}))
+    files = page.roofline_files(tmp_path)
+    assert [p.name for p, _ in files] == ["roofline_cpu_y.json", "roofline_cuda_x.json"]      # CPUs first
+    text = "\n".join(page.roofline_section(files))
+    assert "### Y (cpu, 2 threads)" in text and "| s/train | 2.00 | 10.0 | 25.0 | 2.50 |" in text
+    (tmp_path / "roofline_cpu_y_again.json").write_text((tmp_path / "roofline_cpu_y.json").read_text())
+    with pytest.raises(SystemExit, match="two roofline measurements of Y"):
+        page.roofline_files(tmp_path)

@@ -663,3 +663,10 @@ def test_first_figure_within_two_screens(survey):
             problems.append((v.page, v.width, f"its first figure starts {first['top']:.0f} px below the top, "
                                               f"{first['top'] - limit + 1:.0f} px too low (limit {limit} px)"))
     assert_none("first figures below the second screen", problems)
+
+
+def test_no_page_names_a_folder_of_the_machine(html_dir):
+    """No page, search index or downloadable source names the checkout's path (or the Python environment's, or the
+    home folder): ``tests/test_docs.py``, which tests the detector."""
+    from test_docs import assert_no_machine_paths
+    assert_no_machine_paths(html_dir)

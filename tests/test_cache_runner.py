@@ -37,7 +37,7 @@ def test_cache_hit_miss_and_bypass(tmp_path, monkeypatch):
 
 
 def test_an_entry_keeps_what_its_computation_took_for_the_runs_that_read_it(tmp_path, monkeypatch):
-    """A resumed run (a paper run over several sessions) reads earlier stages from the cache; their compute time
+    """A resumed run (a paper run stopped and started again) reads earlier stages from the cache; their compute time
     survives in <key>.meta.json, reaches the record as compute_seconds and the pages through cache_note."""
     from softmax_icl.book.scales import cache_note
 

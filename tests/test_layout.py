@@ -217,9 +217,9 @@ def makefile_list(name: str) -> list[str]:
 def test_every_notebook_the_backend_can_change_is_re_executed_under_torch():
     """`make test` re-executes under SOFTMAX_ICL_KERNEL=torch the notebooks the backend can change: every figure whose
     computation (its package modules and what they import) reaches the kernel switch (softmax_icl.engine.regression, which the
-    classification engine's build also reads) must be in the Makefile's NOTEBOOKS_torch and not in SKIP_torch."""
+    classification engine's build also reads) must be in the Makefile's NOTEBOOKS_torch."""
     graph = _graph()
-    torch_nbs, skipped = makefile_list("NOTEBOOKS_torch"), makefile_list("SKIP_torch")
+    torch_nbs = makefile_list("NOTEBOOKS_torch")
     roots = {"classification_kernel_gd": ("softmax_icl.classification", "softmax_icl.figures.classification_kernel_gd")}
     for fig in ("window_adaptation", "norm_scaling", "generalization", "low_rank", "classification_kernel_gd"):
         reach, todo = set(), [m for m in graph if m.startswith(roots.get(fig, (f"softmax_icl.figures.{fig}",)))]
@@ -229,7 +229,7 @@ def test_every_notebook_the_backend_can_change_is_re_executed_under_torch():
                 reach.add(m)
                 todo += [n for n in graph.get(m, ()) if not n.startswith("softmax_icl.book")]  # no compute there
         if any(m.startswith("softmax_icl.engine.regression") for m in reach):
-            assert f"notebooks/{fig}.ipynb" in torch_nbs and fig not in skipped, fig
+            assert f"notebooks/{fig}.ipynb" in torch_nbs, fig
 
 
 def test_make_test_re_executes_every_notebook_under_each_backend():

@@ -45,8 +45,8 @@ def test_fresh_record_matches_the_book(figure):
     assert ok, "fresh record differs from book/results (only the differences are listed):\n" + text
 
 
-#: The default profile executed on a CUDA GPU (an H200, five notebooks at once; benchmarks/gpu_h200.md), its records
-#: committed as they came back from the machine.
+#: The default profile executed on a CUDA GPU (an H200, five notebooks at once: ``tools/gpu_session.sh REV default
+#: BUDGET``), its records committed as they came back from the machine.
 GPU_RECORDS = ROOT / "benchmarks" / "results" / "gpu_h200_default"
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks and runs on a lent CUDA machine (issues 13 and 26), in one or more calls of at most ~10 minutes each.
+# Checks and runs on a lent CUDA machine, in one or more calls of at most ~10 minutes each.
 #
 # The machine has no registry: the Python packages its image lacks travel as cp312 wheels in .whl/ (papermill,
 # ipykernel, submitit and their dependencies the image lacks; myst-nb and docutils, which the notebooks import to glue
@@ -25,30 +25,70 @@
 # benchmark), 0records.tgz (the runs' records and notebooks, not their figure files) and cache.tgz.NN (15 MiB parts,
 # only for figures whose paper run did not finish).
 #
-# Learned on an H100 (2026-11-25, benchmarks/gpu_h100.md): the paper stages with long contexts keep the GPU busy
-# (utilisation 100 %), so notebooks run at once share it rather than overlap; a stage is cached only when it
-# finishes, so give a call at least the length of its longest stage. On an H200 (2026-11-27, benchmarks/gpu_h200.md)
-# `env,tests,default` took about 4 minutes of device time: the CUDA tests 50 s, the five default notebooks at once
-# 130 s. With the graphed step (fourth session of 2026-11-27): tests 64 s, roofline (both variants) 146 s; the five
-# paper notebooks at once finished low_rank, generalization and window_adaptation in 184-266 s and classification in
-# 329 + 245 s (two calls), while norm_scaling needed more than 590 s. With the Triton words (fifth session):
-# `env,tests,paper 545` ran the 18 CUDA tests in 79 s and the five paper notebooks at once in 451 s (norm_scaling last,
-# just inside the budget: give `paper` at least 470 s), `roofline` (Triton and PyTorch words) 145 s. On an H100 (sixth
-# session): `env,paper 585` finished all five in 488 s (norm_scaling last), `tests,roofline` took 225 s.
+# Sizing a call: the paper stages with long contexts keep the GPU busy, so notebooks run at once share it rather than
+# overlap, and a stage is cached only when it finishes, so give a call at least the length of its longest stage. The
+# whole paper profile, five notebooks at once, ends with norm_scaling, the longest (its time per GPU is in
+# benchmarks/RESULTS.md): give `paper` that and a margin; `env,tests,default` and `tests,roofline` each fit in a few
+# minutes.
+#
+# Every process the script starts (nvidia-smi, the notebooks, the tests and benchmarks under `timeout`, which puts
+# each in a process group of its own) carries GPU_RUN_TAG in its environment, and so does everything they start, the
+# notebooks' kernels included (jupyter_client starts each with setsid, outside that group). At the end, and on
+# an error or an interrupt, the script ends exactly those: the process groups it started, by their ids, then any
+# process that still carries this run's tag, by its id.
 set -uo pipefail
 REV=${1:?revision}; PHASES=${2:-env,tests,default}; BUDGET=${3:-520}; shift 3 || true
 T0=$(date +%s)
 OUT=${OUT:-$PWD/.devout}; mkdir -p "$OUT"
 LOG=$OUT/log.txt; LOGS=/tmp/devlogs; mkdir -p $LOGS
 say() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$LOG"; }
+
+# The processes this run starts: their ids in $STARTED (one a line), each tagged with GPU_RUN_TAG=$TAG (see the top).
+TAG="$$.$T0.$RANDOM"; STARTED=$LOGS/started.$TAG; : >"$STARTED"
+export GPU_RUN_TAG=$TAG
+MYPGID=$(ps -o pgid= -p $$ | tr -d ' ')
+started() { echo "$1" >>"$STARTED"; }
+# logged FILE CMD...: CMD in the background, its output to FILE, waited for (so that an interrupt is handled at
+# once, not when CMD ends); its exit status.
+logged() { local file=$1; shift; "$@" >"$file" 2>&1 & started $!; wait $!; }
+# tagged: the ids of the processes carrying this run's tag, outside the script's own process group (the script, its
+# subshells and this scan are in that group and end with it).
+tagged() {
+  local env p pgid
+  for env in /proc/[0-9]*/environ; do
+    grep -qzx "GPU_RUN_TAG=$TAG" "$env" 2>/dev/null || continue
+    p=${env#/proc/}; p=${p%/environ}
+    pgid=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d ' ')
+    [ -n "$pgid" ] && [ "$pgid" != "$MYPGID" ] && echo "$p"
+  done
+}
+# stop_started: TERM to the process groups this run started (by their leaders' ids; a leader that is not one gets it
+# alone) and to every process still carrying the tag, KILL to any left after 10 s. Idempotent.
+stop_started() {
+  local p left round
+  for p in $(cat "$STARTED" 2>/dev/null); do
+    kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null
+  done
+  for round in 1 2 3 4 5 6 7 8 9 10; do
+    left=$(tagged)
+    [ -z "$left" ] && return 0
+    [ "$round" = 1 ] && kill -TERM $left 2>/dev/null
+    sleep 1
+  done
+  left=$(tagged)
+  [ -n "$left" ] && { say "still running after TERM, killed: $left"; kill -KILL $left 2>/dev/null; }
+  return 0
+}
+trap 'stop_started' EXIT
+trap 'say "interrupted: stopping the processes this run started"; exit 130' INT TERM
 has() { [[ ",$PHASES," == *",$1,"* ]]; }
 
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   >>"$LOG" 2>&1 || { say "wheel install failed"; exit 3; }
 export PYTHONPATH=$PWD/src:/tmp/site PYTHONUNBUFFERED=1
 export SOFTMAX_ICL_CACHE_DIR=$PWD/.devcache SOFTMAX_ICL_PROGRESS=0 SOFTMAX_ICL_REVISION=$REV
-# The device's copy may hold a .git of another revision (on 2026-11-27 its HEAD was 12836a4 while the tree was
-# f393730, and the records said "12836a4-dirty"): hide it, so every record names the stated revision.
+# The device's copy may hold a .git of another revision than the tree's (the records would name that one): hide it,
+# so every record names the stated revision.
 export GIT_DIR=$PWD/.no-such-git-dir
 mkdir -p "$SOFTMAX_ICL_CACHE_DIR"
 CLI="python3 -m softmax_icl.cli"
@@ -62,16 +102,29 @@ at_once() {
   local profile=$1 left=$2 output=$3 pids=() f
   shift 3
   for f in "$@"; do
-    ( s=$(date +%s); OMP_NUM_THREADS=3 timeout -s INT -k 20 "$left" $CLI run "$f" --profile "$profile" --device cuda \
-        ${output:+--output "$output"} >"$LOGS/$profile-$f.log" 2>&1; rc=$?
+    ( s=$(date +%s)
+      OMP_NUM_THREADS=3 timeout -s INT -k 20 "$left" $CLI run "$f" --profile "$profile" --device cuda \
+        ${output:+--output "$output"} >"$LOGS/$profile-$f.log" 2>&1 &
+      started $!; wait $!; rc=$?
       echo "[$(( $(date +%s) - T0 ))s] $f $profile rc=$rc after $(( $(date +%s) - s ))s" >>"$LOG" ) &
     pids+=($!)
   done
   wait "${pids[@]}"   # not a bare wait: nvidia-smi runs in the background
+  # an interrupted notebook's kernel outlives papermill (its own process group): end this phase's kernels now
+  stop_kernels
+}
+# stop_kernels: the kernels of the notebooks that have ended (tagged processes whose group leader is gone).
+stop_kernels() {
+  local p pgid
+  for p in $(tagged); do
+    pgid=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d ' ')
+    if [ -n "$pgid" ] && ! grep -qx "$pgid" "$STARTED"; then kill -TERM "$p" 2>/dev/null; fi
+  done
+  return 0
 }
 
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used,clocks.sm --format=csv -l 5 >"$LOGS/gpu.csv" 2>/dev/null &
-SMI=$!
+started $!
 
 if has env; then
   say "env"
@@ -85,24 +138,24 @@ fi
 
 if has tests; then
   say "tests: every CUDA test (draws, training and a smoke notebook, CPU against GPU)"
-  timeout 180 python3 -m pytest -q -p no:cacheprovider tests/test_streams.py tests/test_device.py \
-    tests/test_classification.py -k "${TESTS_K:-cuda or smoke or another_device or triton}" -rA 2>&1 | tee "$LOGS/tests.txt" | tail -40 \
-    | tee -a "$LOG"
+  logged "$LOGS/tests.txt" timeout 180 python3 -m pytest -q -p no:cacheprovider tests/test_streams.py \
+    tests/test_device.py tests/test_classification.py -k "${TESTS_K:-cuda or smoke or another_device or triton}" -rA
+  tail -40 "$LOGS/tests.txt" | tee -a "$LOG"
   say "tests done"
 fi
 
 if has bench; then
   say "bench: PyTorch step time against batch size (eager / torch.compile / CUDA graph)"
-  timeout 150 python3 benchmarks/step_time.py --no-cpu --batches 64 256 1024 4096 --rounds 5 2>&1 \
-    | tee "$LOGS/bench.txt" | tail -30 >>"$LOG"
+  logged "$LOGS/bench.txt" timeout 150 python3 benchmarks/step_time.py --no-cpu --batches 64 256 1024 4096 --rounds 5
+  tail -30 "$LOGS/bench.txt" >>"$LOG"
   say "bench done"
 fi
 
 if has roofline; then
   say "roofline: the heavy paper stages' steps on the GPU against its floor (graphed, with and without Triton)"
-  timeout 200 python3 benchmarks/roofline.py --device cuda --rounds 1 --budget 1.5 --json "$OUT/roofline_cuda.json" \
-    --backends ${ROOFLINE_BACKENDS:-torch torch-no-triton} \
-    2>&1 | tee "$LOGS/roofline.txt" | tail -20 >>"$LOG"
+  logged "$LOGS/roofline.txt" timeout 200 python3 benchmarks/roofline.py --device cuda --rounds 1 --budget 1.5 \
+    --json "$OUT/roofline_cuda.json" --backends ${ROOFLINE_BACKENDS:-torch torch-no-triton}
+  tail -20 "$LOGS/roofline.txt" >>"$LOG"
   say "roofline done"
 fi
 
@@ -111,8 +164,9 @@ if has default; then
   say "default: five notebooks at once on cuda, stopped after ${left}s"
   at_once default "$left" runs/default-cuda $ALL
   say "default done: the GPU records against the book's (CPU) records"
-  SOFTMAX_ICL_OUTPUT_DIR=runs/default-cuda timeout 60 python3 -m pytest -q -p no:cacheprovider \
-    tests/test_regression.py::test_fresh_record_matches_the_book -rA 2>&1 | tail -30 | tee -a "$LOG"
+  SOFTMAX_ICL_OUTPUT_DIR=runs/default-cuda logged "$LOGS/regression.txt" timeout 60 python3 -m pytest -q \
+    -p no:cacheprovider tests/test_regression.py::test_fresh_record_matches_the_book -rA
+  tail -30 "$LOGS/regression.txt" | tee -a "$LOG"
 fi
 
 if has smoke; then
@@ -129,8 +183,7 @@ if has paper; then
   say "paper done"
 fi
 
-kill $SMI 2>/dev/null
-pkill -f ipykernel_launcher 2>/dev/null   # a kernel papermill started runs in its own session: stop it
+stop_started   # nvidia-smi, and every process of the runs that is left (the kernels of stopped notebooks)
 # What comes back (the tool returns at most 8 files and 64 MiB in all): first the records and notebooks of the paper
 # runs, then the cache of the figures whose paper run did not finish (a stage is cached only when it completes: a
 # stage cut off by the budget is retrained from its start by the next call).

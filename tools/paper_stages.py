@@ -11,11 +11,11 @@ hyperparameter ``search``) or from training stages already cached (norm_scaling'
 five main sweeps) can be computed apart too: they are named here as stages, computed through the notebook's own
 ``Run`` (so under its key), and listed only as such (their key is built inside the figure's code).
 
-A stage too long for the time one has (``train_t34_d8`` at the paper profile: about 2.5 h of one CPU core) can be
-trained in parts: ``--part I/P`` trains the configurations of the seeds s with s % P == I (each seed has its own task
-stream and initial weights, and the loss is a sum over configurations, so a configuration follows the same
-trajectory in a part as in the whole sweep -- within float32 rounding, tested in ``tests/test_paper_stages.py``)
-and keeps them in ``<cache>/parts/``; parts run on different cores or in different sessions, and the P-th to finish
+A stage too long for the time one has (on a CPU, the paper profile's longest stages) can be trained in parts:
+``--part I/P`` trains the configurations of the seeds s with s % P == I (each seed has its own task stream and
+initial weights, and the loss is a sum over configurations, so a configuration follows the same trajectory in a part
+as in the whole sweep -- within float32 rounding, tested in ``tests/test_paper_stages.py``) and keeps them in
+``<cache>/parts/``; parts run on different cores or machines, or one after another, and the P-th to finish
 assembles the stage's cache entry (configurations in the sweep's order, its meta recording the parts' summed training
 time and ``"parts": P``). ``--merge STAGE --parts P`` assembles it from parts already there.
 

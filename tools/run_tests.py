@@ -44,8 +44,8 @@ BACKENDS = ("auto", "torch")
 # The unit-test files that run as a job of their own (the rest of the unit tests is one job): the browser test
 # builds the book strictly and opens every page twice.
 ALONE = ("tests/test_book_browser.py",)
-# Seconds, measured (`make test` with the jobs' bytecode cache, each job beside one other; the engines' compilation
-# when not cached): they only order the jobs.
+# Seconds, measured (`make test` with the jobs' bytecode cache, each job beside one other; the engines'
+# compilation when not cached; benchmarks/RESULTS.md has the latest table): they only order the jobs.
 EXPECTED = {
     "engine paper 1": 57, "engine paper 2": 12,
     "unit tests/test_book_browser.py": 118, "unit tests": 125,
@@ -258,7 +258,22 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--unit", default="tests", help="the unit tests' pytest arguments ('' for none)")
     ap.add_argument("--nb-args", default="--nbval-lax --nbval-sanitize-with notebooks/nbval_sanitize.cfg")
     ap.add_argument("--durations", default="--durations=8", help="pytest's --durations for every job")
+    ap.add_argument("--times-json", metavar="PATH", help="also write the job table and the machine to PATH (JSON; "
+                    "benchmarks/results/ci_times.json is what benchmarks/results_page.py reads)")
     return ap
+
+
+def write_times(path: str, jobs: list, workers: int, threads: int, wall: float) -> None:
+    """The job table ``run`` prints, as JSON, with the machine and the wall time from the first start to the end."""
+    import json
+    import platform
+    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                if ln.startswith("model name")), None) if Path("/proc/cpuinfo").is_file() else None
+    table = [{"name": j.name, "status": j.status, "seconds": round(j.seconds, 1)}
+             for j in sorted(jobs, key=lambda j: j.order or len(jobs) + 1)]
+    Path(path).write_text(json.dumps({"cpu": cpu or platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                                      "workers": workers, "threads": threads, "wall_seconds": round(wall, 1),
+                                      "jobs": table}, indent=1) + "\n")
 
 
 def main(argv=None) -> int:
@@ -286,7 +301,11 @@ def main(argv=None) -> int:
         print(f"== {len(jobs)} jobs on {args.workers} processes at once, {threads} thread(s) each"
               + (f"; engines already built in the user's cache: {', '.join(seeded)}" if seeded else ""), flush=True)
         try:
-            return run(jobs, args.workers, tmp / "logs")
+            start = time.monotonic()
+            status = run(jobs, args.workers, tmp / "logs")
+            if args.times_json:
+                write_times(args.times_json, jobs, args.workers, threads, time.monotonic() - start)
+            return status
         except KeyboardInterrupt:
             print("\ninterrupted: every running job was stopped", file=sys.stderr)
             return 130
