@@ -7,7 +7,7 @@ AVX-512 the compiled engines once broke this in the last bits (1-4e-7; not on th
 512-bit vectors than in narrower ones and scalars, so a point's unit vector depended on where in a loop it fell;
 paper 2's normals (vector ``sqrtf``, ``logf``, ``cosf``, ``sinf``) also ran in 256- or 512-bit vectors with the count.
 Both engines now take the inverse norms as IEEE operations and paper 2 draws its normals in whole 512-bit vectors.
-Paper 1's engine also sums the squared norms in that exact function (seventeenth session): summed in a ``-ffast-math``
+Paper 1's engine also sums the squared norms in that exact function: summed in a ``-ffast-math``
 loop, a point's squared norm rested on GCC adding a loop's vector body and its scalar remainder alike, and a build
 that compiled the loop otherwise broke the prefix property by 1.2e-7.
 

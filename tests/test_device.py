@@ -1,4 +1,4 @@
-"""Device hygiene of the PyTorch training path (issue 13).
+"""Device hygiene of the PyTorch training path .
 
 * Nothing inside the training loop waits for the device or moves data between host and device: no ``.item()``,
   ``.cpu()``, ``.numpy()``, ``.tolist()``, no Python-side read of a tensor (``bool``, ``float``, ``int``), no tensor
@@ -154,7 +154,7 @@ def test_detector_sees_a_sync_in_the_loop(torch_path, traffic):
 
 
 def reference_optimise(params, step_loss, steps, lr, log_every, snapshot, update=None):
-    """The loop written plainly, copying to the host at every log point (``optimise`` before issue 13). ``update``:
+    """The loop written plainly, copying to the host at every log point (what ``optimise`` does, without its device hygiene). ``update``:
     the engine's whole step (its update in C) instead of autograd and ``torch.optim.Adam``."""
     opt = torch.optim.Adam(params, lr=lr)
     hist = {"steps": [], "loss": []}

@@ -50,15 +50,6 @@ CHANGELOG_ALLOWS = {"date", "commit hash"}
 #: Not searched (see the module's docstring).
 SKIPPED = re.compile(r"^(?:book/results/|benchmarks/results/|sources/papers/)|(?:^|/)[^/]*\.lock$|package-lock\.json$")
 BINARY = re.compile(r"\.(?:png|jpe?g|gif|pdf|svg|ico|woff2?|ttf|whl|gz|tgz|zip|pkl|so|npz|npy)$", re.I)
-#: TODO(lead): hits the other branches' owners clean (the package's own text, the pages generated from it, and the
-#: engine's tests); remove an entry once its files have no hit (the test fails on an entry that no longer finds one).
-PENDING = (
-    "src/softmax_icl/",
-    "book/settings.md",                 # generated from src/softmax_icl/figures/*/params.py (`softmax-icl pages`)
-    "book/scales.md",                   # generated (scales.py): each record's revision in its provenance line
-    "tests/same_draws.py",
-    "tests/test_device.py",
-)
 
 
 def text_of(path: Path) -> str:
@@ -129,13 +120,9 @@ def test_tracked_text_speaks_of_the_project_alone():
     files = tracked_text_files()
     assert "README.md" in files and any(f.endswith(".ipynb") for f in files), files[:20]
     hits = [h for f in files for h in process_words(f, text_of(ROOT / f))]
-    pending = {p: [h for h in hits if h.startswith(p)] for p in PENDING}
-    stale = [p for p, found in pending.items() if not found]
-    found = [h for h in hits if not any(h.startswith(p) for p in PENDING)]
-    assert not found, ("words about the work process (dates, commit hashes, issue numbers, sessions, rounds, the "
+    assert not hits, ("words about the work process (dates, commit hashes, issue numbers, sessions, rounds, the "
                        "spec) in the project's text; say what the project does and why, and leave the history to "
-                       "git:\n" + "\n".join(found))
-    assert not stale, f"PENDING lists paths that no longer hold a hit: remove {stale} from tests/test_docs.py"
+                       "git:\n" + "\n".join(hits))
 
 
 # -- no folder of the machine in the rendered book -------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Reference predictors that need no pretraining.
 
-The Nadaraya-Watson oracle is softmax attention with M = w I (a Gaussian kernel on the sphere,
-SPEC 1.1) whose bandwidth is tuned per test setting and context length on a *tuning* set drawn
+The Nadaraya-Watson oracle is softmax attention with M = w I (a Gaussian kernel on the sphere)
+whose bandwidth is tuned per test setting and context length on a *tuning* set drawn
 from its own seed, and reported on the evaluation set. It is an oracle because it is tuned on the
 test distribution. Every bandwidth, test setting and context length is one batched evaluation
 (:func:`softmax_icl.metrics.icl_error_grid`).

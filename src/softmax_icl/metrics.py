@@ -222,7 +222,7 @@ def window_halfwidth(kind: str, M, n_theta: int = 721, **kw) -> np.ndarray:
 
 
 def rho1(M, B) -> np.ndarray:
-    """rho_1(M, B) = ||B_perp^T M B_perp||_2 / ||B^T M B||_2 (SPEC 1.4)."""
+    """rho_1(M, B) = ||B_perp^T M B_perp||_2 / ||B^T M B||_2."""
     M, B = np.asarray(M, dtype=np.float64), np.asarray(B, dtype=np.float64)
     d, k = B.shape
     q, _ = np.linalg.qr(np.concatenate([B, np.eye(d)], axis=1))
@@ -233,7 +233,7 @@ def rho1(M, B) -> np.ndarray:
 
 
 def rho2(M, B) -> np.ndarray:
-    """rho_2(M, B) = ||M - P M P||_F / ||M||_F with P = B B^T (SPEC 1.4)."""
+    """rho_2(M, B) = ||M - P M P||_F / ||M||_F with P = B B^T."""
     M, B = np.asarray(M, dtype=np.float64), np.asarray(B, dtype=np.float64)
     P = B @ B.T
     R = M - np.einsum("de,...ef,fg->...dg", P, M, P)

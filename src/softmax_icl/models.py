@@ -1,4 +1,4 @@
-"""One-layer attention predictors for in-context regression (SPEC 1.1), for a whole layout of configurations.
+"""One-layer attention predictors for in-context regression, for a whole layout of configurations.
 
 Inputs come in the layout of :class:`softmax_icl.tasks.TaskBatch`: R rows of shared inputs ``x_ctx`` (R, B, n, d)
 and queries ``x_q`` (R, B, d), G configurations per row with their own labels ``y_ctx`` (R, G, B, n) and their

@@ -1,4 +1,4 @@
-"""What a figure's parameters are: their kinds, profiles (smoke / default / paper, SPEC Part 3) and checks.
+"""What a figure's parameters are: their kinds, profiles (smoke / default / paper) and checks.
 
 Every figure (one notebook) declares its parameters in ``figures/<name>/params.py`` with these types: a kind, a
 check, one value per profile, where the value comes from (``paper``, ``slides`` or ``chosen``) and why; a figure
@@ -34,10 +34,10 @@ FUNCTION_CLASSES = {
 LOW_RANK_CLASSES = tuple(c for c in FUNCTION_CLASSES if c.startswith("lowrank_"))
 
 # Regression tolerances (``tests/test_regression.py``, ``softmax-icl compare``; see :mod:`softmax_icl.book.compare`).
-# A rerun of a figure on another machine or backend draws the same seeds but rounds differently in float32. Measured
-# (2026-11-23): the fused CPU kernel and SOFTMAX_ICL_KERNEL=torch agree to 6e-7 relative on all 164 numbers of
+# A rerun of a figure on another machine or backend draws the same seeds but rounds differently in float32. Measured:
+# the fused CPU kernel and SOFTMAX_ICL_KERNEL=torch agree to 6e-7 relative on all 164 numbers of
 # window_adaptation's record (smoke profile); longer training and a GPU (other reduction orders, TF32) let rounding
-# grow, to about a percent at most in the runs we know of (issue 9: 0.138 against 0.139). A change of the
+# grow, to about a percent at most in the runs we know of (0.138 against 0.139). A change of the
 # computation, or a bug, moves numbers by the scale of seed-to-seed variation, typically 5-30 %. The default, 5 %,
 # sits between the two. Numbers that are differences of close quantities (slopes near 0, small rises) get a
 # per-figure override in ``Figure.tolerances``; where the record has a seed standard error (``<name>_se``), the
@@ -176,7 +176,7 @@ def validate_device(device: str) -> str:
 
 
 def training_params() -> dict:
-    """Pretraining settings shared by the chapters that train M with Adam at the SPEC's batch and evaluation sizes."""
+    """Pretraining settings shared by the chapters that train M with Adam at the book's batch and evaluation sizes."""
     return {
         "batch_size": Param("int", {"smoke": 64, "default": 128, "paper": 512}, "tasks per step per configuration",
                             check=positive, check_text="an integer >= 1"),

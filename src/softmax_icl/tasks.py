@@ -1,4 +1,4 @@
-"""Input distributions and function classes (SPEC 1.2-1.3), sampled as batched tensors.
+"""Input distributions and function classes, sampled as batched tensors.
 
 A *task* is a function ``f`` drawn from a function class; a *context* is ``n`` noisy
 evaluations ``y_i = f(x_i) + eps_i`` plus a query ``x_q``. Everything here works on a layout of
@@ -63,7 +63,7 @@ def sphere_cos_mean(L: torch.Tensor, d: int) -> torch.Tensor:
 
 
 def nonisotropic_covariance(d: int) -> torch.Tensor:
-    """Fixed diagonal covariance: eigenvalues log-spaced in [0.3, 3], normalised to trace d (SPEC 1.2)."""
+    """Fixed diagonal covariance: eigenvalues log-spaced in [0.3, 3], normalised to trace d."""
     if d == 1:
         return torch.ones(1, dtype=torch.float64)
     eig = torch.logspace(math.log10(0.3), math.log10(3.0), d, dtype=torch.float64)

@@ -29,8 +29,8 @@ from ..profiles import Figure
 
 #: Seed set ``k`` adds ``SEED_OFFSET * k`` to every ``*_seed`` parameter (no committed run used seeds >= 1000).
 SEED_OFFSET = 1000
-#: Fewest fresh seed sets an audit runs (three sets let verdicts near their thresholds look stable by luck: in two
-#: further sets, three 'not reproduced' checks of 2026-11-25 changed verdict).
+#: Fewest fresh seed sets an audit runs (three sets let verdicts near their thresholds look stable by luck: two
+#: further sets changed the verdict of three 'not reproduced' checks).
 MIN_SETS = 5
 
 

@@ -107,8 +107,8 @@ def paper_on_cpu_note(profile: str, device: str) -> bool:
             return False
     print("note: the paper profile on a CPU takes from 2 to 32 minutes per figure on two cores, 37 to 64 minutes for "
           "all five one after another, by CPU (benchmarks/cpu_paper.md). Every stage it finishes is cached: stop it "
-          "(Ctrl-C) whenever you like and run the same command again to resume. For a run that spans machine "
-          "sessions, put the cache on a lasting disk (SOFTMAX_ICL_CACHE_DIR) and leave the computational modules "
+          "(Ctrl-C) whenever you like and run the same command again to resume. For a run that spans "
+          "machines or restarts, put the cache on a lasting disk (SOFTMAX_ICL_CACHE_DIR) and leave the computational modules "
           "unedited until it is done (their source is part of every stage's cache key).", file=sys.stderr, flush=True)
     return True
 

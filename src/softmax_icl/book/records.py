@@ -32,7 +32,7 @@ def plain(x: Any) -> Any:
     return x
 
 
-#: What a check is (SPEC Part 4): the papers say it; a question the papers do not answer; the same check against the
+#: What a check is: the papers say it; a question the papers do not answer; the same check against the
 #: wrong counterpart, which must fail for the check it controls to mean anything.
 KINDS = ("claim", "finding", "control")
 
@@ -129,7 +129,7 @@ def make_claim(figure: str, id: str, statement: str, value: Any, passed: bool, t
                source: str, control_of: str | None = None, anchor: str | None = None, ledger: str | None = None,
                title: str | None = None, default_title: str | None = None) -> Claim:
     """One check of ``figure``, validated. ``kind`` ("claim", "finding" or "control") and ``source`` (what it
-    tests, quoted briefly, or "beyond the papers") are required: SPEC Part 4 (see :class:`Claim`). A claim names its
+    tests, quoted briefly, or "beyond the papers") are required (see :class:`Claim`). A claim names its
     ledger entry (``ledger``), which must list it; a finding may name the entry it goes beyond; a control names the
     check it controls (``control_of``), and without a ``title`` takes its short name from its statement; any other
     check without one takes ``default_title`` (the short title its figure's claims module gives it)."""

@@ -101,8 +101,6 @@ def _run_line(label: str, record: dict) -> str:
     if peak:
         whose = " of the notebook (not of the stages it read from the cache)" if _cached_stages(record) else ""
         bits.append(f"peak memory{whose} " + ", ".join(f"{k.replace('_', ' ')} {v:.0f} MB" for k, v in peak.items()))
-    if prov.get("git_revision"):
-        bits.append(f"code `{prov['git_revision']}`")
     profile = record.get("profile")
     tag = "" if profile in (None, label) else f" (its record says profile `{profile}`)"
     return f"* **{label}**{tag}: " + ", ".join(bits)

@@ -1,4 +1,4 @@
-"""In-context classification with one attention layer (SPEC Part 2; Dragutinovic, Saxe, Singh 2025).
+"""In-context classification with one attention layer (Dragutinovic, Saxe, Singh 2025).
 
 Paper 2 in paper 1's shape; import the modules themselves (this file imports nothing, so it stays light):
 

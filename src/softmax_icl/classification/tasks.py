@@ -1,4 +1,4 @@
-"""The in-context classification task (SPEC 2.1; Dragutinovic, Saxe, Singh 2025): context sampler.
+"""The in-context classification task (Dragutinovic, Saxe, Singh 2025): context sampler.
 
 Each context draws its own class prototypes on the sphere ``U^d``: ``P`` prototypes per class, ``C`` classes;
 inputs ``x_i ~ U^d``; the label of ``x`` is the class owning the prototype with the largest ``p^T x``. With
@@ -6,7 +6,7 @@ inputs ``x_i ~ U^d``; the label of ``x`` is the class owning the prototype with 
 classes are the Voronoi cells of the ``c_k`` on the sphere). With ``P >= 2`` each class is a union of ``P`` cells
 around its own prototypes: local, and not linearly separable (the book's own "local" task).
 
-The sources do not fix the data model (SPEC 2.4), so the sampler draws every reading a careful reproducer would
+The sources do not fix the data model, so the sampler draws every reading a careful reproducer would
 (:data:`READINGS`): **uniform** (above); **balanced** (each class equally likely, ``x`` uniform within its class's
 cell: drawn without replacement from a pool of ``16 (n + 1)`` uniform candidates); **clustered** (``k ~ U{1..C}``,
 ``x = normalise(c_k + tau g / sqrt(d))``, label ``k``: tight clusters for small ``tau``, nearly uniform inputs with

@@ -228,8 +228,8 @@ static void normalise_points(float *dst, const float *src, int64_t ld_, int64_t 
 
 /* lbl[p] = argmax over (class k < C, prototype q < P) of pr_{k,q}^T x_p, as its class (the first maximum), for the
  * points p < m of xh (d coordinates, row stride ld): a block of VEC points at a time, its scores, best score and label
- * in registers (each score the coordinates' products added in order from 0, as the loops over rows did before the
- * nineteenth session: the same bits, a third of the loads and no stores). */
+ * in registers (each score the coordinates' products added in order from 0, as a loop over rows would: the same
+ * bits, a third of the loads and no stores). */
 static void label_points(const float *pr, int64_t Pm, int64_t dm, int64_t C, int64_t P, const float *xh, int64_t ld_,
                          int64_t d, int64_t m, int32_t *lbl) {
     m = round_up(m, VEC);
@@ -594,7 +594,7 @@ static float forward_context(const loss_spec *s, int64_t k, int64_t gt, int64_t 
     query_keys(A, q, u, d, C, dm, D);
     /* scores s_i = x_i^T u_x + u_y[label_i] (LOW beyond the context) */
     {   /* a block of VEC points at a time, its scores in a register (the coordinates' products added in order from 0
-         * to the label's term, as the loops over rows did before the twentieth session: the same bits) */
+         * to the label's term, as a loop over rows would: the same bits) */
         const table8 tab = table_of(u + dm, C);
         for (int64_t i = 0; i < nb; i += VEC) {
             v8f v = lookup8(tab, u + dm, C, lab + i);
@@ -872,8 +872,8 @@ int cls_logits(const loss_spec *s) {
  * cls_step: a training step's draws and loss together, a chunk of contexts at a time while it is in cache.
  *
  * cls_draw writes every task of the step to memory (58 MB a step of train_readings_n200) and cls_loss reads each
- * back once per configuration; the fused step took 0.74 of their time there (benchmarks/roofline.md, eighteenth
- * session). Here an item is (seed, chunk of `chunk`
+ * back once per configuration; the fused step took 0.74 of their time there (measured on train_readings_n200).
+ * Here an item is (seed, chunk of `chunk`
  * contexts): its contexts of every task of the seed are drawn into the thread's own buffers (draw_item, the same
  * numbers), then every configuration of that seed adds those contexts, in order, to its partial sums for the chunk;
  * the partial sums are added over the chunks in order at the end. The numbers depend on `chunk`, not on the thread

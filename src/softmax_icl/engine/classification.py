@@ -247,7 +247,7 @@ class FusedLoss:
 
 #: Contexts per seed a fused step (``cls_step``) draws and then reads while they are in the core's cache: sixteen
 #: contexts of the nine tasks of a seed of ``train_readings_n200`` (n = 200, d = 5) are 0.7 MB. Chunks of 8 to 32 ran
-#: alike (``benchmarks/roofline.md``, eighteenth session); the numbers depend on it (the sums per chunk).
+#: alike on train_readings_n200; the numbers depend on it (the sums per chunk).
 STEP_CHUNK = 16
 
 

@@ -303,13 +303,13 @@ static inline void blocks_of(key_t2 key, const uint32_t *c0, uint32_t task, uint
 #ifdef __AVX512F__
 /* The same computations on sixteen blocks per AVX-512 vector, two vectors interleaved (WIDE_BLOCKS blocks at a time):
  * the same operations on wider registers, so the same bits as the AVX2 code above (tests/test_kernels.py holds them
- * against it); 1.49x the AVX2 code's blocks per second on the book's Xeon (benchmarks/roofline.md, thirteenth
- * session, measured with this code as a stand-alone probe). */
+ * against it); 1.49x the AVX2 code's blocks per second on an AVX-512 Xeon (measured with this code as a
+ * stand-alone probe). */
 #define WIDE_BLOCKS 32
 /* One Philox round on sixteen counters. The products' high and low words are put back in place by merge-masked
  * shuffles (one shuffle port) instead of shifts and blends (the shifts share the multiplier's port): 12 operations a
- * round instead of 16: 1.26x the uniform blocks per second and 1.29x the normal ones in a stand-alone probe
- * (benchmarks/roofline.md, fifteenth session); the same bits. */
+ * round instead of 16: 1.26x the uniform blocks per second and 1.29x the normal ones in a stand-alone probe;
+ * the same bits. */
 static inline void round_512(__m512i a[4], __m512i m0, __m512i m1, __m512i k0, __m512i k1) {
     const __m512i pe0 = _mm512_mul_epu32(a[0], m0), po0 = _mm512_mul_epu32(_mm512_shuffle_epi32(a[0], 0xF5), m0);
     const __m512i pe1 = _mm512_mul_epu32(a[2], m1), po1 = _mm512_mul_epu32(_mm512_shuffle_epi32(a[2], 0xF5), m1);

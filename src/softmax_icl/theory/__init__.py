@@ -1,4 +1,4 @@
-"""Theory formulas of Collins et al. (2024) and the measurements that test them (SPEC 1.4), one module per topic:
+"""Theory formulas of Collins et al. (2024) and the measurements that test them, one module per topic:
 :mod:`.theorem34`, :mod:`.fits`, :mod:`.matrices`, :mod:`.population`, :mod:`.window_scan`; every name is
 re-exported here (``from softmax_icl import theory as th; th.loss_terms(...)``).
 

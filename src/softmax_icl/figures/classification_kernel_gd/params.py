@@ -84,7 +84,7 @@ FIGURE = Figure(
         **seed_params(),
     },
     notes=(
-        "Task readings (the sources do not fix the data model; SPEC 2.4): uniform argmax (per-context class "
+        "Task readings (the sources do not fix the data model): uniform argmax (per-context class "
         "vectors c_1..c_C ~ U^d, inputs x_i ~ U^d, label argmax_k c_k^T x; the book's 'paper's task'); class-balanced "
         "(class k uniform, x uniform within its class's cell, drawn without replacement from a pool of 16(n+1) "
         "uniform candidates); class-clustered (k uniform, x = normalise(c_k + tau g / sqrt(d)), label k; a sweep of "

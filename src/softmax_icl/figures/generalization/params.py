@@ -100,7 +100,7 @@ FIGURE = Figure(
         "that the L = 10 cosine tasks are resolvable at the pretraining n (several context points per period) and "
         "the noise matters, i.e. the regime Theorem 3.5 describes. In exploratory runs at d = 3 and d = 5 with "
         "n = 64 the L = 10 cosine unit instead learned a wide window (it cannot resolve the oscillation and "
-        "predicts the mean): the saturation regime of SPEC 1.4.",
+        "predicts the mean): the saturation regime.",
         "Generalisation: pretraining starts from M = I (plus the small random initialisation) and decays Adam's "
         "learning rate along a cosine to 0. Chosen before the seed audit, for two reasons: at large L the loss along "
         "M = wI has a second, spurious minimum at w < 0, and a random start with tr(M) ~ 0 can fall into it (a "

@@ -120,7 +120,7 @@ def check_claims(run: Run, a: LowRankAnalysis) -> None:
         i = lin[0]
         run.check("softmax-beats-linear-on-linear-class", "softmax / linear ICL error on the linear class "
                   "F_B^lin itself (seed means)", ratio[i], ratio[i] < 1.0, "< 1", kind="finding",
-                  source="beyond the papers (our spec's reading of Fig. 4; no source states it)",
+                  source="beyond the papers (the book's reading of Fig. 4; no source states it)",
                   ledger="linear-cannot-adapt")
     # linear attention gets no signal on the even links: no better than predicting 0, M not aligned with B B^T
     even = [i for i, c in enumerate(classes) if c in EVEN_LINKS]
@@ -129,13 +129,13 @@ def check_claims(run: Run, a: LowRankAnalysis) -> None:
         run.check("linear-no-gain-on-even-links", "linear ICL error / error of predicting 0, worst even link "
                   f"({', '.join(short(classes[i]) for i in even)})", zr.min(), zr.min() >= ZERO_RATIO_MIN,
                   f">= {ZERO_RATIO_MIN:g}", kind="finding",
-                  source="beyond the papers (SPEC 1.4: E[f(x) x] = 0 for even links)")
+                  source="beyond the papers (E[f(x) x] = 0 for even links)")
         al = np.abs(ln.align[-1][even])                                        # (E, S)
         thr = ALIGN_SIGMAS / cfg["d"]
         run.check("linear-M-unaligned-on-even-links", "linear: max |cos(M, BB^T)| over even links and seeds "
                   f"(softmax, same links: {np.abs(sm.align[-1][even]).mean():.2f})", al.max(), al.max() < thr,
                   f"< {thr:.2g} (3 / d; an i.i.d. random M gives about 1 / d)", kind="finding",
-                  source="beyond the papers (SPEC 1.4)")
+                  source="beyond the papers")
     run.record(rho1={m: a.model(m).rho1[-1].mean(-1) for m in MODELS},
                rho2={m: a.model(m).rho2[-1].mean(-1) for m in MODELS},
                rho1_init={m: a.model(m).rho1[0].mean(-1) for m in MODELS},

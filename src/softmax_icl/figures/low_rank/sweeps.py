@@ -1,7 +1,7 @@
 """Low rank (Collins et al. 2024, Fig. 4 / Appendix Fig. 10, Theorem 4.4): what is pretrained.
 
 Tasks depend on the input only through a k-dimensional projection: f(x) = g(a^T B^T x) with a fixed orthonormal
-B in R^(d x k), a ~ U^k, and the links g of SPEC 1.3 (linear, affine +2, quadratic, cos(4 .)). One softmax and one
+B in R^(d x k), a ~ U^k, and the links g (linear, affine +2, quadratic, cos(4 .)). One softmax and one
 linear unit are pretrained per class and seed (two batched sweeps); their M is logged during pretraining.
 """
 

@@ -169,7 +169,7 @@ def check_theorem34(run: Run, t: Theorem34, big: TrainedLargeN) -> None:
     run.check("noise-term-exponent-sphere", f"the same exponent within {NOISE_EXPONENT_TOL} of (d-1)/2 for every d, "
               f"and the closed form within {NOISE_MC_TOL:.0%} of the Monte Carlo; largest |k - (d-1)/2|", gap_sphere,
               gap_sphere <= NOISE_EXPONENT_TOL and dev <= NOISE_MC_TOL, f"<= {NOISE_EXPONENT_TOL}", kind="finding",
-              source=BEYOND + " (SPEC 1.4: the noise term on the sphere grows like w^((d-1)/2))")
+              source=BEYOND + " (the noise term on the sphere grows like w^((d-1)/2))")
     # trained units at the largest n against the population curve
     wr, wo = _ratio(big.w, big.w_pop).max(), _ratio(big.w, big.w_pop_other).min()
     dtxt = ", ".join(f"d = {d}" for d in t.ds)
@@ -221,7 +221,7 @@ def check_covariance(run: Run, a: Analysis) -> None:
     for key, label, kind, src in (
             ("whitened", "tasks of the whitened input (lemma's symmetry holds)", "claim",
              "Collins et al. covariance lemma (slides' Lemma 1): x ~ Σ^(1/2) U^d ⇒ M* = w Σ^-1, under symmetry"),
-            ("noniso", "SPEC tasks, direction uniform in x (symmetry fails)", "finding",
+            ("noniso", "the book's non-isotropic tasks, direction uniform in x (symmetry fails)", "finding",
              BEYOND + " (the lemma outside its symmetry condition)")):
         u = units[key]
         ok = u.w_pop >= cfg["regime_w"]

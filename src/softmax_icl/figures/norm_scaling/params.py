@@ -173,7 +173,7 @@ FIGURE = Figure(
         "Population-optimal w: Monte Carlo over `scan_tasks` tasks with common random numbers, loss split exactly "
         "into bias + sigma^2 * E[sum_i a_i^2] (the noise term averaged over the label noise in closed form), all "
         "w values as one stacked evaluation; the minimum refined by a parabola in log w.",
-        "Theorem 3.4 (chosen reading, SPEC 1.4): the theorem holds 'for sufficiently large n' at fixed L and "
+        "Theorem 3.4 (chosen reading): the theorem holds 'for sufficiently large n' at fixed L and "
         "sigma, so the exponent is the local exponent d log w* / d log s of the population optimum at s = n rho "
         "(rho = L^2/sigma^2 fixed), read as n grows for each d of `t34_d`, from one float64 Monte Carlo per d "
         "(`theory.relu_window_scan`; every n of `t34_n` on prefixes of one draw, every w at once). No regime "
@@ -183,7 +183,7 @@ FIGURE = Figure(
         "Figure 3's dynamics: separate panels from a small init (`dyn_init`) with a small Adam step (`dyn_lr`), so "
         "growth rates can be compared (the paper's optimiser is not in the sources). Growth rate: slope of "
         "log ||M||_2 over the first `dyn_early` of training.",
-        "Covariance lemma: tested twice. With the SPEC's non-isotropic inputs the task direction is uniform in x "
+        "Covariance lemma: tested twice. With the book's non-isotropic inputs the task direction is uniform in x "
         "(the tasks are not rotation invariant after whitening, so the lemma's symmetry condition fails); with "
         "input_dist 'nonisotropic_whitened' the tasks are functions of the whitened input, where it holds. A "
         "population scan over M = w Sigma^-p locates the optimal exponent p in both.",

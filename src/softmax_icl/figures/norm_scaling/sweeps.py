@@ -4,7 +4,7 @@ The batched pretraining programs (one per input distribution / parameterisation 
 
 * ``iso``: classes x [(L, sigma) for L in L_values] + [(L_sigma, s) for s in sigma_values] x seeds, n fixed;
 * ``n``: ReLU x [(L, sigma) for L in n_sweep_L] x n_values x seeds (one task stream per context length);
-* ``noniso``: classes x L_values x seeds with the SPEC's non-isotropic inputs;
+* ``noniso``: classes x L_values x seeds with the book's non-isotropic inputs;
 * ``whitened``: the same with tasks that are functions of the whitened input (the covariance lemma's symmetry);
 * ``full``: classes x full_L x seeds with full W_K, W_Q, W_V on raw tokens;
 * ``inner``: classes x L_values x seeds at sigma, n with M_K, M_Q in R^(r x d), r = inner_factor * d (the
