@@ -86,10 +86,13 @@ def page(design: dict, power: dict) -> str:
     """The design page: the rules, then one table per chapter (statistic, test, threshold, margin, seeds, power)."""
     seeds = design["seeds"]
     lines = ["# Statistical design", "",
-             "Every verdict of this book is decided by a test fixed here before the records that carry it were "
-             "computed. This page is written from `book/design.yml` (the data the package reads) and the seed spread "
-             "of the records committed before the design; each chapter's folded check list shows the power its run "
-             "achieved.", "",
+             "This page fixes, before any record is computed under it, the test that is to decide each verdict of "
+             "the book on pooled seeds: the statistic, its threshold and margin, the rival and the seeds. **The "
+             "chapters' verdicts are not yet decided by it**: they still come from each check's own rule, stated in "
+             "its chapter and in the claims ledger's scope, on the seeds of one run (with the seed audit's fresh "
+             "sets beside them). Until the pooled-seed rerun applies this design, read its power column as what "
+             "that rerun can resolve and what it cannot. This page is written from `book/design.yml` (the data the "
+             "package reads, `softmax_icl.book.design`) and the seed spread of the committed records.", "",
              "## The rules", "",
              f"* **Seeds.** Seeds are one more batch axis of every figure's sweeps: {seeds['default']} at the default "
              f"profile, {seeds['paper']} at the paper profile. A seed is a pretraining run with its own task stream and "
