@@ -164,6 +164,10 @@ FIGURE = Figure(
         # backend's rounding (see analysis.key_numbers); left out of the checks too
         "key_numbers.covariance.noniso.no_window": None,
         "key_numbers.covariance.whitened.no_window": None,
+        # the final ||M|| at the smallest L (0.03: the optimal w is far below regime_w in every class, the loss nearly
+        # flat in w): optimiser noise of about 0.01 on a norm near 0.2, which another CPU's vector width redraws (an
+        # AVX2 build moved relu_iso's by 7 % from an AVX-512 one's); 15 % holds that and still sees a real change
+        **{f"key_numbers.final_norm.{c}[0]": 0.15 for c in ("relu_iso", "cosine_iso", "relu_noniso", "cosine_noniso")},
     },
     notes=(
         "Window scale w of a trained M: its least-squares multiple of the predicted direction (I, or Sigma^-1 for "
