@@ -342,7 +342,7 @@ def _smoke_run(out, cache, device: str, kernel: str) -> dict:
     import json
     import os
 
-    from softmax_icl.book.cli import main
+    from softmax_icl.figures import main
 
     saved = {k: os.environ.get(k) for k in ("SOFTMAX_ICL_KERNEL", "SOFTMAX_ICL_CACHE_DIR", "SOFTMAX_ICL_PROGRESS",
                                             "SOFTMAX_ICL_OUTPUT_DIR")}
