@@ -233,20 +233,28 @@ def job_device(args) -> str:
 
 def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
     """Copy the records of a ``profile`` build (``runs/<figure>-<profile>/results/``) to ``book/results/<profile>/``,
-    where the page "Results at two scales" reads them (:mod:`softmax_icl.book.scales`); the book's own records and
-    chapters are not touched."""
+    where the page "Results at two scales" reads them (:mod:`softmax_icl.book.scales`), and its headline figure
+    (``runs/<figure>-<profile>/figures/<figure>_headline.png``) to ``book/figures/<profile>/``, which the chapter shows
+    beside the default scale's; the book's own records and chapters are not touched."""
     from ..base import atomic_write_bytes
     from .scales import PAPER_SUBDIR
 
     out = []
     for name in names:
-        src = root / "runs" / f"{name}-{profile}" / "results" / f"{name}.json"
+        run = root / "runs" / f"{name}-{profile}"
+        src = run / "results" / f"{name}.json"
         rec = json.loads(src.read_text())
         if rec.get("profile") != profile:
             raise ParameterError(f"{src} is a record of profile {rec.get('profile')!r}, not {profile!r}")
         dest = root / "book" / "results" / PAPER_SUBDIR / f"{name}.json"
         atomic_write_bytes(dest, src.read_bytes())
         out.append(dest)
+        figure = run / "figures" / f"{name}_headline.png"
+        if figure.is_file():
+            fig_dest = root / "book" / "figures" / PAPER_SUBDIR / figure.name
+            fig_dest.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(fig_dest, figure.read_bytes())
+            out.append(fig_dest)
     return out
 
 

@@ -1,0 +1,35 @@
+"""`softmax-icl build --profile paper --publish`: the records and the headline figures go beside the book's."""
+
+import json
+
+import pytest
+
+from softmax_icl.book.cli import publish_records
+from softmax_icl.profiles import ParameterError
+
+
+def _run(root, name, profile, figure=True):
+    run = root / "runs" / f"{name}-paper"
+    (run / "results").mkdir(parents=True)
+    (run / "results" / f"{name}.json").write_text(json.dumps({"figure": name, "profile": profile}))
+    if figure:
+        (run / "figures").mkdir()
+        (run / "figures" / f"{name}_headline.png").write_bytes(b"\x89PNG headline")
+        (run / "figures" / f"{name}_other.png").write_bytes(b"\x89PNG other")
+
+
+def test_publish_copies_each_record_and_its_headline_figure(tmp_path):
+    _run(tmp_path, "a", "paper")
+    _run(tmp_path, "b", "paper", figure=False)
+    out = publish_records(tmp_path, ["a", "b"], "paper")
+    rel = sorted(p.relative_to(tmp_path).as_posix() for p in out)
+    assert rel == ["book/figures/paper/a_headline.png", "book/results/paper/a.json", "book/results/paper/b.json"]
+    assert (tmp_path / "book/figures/paper/a_headline.png").read_bytes() == b"\x89PNG headline"
+    assert json.loads((tmp_path / "book/results/paper/b.json").read_text())["profile"] == "paper"
+
+
+def test_publish_refuses_a_record_of_another_profile(tmp_path):
+    _run(tmp_path, "a", "default")
+    with pytest.raises(ParameterError, match="not 'paper'"):
+        publish_records(tmp_path, ["a"], "paper")
+    assert not (tmp_path / "book").exists()
