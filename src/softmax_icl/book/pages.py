@@ -69,27 +69,39 @@ def settings_markdown(registry: Mapping[str, Figure]) -> str:
            "shows what the notebooks actually use. *Source* says where a value comes from: "
            + "; ".join(f"**{t}**" for t in SOURCES.values()) + ". Every figure parameter can be changed with "
            "`softmax-icl run FIGURE -p NAME VALUE` (or the same name in the notebook's parameters cell), which writes "
-           "to `runs/FIGURE-<profile>-custom/`, never the book; see {doc}`intro`.", "",
+           "to `runs/FIGURE-<profile>-custom/`, never the book; see {doc}`intro`. Each figure's parameters are grouped "
+           "by where their value comes from, with one column per profile (one value where all profiles agree); its "
+           "deviations and the readings of the sources it had to choose are folded under the tables.", "",
            "## Choices shared by every figure", ""]
     out += _list_table(["Setting", "Our choice", "Source"], [[_md(a), _md(b), _md(c)] for a, b, c in GENERAL_CHOICES],
                        [22, 48, 30])
     for fig in registry.values():
         out += ["", f"(settings-{fig.name.replace('_', '-')})=", f"## {fig.title}", "",
-                f"Notebook `notebooks/{fig.notebook}` ({fig.paper}). Values per profile: "
-                + " / ".join(f"*{p}*" for p in PROFILES) + " (one value where all agree). Change any of them with "
-                f"`softmax-icl run {fig.name} -p NAME VALUE`, NAME a parameter below.", ""]
-        rows = []
-        for name, p in fig.params.items():
-            vals = [_md(fmt(p.value(pr))) for pr in PROFILES]
-            rows.append([f"`{name}`", _md(p.help), vals[0] if len(set(vals)) == 1 else " / ".join(vals),
-                         _md(SOURCES.get(p.source, p.source))])
-        out += _list_table(["Parameter", "Meaning", "Value", "Source"], rows, [20, 38, 26, 16])
+                f"Notebook `notebooks/{fig.notebook}` ({fig.paper}). Change any value with "
+                f"`softmax-icl run {fig.name} -p NAME VALUE`.", ""]
+        for source in [*SOURCES, *sorted({p.source for p in fig.params.values()} - set(SOURCES))]:
+            group = {n: p for n, p in fig.params.items() if p.source == source}
+            if not group:
+                continue
+            out += [f"**{_md(SOURCES.get(source, source)).capitalize()}**", ""]
+            same, per_profile = [], []
+            for name, p in group.items():
+                vals = [_md(fmt(p.value(pr))) for pr in PROFILES]
+                if len(set(vals)) > 1:
+                    per_profile.append([f"`{name}`", _md(p.help), *vals])
+                else:
+                    same.append([f"`{name}`", _md(p.help), vals[0]])
+            if same:
+                out += _list_table(["Parameter", "Meaning", "Value (every profile)"], same, [20, 52, 28]) + [""]
+            if per_profile:
+                out += _list_table(["Parameter", "Meaning", *PROFILES], per_profile, [18, 40, 14, 14, 14]) + [""]
         if fig.notes:
-            out += [""] + [f"* {n}" for n in fig.notes]
-        if fig.tolerances:
-            tol = lambda t: "not compared" if t is None else f"relative tolerance {t:g}"  # noqa: E731
-            out += ["", "Regression check (`make test`, `softmax-icl compare`), exceptions to the default tolerance: "
-                    + "; ".join(f"`{k}`: {tol(t)}" for k, t in fig.tolerances.items()) + "."]
+            out += [f":::{{dropdown}} Deviations and readings ({len(fig.notes)})"] + [f"* {n}" for n in fig.notes]
+            if fig.tolerances:
+                tol = lambda t: "not compared" if t is None else f"relative tolerance {t:g}"  # noqa: E731
+                out += ["", "Regression check (`make test`, `softmax-icl compare`), exceptions to the default "
+                        "tolerance: " + "; ".join(f"`{k}`: {tol(t)}" for k, t in fig.tolerances.items()) + "."]
+            out += [":::"]
     return "\n".join(out) + "\n"
 
 
