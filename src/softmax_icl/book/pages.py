@@ -460,14 +460,18 @@ def results_markdown(book: BookVerdicts) -> str:
 
 def entry_block(book: BookVerdicts, ev, title: str | None = None, where: bool = True) -> list[str]:
     """One claim folded: the authors' sentence, the scope, each check and its baselines at both scales, the baselines
-    named by the ledger and the findings beyond it. ``title`` of the fold (default: the claim and its verdicts);
+    named by the ledger and the findings beyond it. ``title`` of the fold (default: the entry's label and its
+    verdicts, with the claim in words as the fold's first line);
     ``where``: a link to its chapter's paragraph (not in that paragraph itself)."""
     e = ev.entry
     paper = book.ledger.papers[e.paper]["short"]
-    head = title or (f"{e.claim} — default: {SHORT[ev.default.status if ev.default else None]}, paper: "
+    # folded, the title is all a reader sees: kept to the entry's label and its verdicts, the claim opens the fold
+    head = title or (f"{e.label} — default: {SHORT[ev.default.status if ev.default else None]}, paper: "
                      f"{SHORT[ev.paper.status if ev.paper else None]}")
-    out = [f"`````{{admonition}} {_md(head)}", ":class: dropdown claim-entry", "",
-           f"> {lg.render_quote(e.source.quote)}", ">",
+    out = [f"`````{{admonition}} {_md(head)}", ":class: dropdown claim-entry", ""]
+    if title is None:
+        out += [f"**Claim.** {nobreak(e.claim)}", ""]
+    out += [f"> {lg.render_quote(e.source.quote)}", ">",
            f"> — {paper}, `{e.source.file}` ({_md(e.source.section)})", "",
            f"**Scope.** {_md(e.scope)}", ""] + ([f"**Where.** {_entry_ref(e, 'its chapter')}.", ""] if where else [])
     groups = e.readings.items() if e.is_map else [("", e.checks)]
@@ -493,6 +497,23 @@ def entry_block(book: BookVerdicts, ev, title: str | None = None, where: bool = 
     return out + ["`````", ""]
 
 
+def chapter_title(book: BookVerdicts, name: str) -> str:
+    """A chapter's title as its page shows it (the first heading of its notebook), else its figure's title."""
+    fig = book.registry.get(name)
+    try:
+        import json
+
+        nb = json.loads((lg.ROOT / "notebooks" / fig.notebook).read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "markdown":
+                for line in "".join(cell["source"]).splitlines():
+                    if line.startswith("# "):
+                        return line[2:].strip()
+    except (AttributeError, OSError, ValueError, KeyError):
+        pass
+    return fig.title if fig is not None else name
+
+
 def findings_block(book: BookVerdicts) -> list[str]:
     """Findings and controls counted, and every chapter's checks in a folded table."""
     from .audit import status as audit_status
@@ -510,9 +531,11 @@ def findings_block(book: BookVerdicts) -> list[str]:
     for name, fv in book.figures.items():
         if fv.record is None:
             continue
-        title = book.registry[name].title if name in book.registry else name
-        out += [f"````{{admonition}} Every check of the chapter “{_md(title)}”", ":class: dropdown", "",
-                f"Chapter: {{doc}}`../notebooks/{name}`.", "", "```{list-table}", ":header-rows: 1", ":class: check-table", ":widths: 40 12 28 20", "",
+        title = chapter_title(book, name)
+        # the chapter's title as far as its first colon: a folded block's title stays within two lines
+        out += [f"````{{admonition}} Every check of the chapter “{_md(title.split(': ')[0])}”", ":class: dropdown", "",
+                f"Chapter: {{doc}}`../notebooks/{name}`.", "", "```{list-table}", ":header-rows: 1",
+                ":class: check-table", ":widths: 40 12 28 20", "",
                 "* - Check", "  - Kind", "  - Verdict and value", "  - Fresh seed sets"]
         for c in fv.checks():
             fresh = fv.fresh(c)
