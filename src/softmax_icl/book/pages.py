@@ -413,8 +413,8 @@ def headline(book: BookVerdicts) -> list[str]:
     audited = [f for f, fv in book.figures.items() if fv.audit]
     sets = sorted({len(fv.audit.get("sets", [])) for fv in book.figures.values() if fv.audit})
     out = []
-    for scale, what in (("default", f"default scale ({'audited with ' + ' or '.join(map(str, sets)) + ' fresh seed sets' if sets else 'not audited'})"),
-                        ("paper", "paper scale (one seed set, not audited)")):
+    audit = f"audited with {' or '.join(map(str, sets))} fresh seed sets" if sets else "not audited"
+    for scale, what in (("default", f"default scale ({audit})"), ("paper", "paper scale (one seed set, not audited)")):
         c = book.counts(scale)
         stale = [f for f, fv in book.figures.items() if fv.paper_note] if scale == "paper" else []
         parts = [f"{c[k]} {SHORT[k] if k != lg.DEPENDS else 'depend on a setting the sources leave open'}"
@@ -533,7 +533,8 @@ def findings_block(book: BookVerdicts) -> list[str]:
             continue
         title = chapter_title(book, name)
         # the chapter's title as far as its first colon: a folded block's title stays within two lines
-        out += [f"````{{admonition}} Every check of the chapter “{_md(title.split(': ')[0])}”", ":class: dropdown", "",
+        out += [f"````{{admonition}} Every check of the chapter “{_md(title.split(': ')[0])}”", ":class: dropdown",
+                "",
                 f"Chapter: {{doc}}`../notebooks/{name}`.", "", "```{list-table}", ":header-rows: 1",
                 ":class: check-table", ":widths: 40 12 28 20", "",
                 "* - Check", "  - Kind", "  - Verdict and value", "  - Fresh seed sets"]
