@@ -481,7 +481,9 @@ def entry_block(book: BookVerdicts, ev, title: str | None = None, where: bool = 
         for key in keys:
             fv, c = book.check(key)
             if c is None:
-                out += [f"* - `{key}`" + (f" ({reading})" if reading else ""), "  - no record", "  - no record"]
+                # the check's id without its chapter (the fold names the chapter), so it fits its column
+                out += [f"* - `{key.split('/', 1)[-1]}`" + (f" ({reading})" if reading else ""), "  - no record",
+                        "  - no record"]
                 continue
             pc = fv.paper_check(c["id"])
             rows = [(c, pc, "")] + [(k, fv.paper_check(k["id"]), "baseline: ") for _, k in book.controls_of(key)]
