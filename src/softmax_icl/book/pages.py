@@ -297,7 +297,7 @@ def landing_table(book: BookVerdicts) -> str:
     for key, evs in by_paper(book):
         paper = book.ledger.papers[key]
         out += [f"### {_md(paper['short'])}", "", f"*{_md(paper.get('title', ''))}*", "",
-                "```{list-table}", ":header-rows: 1", ":class: claims-ledger", ":widths: 36 19 19 26", "",
+                "```{list-table}", ":header-rows: 1", ":class: claims-ledger", ":widths: 32 16 16 36", "",
                 "* - Claim of the paper", "  - Default scale", "  - Paper scale", "  - Why"]
         for ev in evs:
             e = ev.entry
@@ -398,7 +398,7 @@ def answer_markdown(book: BookVerdicts) -> str:
         "", "```{figure} figures/claims_overview.png", ":name: fig-claims-overview",
         ":alt: every claim's verdict at the default and the paper scale, by paper", "",
         "Every claim of the two papers (rows, by paper) at the default and the paper scale, each cell naming its "
-        f"verdict ({words}); the table below gives each one's deciding number.", "```"]) + "\n"
+        f"verdict ({words}); the tables below give each claim's deciding number.", "```"]) + "\n"
 
 
 def landing_markdown(book: BookVerdicts) -> str:
