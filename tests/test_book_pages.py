@@ -380,3 +380,30 @@ def test_every_row_of_the_landing_tables_names_its_deciding_number_and_threshold
     assert len(bullets) == len(groups)
     for (key, evs), line in zip(groups, bullets):
         assert book.ledger.papers[key]["short"] in line and "{bdg-" in line and evs[0].entry.label in line
+
+
+def test_overview_figure_fills_its_cells_from_the_palette_and_groups_rows_by_paper(tmp_path):
+    """The overview figure, drawn from the committed records: every verdict it shows is painted in its palette fill,
+    it is as wide as the column, and its rows carry each paper's name once above that paper's entries."""
+    import numpy as np
+    from PIL import Image
+
+    from softmax_icl.book.palette import PALETTE
+    from softmax_icl.book.pages import by_paper, overview_figure
+    from softmax_icl.book.verdicts import BookVerdicts
+    from softmax_icl.plotting import COLUMN_WIDTH_IN
+
+    book = BookVerdicts.read(ROOT / "book" / "results", FIGURES)
+    png = next(p for p in overview_figure(book, tmp_path / "overview") if p.suffix == ".png")
+    with Image.open(png) as img:
+        pixels = np.asarray(img.convert("RGB")).reshape(-1, 3)
+        width_in = float(img.text["width_in"])
+    colours = {tuple(int(c.fill[k:k + 2], 16) for k in (1, 3, 5)) for c in PALETTE.values()}
+    shown = {v.status if v is not None else None for ev in book.entries for v in (ev.default, ev.paper)}
+    for status in shown:
+        fill = tuple(int(PALETTE[status].fill[k:k + 2], 16) for k in (1, 3, 5))
+        assert (pixels == fill).all(axis=1).sum() > 100, f"no cell painted {PALETTE[status].fill} ({status})"
+    assert len(colours) == len(PALETTE)
+    assert abs(width_in - COLUMN_WIDTH_IN) < 0.3            # nothing cut off, nothing sticking out of the column
+    assert [k for k, _ in by_paper(book)] == [k for k in book.ledger.papers if any(
+        ev.entry.paper == k for ev in book.entries)]

@@ -329,10 +329,10 @@ def overview_figure(book: BookVerdicts, path: Path) -> list[Path]:
         rows.append(("paper", book.ledger.papers[key]["short"], None))
         rows += [("entry", ev.entry.label, ev) for ev in evs]
     row_in = 0.135
-    fig = plt.figure(figsize=(COLUMN_WIDTH_IN, row_in * len(rows) + 0.08), layout="none")
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, row_in * len(rows) + 0.08), layout="none")
     # the labels' column takes what the cells leave: two cells wide enough for their longest word
     cell_w, label_w = 0.215, 0.57
-    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_position((0, 0, 1, 1))
     ax.set_xlim(0, 1)
     ax.set_ylim(len(rows), 0)
     ax.axis("off")
