@@ -375,7 +375,7 @@ def paper_sentence(book: BookVerdicts, key: str, evs: list) -> str:
         numeric = bool(_THRESHOLD.match(str(c.get("threshold", ""))))
         more = f"{len(checks) - 1} more in the table" if len(checks) > 1 else ""
         notes = "; ".join(x for x in (what, more) if x)
-        number = (f": {_md(decisive(shown, numeric, fresh))}" + (f" ({_md(notes)})" if notes else ""))
+        number = (f" — {_md(decisive(shown, numeric, fresh))}" + (f" ({_md(notes)})" if notes else ""))
     n = len(evs)
     verdicts = {s: [ev.default if s == "default" else ev.paper for ev in evs] for s in ("default", "paper")}
     count = {s: sum(v is not None and v.status == lg.REPRODUCED for v in vs) for s, vs in verdicts.items()}
