@@ -395,7 +395,8 @@ def answer_markdown(book: BookVerdicts) -> str:
     (:func:`paper_sentence`) and the overview figure."""
     words = ", ".join(f"{SHORT[k]}" for k in VERDICTS)
     return "\n".join([f"* {paper_sentence(book, key, evs)}" for key, evs in by_paper(book)] + [
-        "", "```{figure} figures/claims_overview.png", ":name: fig-claims-overview",
+        # dark-light: the dark theme shows the figure as drawn (its colours are the badges'), not dimmed
+        "", "```{figure} figures/claims_overview.png", ":name: fig-claims-overview", ":class: dark-light",
         ":alt: every claim's verdict at the default and the paper scale, by paper", "",
         "Every claim of the two papers (rows, by paper) at the default and the paper scale, each cell naming its "
         f"verdict ({words}); the tables below give each claim's deciding number.", "```"]) + "\n"
