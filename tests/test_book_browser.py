@@ -15,11 +15,16 @@ one property of every page at both widths, and names the page, the width, the el
   than the column too);
 * ``test_no_table_cell_breaks_a_token``: no whitespace-delimited token of a table cell (a check id, a number) is
   laid out over two lines, and none sticks out of its cell;
-* ``test_landing_page_has_one_claims_table``: the root page has one ``table.claims-ledger`` with one row per entry
-  of the claims ledger (``book/claims.yml``);
+* ``test_landing_page_has_one_claims_table_per_paper``: the root page has one ``table.claims-ledger`` per paper,
+  with one row per entry of that paper in the claims ledger (``book/claims.yml``);
 * ``test_figure_text_is_legible``: every figure that carries the text-size metadata of ``softmax_icl.plotting.save``
   shows its smallest text at 10 CSS px or more, and every image of a chapter and of the landing page carries it;
-* ``test_first_figure_within_two_screens``: a chapter's first figure starts within two window heights of the top.
+* ``test_first_figure_within_two_screens``: a chapter's first figure starts within two window heights of the top;
+* ``test_landing_page_answers_each_paper_in_its_first_screen``: the landing page's overview figure and one sentence
+  per paper of the ledger, with its verdict badge, lie within the page's first 900 CSS px;
+* ``test_badges_read_at_4_5_to_1``: every badge's text on its background at a WCAG contrast of 4.5:1 or more;
+* ``test_folded_blocks_are_no_taller_than_their_title``: a folded block (closed ``<details>``, folded dropdown) is
+  at most 60 CSS px tall as the page opens.
 
 Folded content (``<details>``, sphinx-togglebutton dropdowns) is measured unfolded, as a reader who opens it sees it;
 the position of the first figure and the screenshots are taken as the page opens.
@@ -66,6 +71,13 @@ HEIGHT = 900
 MIN_FIGURE_TEXT_PX = 10.0
 #: A chapter's first figure must start within this many window heights of the top of the page.
 FIRST_FIGURE_SCREENS = 2
+#: The landing page's first screen, in CSS px from the top of the page: the overview figure and one sentence per
+#: paper must lie wholly inside it at both widths.
+FIRST_SCREEN_PX = 900
+#: The smallest contrast ratio (WCAG 2.1) of a badge's text on its background.
+MIN_BADGE_CONTRAST = 4.5
+#: The tallest a folded block (a closed ``<details>``, a folded dropdown) may be, in CSS px: its title, no more.
+MAX_FOLDED_PX = 60
 #: Slack of the geometric checks, in CSS px (sub-pixel layout and rounding).
 SLACK_PX = 1.0
 #: Two rects of one token lie on one line when their tops differ by at most this (CSS px).
@@ -221,6 +233,8 @@ loaded.then(() => {
   const column = document.querySelector(arguments[0]);
   const first = column && column.querySelector('img');
   const box = first && first.getBoundingClientRect();
+  const overview = column && column.querySelector('img[src*="claims_overview"]');
+  const firstList = column && column.querySelector('section ul');
   done({
     viewport: [innerWidth, innerHeight],
     height: document.documentElement.scrollHeight,
@@ -233,6 +247,27 @@ loaded.then(() => {
     images: Array.from(document.images).map(i => [i.getAttribute('src'), i.naturalWidth]),
     links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
     first_figure: first ? {src: first.getAttribute('src'), top: box.top + scrollY, shown: box.width > 0} : null,
+    // the landing page's overview figure and the items of the content's first list, where the page has them
+    overview: overview ? {top: overview.getBoundingClientRect().top + scrollY,
+                          bottom: overview.getBoundingClientRect().bottom + scrollY,
+                          width: overview.getBoundingClientRect().width} : null,
+    first_list: firstList ? Array.from(firstList.children).map(li => ({
+      text: li.textContent.replace(/\s+/g, ' ').trim().slice(0, 300),
+      top: li.getBoundingClientRect().top + scrollY, bottom: li.getBoundingClientRect().bottom + scrollY,
+      badges: Array.from(li.querySelectorAll('span.sd-badge')).map(b => b.textContent.trim())})) : [],
+    // every badge: its text colour and the colour behind it (its own, else the first opaque ancestor's)
+    badges: Array.from(document.querySelectorAll('span.sd-badge')).map(b => {
+      let bg = 'rgba(0, 0, 0, 0)';
+      for (let e = b; e && /rgba\(.*, 0\)$|transparent/.test(bg); e = e.parentElement) {
+        bg = getComputedStyle(e).backgroundColor;
+      }
+      return {text: b.textContent.trim(), color: getComputedStyle(b).color, background: bg};
+    }),
+    // folded blocks as the page opens: a closed <details>, a folded sphinx-togglebutton dropdown
+    folded: column ? Array.from(column.querySelectorAll('details:not([open]), .admonition.dropdown.toggle-hidden'))
+      .map(el => ({height: el.getBoundingClientRect().height,
+                   title: (el.querySelector('summary, .admonition-title') || el).textContent.replace(/\s+/g, ' ')
+                          .trim().slice(0, 70)})) : [],
   });
 }).catch(e => done({failure: String(e)}));
 """
@@ -598,23 +633,18 @@ def test_no_table_cell_breaks_a_token(survey):
     assert_none("table cells that break or overflow a token", problems)
 
 
-def test_landing_page_has_one_claims_table(survey):
-    """The landing page has exactly one ``table.claims-ledger``, whose ``tbody`` has one row per entry of the claims
-    ledger (``book/claims.yml``, read with ``softmax_icl.book.ledger``)."""
+def test_landing_page_has_one_claims_table_per_paper(survey):
+    """The landing page has one ``table.claims-ledger`` per paper of the claims ledger (``book/claims.yml``, read
+    with ``softmax_icl.book.ledger``), in the ledger's order, whose ``tbody`` has one row per entry of that paper."""
     from softmax_icl.book import ledger
 
-    entries = len(ledger.load(ROOT / "book" / "claims.yml").entries)
+    led = ledger.load(ROOT / "book" / "claims.yml")
+    expected = [n for n in (sum(e.paper == key for e in led.entries) for key in led.papers) if n]
     views = [v for v in survey.views if v.kind == "landing"]
     assert views, f"the landing page {landing_page()} was not checked"
-    problems = []
-    for v in views:
-        tables = v.layout["ledgers"]
-        if len(tables) != 1:
-            problems.append((v.page, v.width, f"has {len(tables)} tables of class claims-ledger, not one"))
-        elif tables[0] != entries:
-            problems.append((v.page, v.width, f"its claims-ledger table has {tables[0]} body rows; the ledger has "
-                                              f"{entries} entries"))
-    assert_none("the landing page's claims table", problems)
+    problems = [(v.page, v.width, f"its claims-ledger tables have {v.layout['ledgers']} body rows; the ledger's papers "
+                                  f"have {expected} entries") for v in views if v.layout["ledgers"] != expected]
+    assert_none("the landing page's claims tables", problems)
 
 
 def test_figure_text_is_legible(survey):
@@ -670,3 +700,78 @@ def test_no_page_names_a_folder_of_the_machine(html_dir):
     home folder): ``tests/test_docs.py``, which tests the detector."""
     from test_docs import assert_no_machine_paths
     assert_no_machine_paths(html_dir)
+
+
+# -- the landing page's first screen, badges, folded blocks ------------------------------------------------------
+
+def _rgb(css: str) -> str | None:
+    """``rgb(r, g, b)`` / ``rgba(r, g, b, a)`` as ``#rrggbb`` (None: fully transparent)."""
+    nums = re.findall(r"[\d.]+", css)
+    if len(nums) < 3 or (len(nums) == 4 and float(nums[3]) == 0):
+        return None
+    return "#" + "".join(f"{round(float(x)):02x}" for x in nums[:3])
+
+
+def test_landing_page_answers_each_paper_in_its_first_screen(survey):
+    """On the landing page, at both widths, as it opens: one item of its first list per paper of the claims ledger,
+    starting with the paper's short name and carrying a verdict badge, and the overview figure, each wholly within the
+    first ``FIRST_SCREEN_PX`` CSS px of the page."""
+    from softmax_icl.book import ledger
+
+    papers = [p["short"] for p in ledger.load(ROOT / "book" / "claims.yml").papers.values()]
+    views = [v for v in survey.views if v.kind == "landing"]
+    assert views, f"the landing page {landing_page()} was not checked"
+    problems = []
+    for v in views:
+        fig = v.seen["overview"]
+        if fig is None or not fig["width"]:
+            problems.append((v.page, v.width, "shows no overview figure (claims_overview.png)"))
+        elif fig["bottom"] > FIRST_SCREEN_PX + SLACK_PX:
+            problems.append((v.page, v.width, f"its overview figure spans {fig['top']:.0f}-{fig['bottom']:.0f} px, "
+                                              f"{fig['bottom'] - FIRST_SCREEN_PX:.0f} px past the first screen"))
+        else:
+            print(f"{v.width} px: overview figure {fig['top']:.0f}-{fig['bottom']:.0f} px")
+        for paper in papers:
+            items = [li for li in v.seen["first_list"] if li["text"].startswith(paper)]
+            if len(items) != 1:
+                problems.append((v.page, v.width, f"has {len(items)} sentences on {paper} in its first list, not one"))
+                continue
+            li = items[0]
+            if not li["badges"]:
+                problems.append((v.page, v.width, f"its sentence on {paper} carries no verdict badge"))
+            if li["bottom"] > FIRST_SCREEN_PX + SLACK_PX:
+                problems.append((v.page, v.width, f"its sentence on {paper} ends at {li['bottom']:.0f} px, past the "
+                                                  f"first screen ({FIRST_SCREEN_PX} px)"))
+            else:
+                print(f"{v.width} px: {paper} {li['top']:.0f}-{li['bottom']:.0f} px")
+    assert_none("the landing page's first screen", problems)
+
+
+def test_badges_read_at_4_5_to_1(survey):
+    """Every badge of every page, at both widths: its text colour against its background (its own, else the nearest
+    opaque ancestor's, else white) at a WCAG 2.1 contrast of at least ``MIN_BADGE_CONTRAST``."""
+    from softmax_icl.book.palette import contrast
+
+    seen, problems = {}, []
+    for v in survey.views:
+        for b in v.seen["badges"]:
+            fg, bg = _rgb(b["color"]), _rgb(b["background"]) or "#ffffff"
+            if fg is None:
+                problems.append((v.page, v.width, f"badge {b['text']!r} has transparent text"))
+                continue
+            ratio = contrast(fg, bg)
+            seen.setdefault(b["text"], set()).add((fg, bg, round(ratio, 2)))
+            if ratio < MIN_BADGE_CONTRAST:
+                problems.append((v.page, v.width, f"badge {b['text']!r}: text {fg} on {bg} at {ratio:.2f}:1"))
+    for text, looks in sorted(seen.items()):
+        print(f"badge {text!r}: " + "; ".join(f"{fg} on {bg} {r}:1" for fg, bg, r in sorted(looks)))
+    assert seen, "no page shows a badge: the check of their contrast checked nothing"
+    assert_none("badges below 4.5:1", problems)
+
+
+def test_folded_blocks_are_no_taller_than_their_title(survey):
+    """As every page opens, at both widths, each folded block of the content column (a closed ``<details>``, a folded
+    dropdown) is at most ``MAX_FOLDED_PX`` CSS px tall: its title, without an empty box under it."""
+    problems = [(v.page, v.width, f"folded block {f['title']!r} is {f['height']:.0f} px tall")
+                for v in survey.views for f in v.seen["folded"] if f["height"] > MAX_FOLDED_PX + SLACK_PX]
+    assert_none(f"folded blocks taller than {MAX_FOLDED_PX} px", problems)

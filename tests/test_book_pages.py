@@ -145,11 +145,11 @@ def test_entries_are_counted_in_four_categories_at_both_scales(tmp_path):
     table = landing_table(book)
     assert table.count("\n* - ") == 4 + 1 and ":class: claims-ledger" in table
     two = next(ev for ev in book.entries if ev.entry.id == "two")
-    assert reason(book, two) == "fails: 1 (required > 0)"
+    assert reason(book, two) == "fails: 1, required > 0"
     four = next(ev for ev in book.entries if ev.entry.id == "four")
-    assert reason(book, four) == "reproduced: first; not reproduced: second"
+    assert reason(book, four) == "reproduced: first; not reproduced: second. r2: 1, required > 0"
     three = next(ev for ev in book.entries if ev.entry.id == "three")
-    assert "(2/3 fresh seed sets agree)" in reason(book, three)
+    assert reason(book, three) == "flips: 1, required > 0 (clears 0 by 1; 2/3 fresh seed sets agree)"
 
 
 def test_every_claim_check_of_the_book_names_a_ledger_entry_that_lists_it():
@@ -309,3 +309,101 @@ def test_a_verdict_that_changes_with_scale_names_its_checks_values_and_the_setti
     assert "0.5 (fails) at the default scale, 2.5 (passes) at the paper scale, required > 0" in text
     assert "`steps` 1000 → 5000 (Adam steps of pretraining" in text
     assert "`d`" not in text and "`profile`" not in text
+
+
+# -- the landing page and the verdict colours ---------------------------------------------------------------------
+
+def test_every_verdict_has_one_colour_whose_text_reads_at_4_5_to_1():
+    """One palette for every verdict (the ledger's categories, "not settled at this training length" and no record):
+    a distinct fill and badge role each, text on the fill at a WCAG contrast of at least 4.5:1, and the stylesheet's
+    verdict block as the palette writes it."""
+    from softmax_icl.book import ledger as lg
+    from softmax_icl.book import palette
+    from softmax_icl.book.pages import BADGE, SHORT
+
+    assert set(lg.CATEGORIES) | {palette.NOT_SETTLED, None} <= set(palette.PALETTE)
+    assert set(palette.VERDICTS) == set(palette.PALETTE) == set(BADGE) == set(SHORT)
+    fills = [c.fill.lower() for c in palette.PALETTE.values()]
+    roles = [c.role for c in palette.PALETTE.values()]
+    assert len(set(fills)) == len(fills) and len(set(roles)) == len(roles)
+    for status, c in palette.PALETTE.items():
+        assert palette.contrast(c.fill, c.text) >= palette.MIN_TEXT_CONTRAST, (status, c)
+    css = (ROOT / "_static" / "book.css").read_text()
+    assert palette.css() in css, "_static/book.css: the verdict colours are stale: run `softmax-icl pages`"
+    for c in palette.PALETTE.values():
+        assert c.fill in palette.css() and c.text in palette.css()
+
+
+def test_contrast_follows_the_wcag_formula():
+    from softmax_icl.book.palette import contrast
+
+    assert contrast("#ffffff", "#000000") == 21.0
+    assert contrast("#777777", "#777777") == 1.0
+    assert round(contrast("#ee9040", "#ffffff"), 2) == 2.41     # the theme's orange with white text fails 4.5
+
+
+def test_clearance_reads_a_comparison_threshold_and_agrees_with_the_verdict():
+    from softmax_icl.book.pages import clearance, decisive
+
+    assert abs(clearance({"value": 4.1, "threshold": "> 1.5 and strictly decreasing", "passed": True}) - 2.6) < 1e-12
+    assert abs(clearance({"value": 0.144, "threshold": "< 0.1", "passed": False}) + 0.044) < 1e-12
+    assert clearance({"value": 0.05, "threshold": "<= 1e-1", "passed": True}) > 0
+    assert clearance({"value": [1, 2], "threshold": "> 0", "passed": True}) is None
+    assert clearance({"value": 1.0, "threshold": "> 0 in every seed", "passed": False}) is None  # other conditions
+    assert clearance({"value": 1.0, "threshold": "at every n: an interval", "passed": True}) is None
+    text = decisive({"id": "x", "title": "the ratio", "value": 0.144, "threshold": "< 0.1", "passed": False},
+                    fresh=(3, 5))
+    assert text == "the ratio: 0.144, required < 0.1 (misses 0.1 by 0.044; 3/5 fresh seed sets agree)"
+
+
+def test_every_row_of_the_landing_tables_names_its_deciding_number_and_threshold():
+    """The committed records: each ledger entry with a record has a "Why" that prints a number and what it was
+    required to be, the tables come one per paper, and the landing page's first lines give one sentence per paper
+    with its headline claim's verdict."""
+    from softmax_icl.book.pages import answer_markdown, by_paper, landing_table, reason
+    from softmax_icl.book.verdicts import BookVerdicts
+
+    book = BookVerdicts.read(ROOT / "book" / "results", FIGURES)
+    for ev in book.entries:
+        if ev.default is None:
+            continue
+        why = reason(book, ev)
+        assert "required" in why and any(ch.isdigit() for ch in why), (ev.entry.id, why)
+    groups = by_paper(book)
+    assert [k for k, _ in groups] == list(book.ledger.papers)
+    table = landing_table(book)
+    assert table.count(":class: claims-ledger") == len(groups)
+    for key, _ in groups:
+        assert f"### {book.ledger.papers[key]['short']}" in table
+    answer = answer_markdown(book).split("```{figure}")[0]
+    bullets = [ln for ln in answer.splitlines() if ln.startswith("* ")]
+    assert len(bullets) == len(groups)
+    for (key, evs), line in zip(groups, bullets):
+        assert book.ledger.papers[key]["short"] in line and "{bdg-" in line and evs[0].entry.label in line
+
+
+def test_overview_figure_fills_its_cells_from_the_palette_and_groups_rows_by_paper(tmp_path):
+    """The overview figure, drawn from the committed records: every verdict it shows is painted in its palette fill,
+    it is as wide as the column, and its rows carry each paper's name once above that paper's entries."""
+    import numpy as np
+    from PIL import Image
+
+    from softmax_icl.book.palette import PALETTE
+    from softmax_icl.book.pages import by_paper, overview_figure
+    from softmax_icl.book.verdicts import BookVerdicts
+    from softmax_icl.plotting import COLUMN_WIDTH_IN
+
+    book = BookVerdicts.read(ROOT / "book" / "results", FIGURES)
+    png = next(p for p in overview_figure(book, tmp_path / "overview") if p.suffix == ".png")
+    with Image.open(png) as img:
+        pixels = np.asarray(img.convert("RGB")).reshape(-1, 3)
+        width_in = float(img.text["width_in"])
+    colours = {tuple(int(c.fill[k:k + 2], 16) for k in (1, 3, 5)) for c in PALETTE.values()}
+    shown = {v.status if v is not None else None for ev in book.entries for v in (ev.default, ev.paper)}
+    for status in shown:
+        fill = tuple(int(PALETTE[status].fill[k:k + 2], 16) for k in (1, 3, 5))
+        assert (pixels == fill).all(axis=1).sum() > 100, f"no cell painted {PALETTE[status].fill} ({status})"
+    assert len(colours) == len(PALETTE)
+    assert abs(width_in - COLUMN_WIDTH_IN) < 0.3            # nothing cut off, nothing sticking out of the column
+    assert [k for k, _ in by_paper(book)] == [k for k in book.ledger.papers if any(
+        ev.entry.paper == k for ev in book.entries)]

@@ -1,24 +1,28 @@
 """Book pages generated from the code and the notebooks' records, so they cannot disagree with them.
 
-* ``book/claims_table.md``: the landing page's table (included by ``book/intro.md``): one row per entry of the claims
-  ledger, its verdict at the default and the paper scale and a one-line reason;
+* ``book/landing_answer.md``: what the landing page (``book/intro.md``) shows first: one sentence per paper with its
+  headline claim's verdict and deciding number, and the overview figure (``book/figures/claims_overview``);
+* ``book/claims_table.md``: the landing page's tables (included by ``book/intro.md``), one per paper: one row per
+  entry of the claims ledger, its verdict at the default and the paper scale and why, with the deciding number;
 * ``book/results_summary.md``: the ledger's claims counted in four categories (reproduced, not reproduced,
   inconclusive, depends on a setting the sources leave open) at both scales, each with its quote, scope, checks and
   baselines; findings and controls apart; every chapter's checks (:mod:`softmax_icl.book.verdicts`).
 * ``book/settings.md``: the settings-and-deviations table, read from the figure registry
-  (:data:`softmax_icl.figures.FIGURES`, handed in) plus the project-wide choices listed here.
+  (:data:`softmax_icl.figures.FIGURES`, handed in) plus the project-wide choices listed here;
+* the verdict colours of ``_static/book.css`` (:mod:`softmax_icl.book.palette`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
+import re
 from collections.abc import Mapping
+from pathlib import Path
 
 from ..profiles import PROFILES, Figure, fmt
 from . import ledger as lg
 from .myst import nobreak
 from .scales import cache_note, scales_markdown
+from .palette import EDGE, NOT_SETTLED, PALETTE, VERDICTS, contrast, css_text
 from .verdicts import BookVerdicts, check_word
 
 #: Where a value comes from, in words a reader understands (``Param.source`` -> text).
@@ -107,13 +111,11 @@ def settings_markdown(registry: Mapping[str, Figure]) -> str:
 
 # -- verdicts: badges, the landing table, the results summary ---------------------------------------------------
 
-#: How each status reads on a page: a sphinx-design badge (muted colours: a claim that does not hold is a result, not
-#: an alarm).
-BADGE = {lg.REPRODUCED: "bdg-success", lg.NOT_REPRODUCED: "bdg-secondary", lg.INCONCLUSIVE: "bdg-warning-line",
-         lg.DEPENDS: "bdg-info", None: "bdg-light"}
-#: The short word of each status in a badge.
+#: How each status reads on a page: the sphinx-design badge role of its colour (:data:`palette.PALETTE`).
+BADGE = {status: c.role for status, c in PALETTE.items()}
+#: The short word of each status in a badge and in the overview figure's cells.
 SHORT = {lg.REPRODUCED: "reproduced", lg.NOT_REPRODUCED: "not reproduced", lg.INCONCLUSIVE: "inconclusive",
-         lg.DEPENDS: "depends on setting", None: "no record"}
+         lg.DEPENDS: "depends on setting", NOT_SETTLED: "not settled", None: "no record"}
 
 
 def badge(status: str | None) -> str:
@@ -143,40 +145,115 @@ def _value_cell(check: dict | None) -> str:
     return f"{_md(fmt(check.get('value')))} (required {_md(_short_threshold(check.get('threshold', '')))})"
 
 
+#: A threshold that opens with a comparison and a number (``> 1.5 and ...``, ``<= 1e-05``): its side and value.
+_THRESHOLD = re.compile(r"\s*(<=|>=|<|>|≤|≥)\s*(-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
+
+
+def clearance(check: dict) -> float | None:
+    """How far a check's value lies on the passing side of its threshold (negative: on the failing side), where the
+    threshold opens with a comparison and a number and the value is one number; else None. None also where the sign
+    disagrees with the recorded verdict (the threshold then has further conditions, e.g. "in every seed")."""
+    m = _THRESHOLD.match(str(check.get("threshold", "")))
+    v = check.get("value")
+    if m is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    t = float(m.group(2))
+    by = float(v) - t if m.group(1) in (">", ">=", "≥") else t - float(v)
+    if check.get("passed") is None:
+        return None
+    return by if (by >= 0) == bool(check.get("passed")) else None
+
+
+def _closeness(check: dict) -> float:
+    """A check's clearance relative to the size of its numbers (smallest: closest to its threshold); a check without
+    one sorts last."""
+    by = clearance(check)
+    if by is None:
+        return float("inf")
+    t = float(_THRESHOLD.match(str(check["threshold"])).group(2))
+    return abs(by) / max(abs(t), abs(float(check["value"])), 1e-300)
+
+
+def _what(check: dict, limit: int = 48) -> str:
+    """What a check's value is, where its statement ends on a short clause saying so ("...; worst mean CE ratio
+    softmax/linear"), else ""."""
+    tail = str(check.get("statement", "")).rsplit("; ", 1)
+    return tail[1].strip() if len(tail) == 2 and 0 < len(tail[1].strip()) <= limit else ""
+
+
+def decisive(check: dict, required: bool = True, fresh: tuple[int, int] | None = None, what: bool = False) -> str:
+    """A check's deciding number: its title, its value (with ``what``: what the value is, :func:`_what`), its
+    threshold (with ``required``) and by how much the value clears or misses it; ``fresh``: (agreeing, all) fresh seed
+    sets, said where they disagree."""
+    by = clearance(check)
+    notes = [] if by is None else [
+        f"{'clears' if by >= 0 else 'misses'} {_THRESHOLD.match(str(check['threshold'])).group(2)} by {fmt(abs(by))}"]
+    if what and _what(check):
+        notes.insert(0, _what(check))
+    if check.get("margin") is not None:
+        notes.append(f"margin {fmt(check['margin'])}")
+    if fresh and fresh[0] < fresh[1]:
+        notes.append(f"{fresh[0]}/{fresh[1]} fresh seed sets agree")
+    return (f"{_title(check)}: {fmt(check.get('value'))}" + (f", required {check.get('threshold')}" if required else "")
+            + (f" ({'; '.join(notes)})" if notes else ""))
+
+
+def _scale_check(book: BookVerdicts, key: str, scale: str):
+    """The check ``key`` at ``scale`` and its fresh seed sets' agreement (default scale only): (check, fresh) or
+    None."""
+    fv, c = book.check(key)
+    if c is None:
+        return None
+    if scale == "paper":
+        c = fv.paper_check(c["id"])
+        return None if c is None else (c, None)
+    fresh = fv.fresh(c)
+    return c, (sum(f == bool(c.get("passed")) for f in fresh), len(fresh))
+
+
+def deciding_checks(book: BookVerdicts, ev, scale: str = "default") -> list[tuple[dict, tuple | None]]:
+    """The checks that decide an entry's verdict at ``scale``: those not reproduced (failing, or unstable over seed
+    sets) where there are any, else the passing check that lies closest to its threshold. Each with its fresh seed
+    sets' agreement (:func:`_scale_check`)."""
+    v = ev.default if scale == "default" else ev.paper
+    if v is None:
+        return []
+    keys = list(ev.entry.all_checks())
+    bad = [k for k, st in v.parts.items() if st != lg.REPRODUCED] if not ev.entry.is_map else \
+        [c for r, st in v.parts.items() if st != lg.REPRODUCED for c in ev.entry.readings[r]]
+    found = [x for x in (_scale_check(book, k, scale) for k in (bad or keys)) if x is not None]
+    if bad:
+        return found
+    return sorted(found, key=lambda x: _closeness(x[0]))[:1]
+
+
 def reason(book: BookVerdicts, ev, scale: str = "default") -> str:
-    """One line on why an entry has its verdict, printed from the records: the failing or unstable checks with
-    their values, the readings each way for a map, else how many checks pass and baselines fail."""
+    """One line on why an entry has its verdict, printed from the records: the deciding checks
+    (:func:`deciding_checks`) with their values, thresholds and by how much they clear or miss them; for a map, the
+    readings each way too; then how many baselines fail."""
     v = ev.default if scale == "default" else ev.paper
     if v is None:
         return "no record at this scale"
-    if v.status == lg.DEPENDS:
+    checks = deciding_checks(book, ev, scale)
+    thresholds = {str(c.get("threshold")) for c, _ in checks}
+    one = len(thresholds) == 1 and len(checks) > 1            # one requirement for all: said once, at the end
+    text = "; ".join(decisive(c, not one, fresh) for c, fresh in checks)
+    if one:
+        text += f" (required {thresholds.pop()})"
+    n_parts = len(v.parts)
+    ok = sum(st == lg.REPRODUCED for st in v.parts.values())
+    if ev.entry.is_map:
         ways = {}
         for r, st in v.parts.items():
             ways.setdefault(st, []).append(r)
-        return "; ".join(f"{SHORT[st]}: {', '.join(rs)}" for st, rs in ways.items())
-    bad = [k for k, st in v.parts.items() if st != lg.REPRODUCED] if not ev.entry.is_map else \
-        [c for r, st in v.parts.items() if st != lg.REPRODUCED for c in ev.entry.readings[r]]
-    if not bad:
-        n_base = sum(len(book.controls_of(k)) for k in ev.entry.all_checks())
-        what = "readings hold" if ev.entry.is_map else ("checks pass" if len(v.parts) > 1 else "check passes")
-        return (f"{len(v.parts)} of {len(v.parts)} {what}"
-                + (f"; {n_base} baseline{'s fail' if n_base != 1 else ' fails'}, as {'they' if n_base != 1 else 'it'} "
-                   "must" if n_base else ""))
-    out, thresholds = [], []
-    for key in bad:
-        fv, c = book.check(key)
-        if c is None:
-            continue
-        if scale == "paper":
-            c = fv.paper_check(c["id"]) or c
-        fresh = fv.fresh(c) if scale == "default" else []
-        agree = sum(f == bool(c.get("passed")) for f in fresh)
-        out.append(f"{_title(c)}: {fmt(c.get('value'))}"
-                   + (f" ({agree}/{len(fresh)} fresh seed sets agree)" if fresh and agree < len(fresh) else ""))
-        thresholds.append(str(c.get("threshold")))
-    if len(set(thresholds)) == 1:                      # one requirement for all: said once
-        return "; ".join(out) + f" (required {thresholds[0]})"
-    return "; ".join(f"{o}, required {t}" for o, t in zip(out, thresholds))
+        head = "; ".join(f"{SHORT[st]}: {' / '.join(rs)}" for st, rs in ways.items())
+        text = head + (f". {text}" if text else "")
+    elif n_parts > 1 and ok == n_parts:
+        text = f"{ok} of {n_parts} checks pass; closest to its threshold: {text}"
+    n_base = sum(len(book.controls_of(k)) for k in ev.entry.all_checks())
+    if n_base and v.status == lg.REPRODUCED:
+        text += f"; {n_base} baseline{'s fail' if n_base != 1 else ' fails'}, as {'they' if n_base != 1 else 'it'} must"
+    return text
 
 
 def scale_difference(book: BookVerdicts, ev) -> str:
@@ -219,70 +296,128 @@ def _entry_ref(e: lg.Entry, text: str) -> str:
     return f"{{ref}}`{_md(text)} <{e.anchor}>`"
 
 
+def by_paper(book: BookVerdicts) -> list[tuple[str, list]]:
+    """The ledger's entries grouped by paper, in the ledger's order of papers: (paper key, entry verdicts)."""
+    return [(key, [ev for ev in book.entries if ev.entry.paper == key]) for key in book.ledger.papers
+            if any(ev.entry.paper == key for ev in book.entries)]
+
+
 def landing_table(book: BookVerdicts) -> str:
-    """The landing page's table: one row per ledger entry, its verdict at both scales and a one-line reason."""
-    rows = ["```{list-table}", ":header-rows: 1", ":class: claims-ledger", ":widths: 36 19 19 26", "",
-            "* - Claim of the papers", "  - Default scale", "  - Paper scale", "  - Why"]
-    for ev in book.entries:
-        e = ev.entry
-        paper = book.ledger.papers[e.paper]["short"]
-        rows += [f"* - {nobreak(e.claim)} ({paper}, {e.figure.get('paper', '')}; {_entry_ref(e, 'details')})",
-                 f"  - {badge(ev.default.status if ev.default else None)}",
-                 f"  - {badge(ev.paper.status if ev.paper else None)}",
-                 f"  - {_md(reason(book, ev))}"]
-    return "\n".join(rows + ["```"])
-
-
-#: Colours of the overview figure's cells, by status (the badges' palette, muted).
-CELL_COLOURS = {lg.REPRODUCED: "#2e7d32", lg.NOT_REPRODUCED: "#6c757d", lg.INCONCLUSIVE: "#b8860b",
-                lg.DEPENDS: "#1565c0", None: "#ffffff"}
+    """The landing page's table, one per paper under its name: one row per ledger entry, its verdict at both scales
+    and why (:func:`reason`)."""
+    out = []
+    for key, evs in by_paper(book):
+        paper = book.ledger.papers[key]
+        out += [f"### {_md(paper['short'])}", "", f"*{_md(paper.get('title', ''))}*", "",
+                "```{list-table}", ":header-rows: 1", ":class: claims-ledger", ":widths: 32 16 16 36", "",
+                "* - Claim of the paper", "  - Default scale", "  - Paper scale", "  - Why"]
+        for ev in evs:
+            e = ev.entry
+            out += [f"* - {nobreak(e.claim)} ({e.figure.get('paper', '')}; {_entry_ref(e, 'details')})",
+                    f"  - {badge(ev.default.status if ev.default else None)}",
+                    f"  - {badge(ev.paper.status if ev.paper else None)}",
+                    f"  - {_md(reason(book, ev))}"]
+        out += ["```", ""]
+    return "\n".join(out).rstrip("\n")
 
 
 def overview_figure(book: BookVerdicts, path: Path) -> list[Path]:
-    """The landing page's figure: every claim of the ledger (rows, grouped by paper) at the default and the paper
-    scale (columns), coloured by verdict; saved as PNG and PDF with the text-size metadata
-    (:func:`softmax_icl.plotting.save`)."""
+    """The landing page's figure: every claim of the ledger (rows, under its paper's name) at the default and the
+    paper scale (columns), each cell filled with its verdict's colour (:data:`palette.PALETTE`) and naming it; as
+    wide as the column and low enough to sit in the landing page's first screen; saved as PNG and PDF with the
+    text-size metadata (:func:`softmax_icl.plotting.save`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch, Rectangle
+    from matplotlib.patches import Rectangle
 
-    from ..plotting import save, use_style
+    from ..plotting import COLUMN_WIDTH_IN, SMALLEST_PT, save, use_style
 
     use_style()
-    evs = book.entries
-    fig, ax = plt.subplots(figsize=(6.4, 0.24 * len(evs) + 1.0))
-    for i, ev in enumerate(evs):
+    groups = by_paper(book)
+    rows = []                                         # (kind, text, entry verdict or None)
+    for key, evs in groups:
+        rows.append(("paper", book.ledger.papers[key]["short"], None))
+        rows += [("entry", ev.entry.label, ev) for ev in evs]
+    row_in = 0.135
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, row_in * len(rows) + 0.08), layout="none")
+    # the labels' column takes what the cells leave: two cells wide enough for their longest word
+    cell_w, label_w = 0.215, 0.57
+    ax.set_position((0, 0, 1, 1))
+    ax.set_xlim(0, 1)
+    ax.set_ylim(len(rows), 0)
+    ax.axis("off")
+    for i, (kind, text, ev) in enumerate(rows):
+        y = i + 0.5
+        if kind == "paper":
+            ax.text(0.005, y + 0.16, text, ha="left", va="center", fontsize=SMALLEST_PT + 1, fontweight="bold")
+            if i == 0:
+                for j, scale in enumerate(("default scale", "paper scale")):
+                    ax.text(label_w + (j + 0.5) * cell_w, y + 0.16, scale, ha="center", va="center",
+                            fontsize=SMALLEST_PT + 1, fontweight="bold")
+            continue
+        ax.text(0.02, y, text, ha="left", va="center", fontsize=SMALLEST_PT)
         for j, v in enumerate((ev.default, ev.paper)):
             st = v.status if v is not None else None
-            ax.add_patch(Rectangle((j, i), 0.96, 0.9, facecolor=CELL_COLOURS[st],
-                                   edgecolor="#999999" if st is None else "none"))
-    ax.set_xlim(0, 2)
-    ax.set_ylim(len(evs), -0.1)
-    ax.set_yticks([i + 0.45 for i in range(len(evs))],
-                  [f"{book.ledger.papers[ev.entry.paper]['short'].split()[0]}: {ev.entry.label}" for ev in evs])
-    ax.set_xticks([0.48, 1.48], ["default scale", "paper scale"])
-    ax.xaxis.tick_top()
-    ax.tick_params(length=0)
-    for side in ax.spines.values():
-        side.set_visible(False)
-    ax.grid(False)
-    ax.legend(handles=[Patch(facecolor=CELL_COLOURS[k], edgecolor="#999999" if k is None else "none", label=SHORT[k])
-                       for k in (*lg.CATEGORIES, None)], loc="upper center", bbox_to_anchor=(0.5, 0.0),
-              ncols=3, frameon=False)
+            c = PALETTE[st]
+            edge = EDGE if contrast(c.fill, "#ffffff") < 3 else c.fill
+            x = label_w + j * cell_w
+            ax.add_patch(Rectangle((x + 0.004, i + 0.06), cell_w - 0.008, 0.88, facecolor=c.fill, edgecolor=edge,
+                                   linewidth=0.6))
+            ax.text(x + cell_w / 2, y, SHORT[st], ha="center", va="center", fontsize=SMALLEST_PT, color=c.text)
     return save(fig, Path(path).parent, Path(path).stem, show=False)
 
 
+def paper_sentence(book: BookVerdicts, key: str, evs: list) -> str:
+    """One sentence on what reproduces of a paper, printed from the records: its headline claim (its first entry in
+    the ledger) with its verdict and deciding number (:func:`deciding_checks`; the threshold where it is a comparison
+    with a number, a longer requirement is the table's), then how many of its claims are reproduced at each scale."""
+    paper = book.ledger.papers[key]
+    head = evs[0]
+    st = {s: (v.status if v is not None else None) for s, v in (("default", head.default), ("paper", head.paper))}
+    verdict = f"{badge(st['default'])} at the default scale" + (
+        "" if st["paper"] == st["default"] else f", {badge(st['paper'])} at the paper scale")
+    number = ""
+    checks = deciding_checks(book, head)
+    if checks:
+        c, fresh = checks[0]
+        c = {k: v for k, v in c.items() if k != "margin"}
+        what, shown = _what(c), dict(c, passed=None)                 # passed=None: no "clears ... by" here
+        numeric = bool(_THRESHOLD.match(str(c.get("threshold", ""))))
+        more = f"{len(checks) - 1} more in the table" if len(checks) > 1 else ""
+        notes = "; ".join(x for x in (what, more) if x)
+        number = (f" — {_md(decisive(shown, numeric, fresh))}" + (f" ({_md(notes)})" if notes else ""))
+    n = len(evs)
+    verdicts = {s: [ev.default if s == "default" else ev.paper for ev in evs] for s in ("default", "paper")}
+    count = {s: sum(v is not None and v.status == lg.REPRODUCED for v in vs) for s, vs in verdicts.items()}
+    missing = {s: sum(v is None for v in vs) for s, vs in verdicts.items()}
+    if missing["default"] == missing["paper"]:
+        note = f" ({missing['default']} without a record)" if missing["default"] else ""
+        counts = (f"{count['default']} of its {n} claims reproduced at the default scale, {count['paper']} at the "
+                  f"paper scale{note}")
+    else:
+        counts = (f"{count['default']} of its {n} claims reproduced at the default scale ({missing['default']} without "
+                  f"a record), {count['paper']} at the paper scale ({missing['paper']} without a record)")
+    return f"**{_md(paper['short'])}**: {verdict} for its headline claim, *{_md(head.entry.label)}*{number}. {counts}."
+
+
+def answer_markdown(book: BookVerdicts) -> str:
+    """What the landing page shows first (``book/landing_answer.md``): one sentence per paper
+    (:func:`paper_sentence`) and the overview figure."""
+    words = ", ".join(f"{SHORT[k]}" for k in VERDICTS)
+    return "\n".join([f"* {paper_sentence(book, key, evs)}" for key, evs in by_paper(book)] + [
+        # dark-light: the dark theme shows the figure as drawn (its colours are the badges'), not dimmed
+        "", "```{figure} figures/claims_overview.png", ":name: fig-claims-overview", ":class: dark-light",
+        ":alt: every claim's verdict at the default and the paper scale, by paper", "",
+        "Every claim of the two papers (rows, by paper) at the default and the paper scale, each cell naming its "
+        f"verdict ({words}); the tables below give each claim's deciding number.", "```"]) + "\n"
+
+
 def landing_markdown(book: BookVerdicts) -> str:
-    """What the landing page includes under its title (``book/claims_table.md``): the headline counts, the table
-    of claims and the overview figure."""
-    return "\n".join(headline(book) + ["", landing_table(book), "",
-                                       "```{figure} figures/claims_overview.png", ":name: fig-claims-overview",
-                                       ":alt: every claim's verdict at the default and the paper scale", "",
-                                       "Every claim of the two papers (rows) at the default and the paper scale: "
-                                       "green reproduced, grey not reproduced, gold inconclusive over seed sets, "
-                                       "blue depends on a setting the sources leave open.", "```"])
+    """The landing page's section on what reproduces (``book/claims_table.md``): the headline counts and the table
+    of claims, by paper."""
+    return "\n".join(headline(book) + ["", landing_table(book)])
 
 
 def headline(book: BookVerdicts) -> list[str]:
@@ -291,8 +426,8 @@ def headline(book: BookVerdicts) -> list[str]:
     audited = [f for f, fv in book.figures.items() if fv.audit]
     sets = sorted({len(fv.audit.get("sets", [])) for fv in book.figures.values() if fv.audit})
     out = []
-    for scale, what in (("default", f"default scale ({'audited with ' + ' or '.join(map(str, sets)) + ' fresh seed sets' if sets else 'not audited'})"),
-                        ("paper", "paper scale (one seed set, not audited)")):
+    audit = f"audited with {' or '.join(map(str, sets))} fresh seed sets" if sets else "not audited"
+    for scale, what in (("default", f"default scale ({audit})"), ("paper", "paper scale (one seed set, not audited)")):
         c = book.counts(scale)
         stale = [f for f, fv in book.figures.items() if fv.paper_note] if scale == "paper" else []
         parts = [f"{c[k]} {SHORT[k] if k != lg.DEPENDS else 'depend on a setting the sources leave open'}"
@@ -338,14 +473,18 @@ def results_markdown(book: BookVerdicts) -> str:
 
 def entry_block(book: BookVerdicts, ev, title: str | None = None, where: bool = True) -> list[str]:
     """One claim folded: the authors' sentence, the scope, each check and its baselines at both scales, the baselines
-    named by the ledger and the findings beyond it. ``title`` of the fold (default: the claim and its verdicts);
+    named by the ledger and the findings beyond it. ``title`` of the fold (default: the entry's label and its
+    verdicts, with the claim in words as the fold's first line);
     ``where``: a link to its chapter's paragraph (not in that paragraph itself)."""
     e = ev.entry
     paper = book.ledger.papers[e.paper]["short"]
-    head = title or (f"{e.claim} — default: {SHORT[ev.default.status if ev.default else None]}, paper: "
+    # folded, the title is all a reader sees: kept to the entry's label and its verdicts, the claim opens the fold
+    head = title or (f"{e.label} — default: {SHORT[ev.default.status if ev.default else None]}, paper: "
                      f"{SHORT[ev.paper.status if ev.paper else None]}")
-    out = [f"`````{{admonition}} {_md(head)}", ":class: dropdown claim-entry", "",
-           f"> {lg.render_quote(e.source.quote)}", ">",
+    out = [f"`````{{admonition}} {_md(head)}", ":class: dropdown claim-entry", ""]
+    if title is None:
+        out += [f"**Claim.** {nobreak(e.claim)}", ""]
+    out += [f"> {lg.render_quote(e.source.quote)}", ">",
            f"> — {paper}, `{e.source.file}` ({_md(e.source.section)})", "",
            f"**Scope.** {_md(e.scope)}", ""] + ([f"**Where.** {_entry_ref(e, 'its chapter')}.", ""] if where else [])
     groups = e.readings.items() if e.is_map else [("", e.checks)]
@@ -355,7 +494,9 @@ def entry_block(book: BookVerdicts, ev, title: str | None = None, where: bool = 
         for key in keys:
             fv, c = book.check(key)
             if c is None:
-                out += [f"* - `{key}`" + (f" ({reading})" if reading else ""), "  - no record", "  - no record"]
+                # the check's id without its chapter (the fold names the chapter), so it fits its column
+                out += [f"* - `{key.split('/', 1)[-1]}`" + (f" ({reading})" if reading else ""), "  - no record",
+                        "  - no record"]
                 continue
             pc = fv.paper_check(c["id"])
             rows = [(c, pc, "")] + [(k, fv.paper_check(k["id"]), "baseline: ") for _, k in book.controls_of(key)]
@@ -369,6 +510,23 @@ def entry_block(book: BookVerdicts, ev, title: str | None = None, where: bool = 
     if e.beyond:
         out += ["**Findings beyond its scope:** " + ", ".join(f"`{b.split('/', 1)[1]}`" for b in e.beyond) + ".", ""]
     return out + ["`````", ""]
+
+
+def chapter_title(book: BookVerdicts, name: str) -> str:
+    """A chapter's title as its page shows it (the first heading of its notebook), else its figure's title."""
+    fig = book.registry.get(name)
+    try:
+        import json
+
+        nb = json.loads((lg.ROOT / "notebooks" / fig.notebook).read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            if cell["cell_type"] == "markdown":
+                for line in "".join(cell["source"]).splitlines():
+                    if line.startswith("# "):
+                        return line[2:].strip()
+    except (AttributeError, OSError, ValueError, KeyError):
+        pass
+    return fig.title if fig is not None else name
 
 
 def findings_block(book: BookVerdicts) -> list[str]:
@@ -388,9 +546,12 @@ def findings_block(book: BookVerdicts) -> list[str]:
     for name, fv in book.figures.items():
         if fv.record is None:
             continue
-        title = book.registry[name].title if name in book.registry else name
-        out += [f"````{{admonition}} Every check of the chapter “{_md(title)}”", ":class: dropdown", "",
-                f"Chapter: {{doc}}`../notebooks/{name}`.", "", "```{list-table}", ":header-rows: 1", ":class: check-table", ":widths: 40 12 28 20", "",
+        title = chapter_title(book, name)
+        # the chapter's title as far as its first colon: a folded block's title stays within two lines
+        out += [f"````{{admonition}} Every check of the chapter “{_md(title.split(': ')[0])}”", ":class: dropdown",
+                "",
+                f"Chapter: {{doc}}`../notebooks/{name}`.", "", "```{list-table}", ":header-rows: 1",
+                ":class: check-table", ":widths: 40 12 28 20", "",
                 "* - Check", "  - Kind", "  - Verdict and value", "  - Fresh seed sets"]
         for c in fv.checks():
             fresh = fv.fresh(c)
@@ -406,21 +567,28 @@ def findings_block(book: BookVerdicts) -> list[str]:
 
 
 def page_texts(book_dir: Path, registry: Mapping[str, Figure]) -> dict[Path, str]:
-    """The generated pages of the book (path -> text), from the figures of ``registry`` and the committed records."""
+    """The generated pages of the book (path -> text), from the figures of ``registry`` and the committed records;
+    with them the stylesheet ``_static/book.css`` beside the book's folder, its verdict colours from
+    :mod:`softmax_icl.book.palette` (where the stylesheet has them or the book's folder is a checkout's)."""
     book_dir = Path(book_dir)
     book = BookVerdicts.read(book_dir / "results", registry)
-    return {book_dir / "settings.md": settings_markdown(registry),
-            book_dir / "claims_table.md": landing_markdown(book) + "\n",
-            book_dir / "results_summary.md": results_markdown(book),
-            book_dir / "scales.md": scales_markdown(book_dir / "results", figures=list(registry),
-                                                    titles={k: f.title for k, f in registry.items()})}
+    pages = {book_dir / "settings.md": settings_markdown(registry),
+             book_dir / "landing_answer.md": answer_markdown(book),
+             book_dir / "claims_table.md": landing_markdown(book) + "\n",
+             book_dir / "results_summary.md": results_markdown(book),
+             book_dir / "scales.md": scales_markdown(book_dir / "results", figures=list(registry),
+                                                     titles={k: f.title for k, f in registry.items()})}
+    css = book_dir.parent / "_static" / "book.css"
+    if css.is_file():
+        pages[css] = css_text(css.read_text(encoding="utf-8"))
+    return pages
 
 
 def write_pages(book_dir: Path, registry: Mapping[str, Figure]) -> list[Path]:
     """Write the generated pages and the landing page's overview figure (``book/figures/claims_overview``)."""
     pages = page_texts(book_dir, registry)
     for path, text in pages.items():
-        path.write_text(text)
+        path.write_text(text, encoding="utf-8")
     figure = overview_figure(BookVerdicts.read(Path(book_dir) / "results", registry),
                              Path(book_dir) / "figures" / "claims_overview")
     return list(pages) + figure
