@@ -1,13 +1,15 @@
 """The statistical design's prospective power, from the seed spread of the records committed before the design.
 
 usage: python tools/design_power.py [--results book/results] [--out book/design_power.json] [--page book/design.md]
+       python tools/design_power.py --page-only   (the page again from the committed power)
 
 For every check of ``book/design.yml`` whose ``spread`` names how the committed record and its seed audit hold the
 statistic ("log" or "identity" of the checks' values), the spread of the check's value over the committed run and the
 audit's fresh seed sets (each of ``seeds`` seeds) gives a per-seed standard deviation (the set-to-set standard
 deviation times the square root of the seeds per set: the values are seed means or close to them); the power and
 false-pass rate of the design's test then follow at the design's seed counts (``softmax_icl.stats.power``). Written
-once, before the records of the design were computed; the page shows it beside the power each committed run achieved.
+once, before the records of the design were computed; later records do not change it (``--page-only`` rewrites the
+page from it).
 """
 
 from __future__ import annotations
@@ -90,9 +92,10 @@ def page(design: dict, power: dict) -> str:
              "the book on pooled seeds: the statistic, its threshold and margin, the rival and the seeds. **The "
              "chapters' verdicts are not yet decided by it**: they still come from each check's own rule, stated in "
              "its chapter and in the claims ledger's scope, on the seeds of one run (with the seed audit's fresh "
-             "sets beside them). Until the pooled-seed rerun applies this design, read its power column as what "
+             "sets beside them). Until the pooled-seed rerun applies this design, read each check's power as what "
              "that rerun can resolve and what it cannot. This page is written from `book/design.yml` (the data the "
-             "package reads, `softmax_icl.book.design`) and the seed spread of the committed records.", "",
+             "package reads, `softmax_icl.book.design`) and the seed spread of the records committed "
+             "before the design.", "",
              "## The rules", "",
              f"* **Seeds.** Seeds are one more batch axis of every figure's sweeps: {seeds['default']} at the default "
              f"profile, {seeds['paper']} at the paper profile. A seed is a pretraining run with its own task stream and "
@@ -128,46 +131,39 @@ def page(design: dict, power: dict) -> str:
              "The prospective power uses the spread of each statistic over the committed run and its five fresh seed "
              "sets before this design (the set-to-set standard deviation times the square root of the seeds per set); "
              "checks whose statistic those records do not hold show none. Where the power at the default seeds is "
-             "below 0.8, the column *seeds for 0.8* says how many seeds the same test would need: such a check is "
+             "below 0.8, *seeds for 0.8* says how many seeds the same test would need: such a check is "
              "expected to be inconclusive, and the book says so rather than widening its margin.", ""]
     by_fig: dict = {}
     for key, e in design["checks"].items():
         by_fig.setdefault(key.split("/", 1)[0], []).append((key, e))
     for fig, entries in by_fig.items():
-        lines += [f"## {fig}", "", "```{list-table}", ":header-rows: 1", ":class: design-table",
-                  ":widths: 18 30 12 12 8 10 10", "",
-                  "* - Check", "  - Statistic per seed (cells)", "  - Test", "  - Margin", "  - Followed",
-                  "  - Power (default / paper)", "  - Seeds for 0.8"]
+        lines += [f"## {fig}", ""]
         for key, e in entries:
             cid = key.split("/", 1)[1]
             metrics = e.get("metrics")
             if metrics:
-                test_txt = "; ".join(f"{n}: {m['test']} {m['threshold']}" for n, m in metrics.items())
-                margin_txt = "; ".join(f"{m['margin']}" for m in metrics.values())
+                test_txt = "; ".join(f"{n}: {m['test']} {m['threshold']}, margin {m['margin']}"
+                                     for n, m in metrics.items())
             else:
-                test_txt = f"{e['test']} {e['threshold']}" + (" (exact)" if e.get("exact") else "")
-                margin_txt = str(e["margin"])
+                test_txt = (f"{e['test']} {e['threshold']}" + (" (exact)" if e.get("exact") else "")
+                            + f", margin {e['margin']}")
             p = power.get(key, {})
             if "power_default" in p:
-                pw = f"{p['power_default']:.2f} / {p['power_paper']:.2f}"
+                pw = f"power {p['power_default']:.2f} at the default seeds, {p['power_paper']:.2f} at the paper's"
                 first = next(iter(metrics.values())) if metrics else e
                 need = seeds_for(stats.Test(first["test"], number(first["threshold"]), number(first["margin"])),
                                  p["sd_per_seed"])
-                need_txt = "" if p["power_default"] >= 0.8 else (str(need) if need <= 10000 else "> 10000")
+                if p["power_default"] < 0.8:
+                    pw += f"; seeds for 0.8: {need if need <= 10000 else '> 10000'}"
             elif "mc_sd" in p:
-                pw, need_txt = f"exact (Monte Carlo sd {p['mc_sd']:.2g})", ""
+                pw = f"exact (Monte Carlo sd {p['mc_sd']:.2g})"
             else:
-                pw, need_txt = "not in earlier records", ""
+                pw = "power: not in earlier records"
             controls = "; ".join(f"*{v}*" for v in (e.get("controls") or {}).values())
-            stat = _cell(e["quantity"]) + f" ({_cell(e['cells'])})"
-            if controls:
-                stat += f". Rival: {_cell(controls)}"
-            lines += [f"* - `{cid}`", f"  - {stat}", f"  - {_cell(test_txt)}", f"  - {_cell(margin_txt)}",
-                      f"  - {'yes' if e['trajectory'] else 'no'}", f"  - {pw}", f"  - {need_txt}"]
-        lines += ["```", ""]
-        lines += ["Why each margin:", ""]
-        for key, e in entries:
-            lines.append(f"* `{key.split('/', 1)[1]}`: {_cell(e['why'])}")
+            lines += [f"* `{cid}`", f"  **Statistic per seed.** {_cell(e['quantity'])} ({_cell(e['cells'])})."
+                      + (f" **Rival.** {_cell(controls)}." if controls else ""),
+                      f"  **Test.** {_cell(test_txt)}; {'followed along training' if e['trajectory'] else 'at the end'}"
+                      f"; {pw}.", f"  **Why this margin.** {_cell(e['why'])}"]
         lines.append("")
     return "\n".join(lines)
 
@@ -178,8 +174,15 @@ def main(argv=None) -> int:
     ap.add_argument("--results", type=Path, default=ROOT / "book" / "results")
     ap.add_argument("--out", type=Path, default=ROOT / "book" / "design_power.json")
     ap.add_argument("--page", type=Path, default=ROOT / "book" / "design.md")
+    ap.add_argument("--page-only", action="store_true",
+                    help="write the page from the power already in --out (the spread of the records the design was "
+                         "fixed on), without reading the records again")
     args = ap.parse_args(argv)
     design = yaml.safe_load(args.design.read_text())
+    if args.page_only:
+        args.page.write_text(page(design, json.loads(args.out.read_text())))
+        print(f"wrote {args.page.relative_to(ROOT)} from {args.out.relative_to(ROOT)}")
+        return 0
     seeds = design["seeds"]
     out = {}
     for key, e in design["checks"].items():
