@@ -82,11 +82,10 @@ def closing_cells(figure: str) -> list[str]:
                    "words, and what the figures show about it. Its verdict is stated once, under the headline figure; "
                    "every check with its baseline is in the folded block at the end of the chapter.")
         out += [f"({e.anchor})=\n### {e.label[0].upper() + e.label[1:]}\n\n{glue_md(f'claim-{e.id}')}" for e in mine]
-    out.append("``````{admonition} Every check, the seed audit and how this page was computed\n"
-               ":class: dropdown checks-appendix\n\nEvery check of this chapter grouped by claim, with its baseline, "
-               "its verdict in the fresh seed sets and at the paper\nscale; then the seed audit and the provenance "
-               "of the run.\n\n" + "\n\n".join(glue_md(k) for k in ("verdicts", "audit", "provenance"))
-               + "\n``````")
+    out.append("**Every check, the seed audit, the provenance** (folded): every check of this chapter grouped by "
+               "claim, with its\nbaseline, its verdict in the fresh seed sets and at the paper scale; then the seed "
+               "audit and the provenance of the\nrun.\n\n``````{container} checks-appendix\n`````{toggle}\n"
+               + "\n\n".join(glue_md(k) for k in ("verdicts", "audit", "provenance")) + "\n`````\n``````")
     return out
 
 
