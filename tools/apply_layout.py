@@ -82,10 +82,11 @@ def closing_cells(figure: str) -> list[str]:
                    "words, and what the figures show about it. Its verdict is stated once, under the headline figure; "
                    "every check with its baseline is in the folded block at the end of the chapter.")
         out += [f"({e.anchor})=\n### {e.label[0].upper() + e.label[1:]}\n\n{glue_md(f'claim-{e.id}')}" for e in mine]
-    out.append("**Every check, the seed audit, the provenance** (folded): every check of this chapter grouped by "
-               "claim, with its\nbaseline, its verdict in the fresh seed sets and at the paper scale; then the seed "
-               "audit and the provenance of the\nrun.\n\n``````{container} checks-appendix\n`````{toggle}\n"
-               + "\n\n".join(glue_md(k) for k in ("verdicts", "audit", "provenance")) + "\n`````\n``````")
+    out.append(('**Every check, the seed audit, the provenance** (folded): every check of this chapter grou'
+                'ped by claim, with its\nbaseline, its verdict in the fresh seed sets and at the paper scale'
+                '; then the seed audit and the provenance of the\nrun.\n\n``````{dropdown} Every check, the se'
+                'ed audit, the provenance\n:class-container: checks-appendix\n:class-body: sd-p-0\n\n')
+               + "\n\n".join(glue_md(k) for k in ("verdicts", "audit", "provenance")) + "\n``````")
     return out
 
 
