@@ -775,3 +775,103 @@ def test_folded_blocks_are_no_taller_than_their_title(survey):
     problems = [(v.page, v.width, f"folded block {f['title']!r} is {f['height']:.0f} px tall")
                 for v in survey.views for f in v.seen["folded"] if f["height"] > MAX_FOLDED_PX + SLACK_PX]
     assert_none(f"folded blocks taller than {MAX_FOLDED_PX} px", problems)
+
+# -- the chapters as a reader finishes them ---------------------------------------------------------------------
+# Each chapter opens with its question, a short answer and its headline figure, is short enough to read to the end,
+# folds its per-check detail into blocks that take little room while closed, and shows no raw notation in its text.
+
+#: A chapter's first figure must start within this many CSS px of the top of the page, at every width.
+FIRST_FIGURE_PX = 900
+#: A chapter is at most this many screens (``HEIGHT`` CSS px each) long at the widest width, as it opens.
+CHAPTER_SCREENS = 12
+#: Notation that MathJax or matplotlib's mathtext should have typeset, written as plain text: a one-letter name with
+#: a subscript (``x_q``, ``M_K``), a caret exponent (``n^(-1/(d+2))``, ``w^2``), a code key of an algorithm
+#: (``kernel_gd``) or a Greek letter spelt out (``tau``).
+RAW_NOTATION = re.compile(r"\b[A-Za-z]_[{(]?[A-Za-z0-9]|\^[-({\w]|\bkernel_gd\b|\b(?:tau|sigma|rho|beta|gamma|eta)\b")
+
+# The height of every folded block of the content column as the page opens (closed), and the text the chapter shows
+# outside code and outside its folded block of checks (whose check statements are the records' own words).
+_CHAPTER_PAGE = r"""
+const column = document.querySelector(arguments[0]);
+if (!column) return {folds: [], texts: []};
+const folds = Array.from(column.querySelectorAll('details:not([open]), .admonition.toggle-hidden, .toggle-hidden'))
+  .map(el => {
+    const box = el.getBoundingClientRect();
+    const title = el.querySelector('summary, .admonition-title') || el;
+    return {height: box.height, text: (title.textContent || '').replace(/\s+/g, ' ').trim().slice(0, 60)};
+  }).filter(f => f.height > 0);
+const skip = 'pre, code, kbd, samp, script, style, textarea, mjx-container, .highlight, .MathJax, .checks-appendix';
+const walker = document.createTreeWalker(column, NodeFilter.SHOW_TEXT);
+const texts = [];
+for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+  const el = n.parentElement;
+  if (el && !el.closest(skip) && n.nodeValue.trim()) texts.push(n.nodeValue);
+}
+return {folds: folds, texts: texts};
+"""
+
+
+def chapter_views(survey) -> list:
+    views = [v for v in survey.views if v.kind == "chapter"]
+    assert views, "no chapter page (notebooks/*.html) was checked"
+    return views
+
+
+def test_chapter_first_figure_within_the_first_screen(survey):
+    """On every chapter page, at both widths, the first image of the content column (the headline figure) starts
+    within ``FIRST_FIGURE_PX`` of the top of the page as it opens: the question and the short answer above it fit
+    in the first screen."""
+    problems = []
+    for v in chapter_views(survey):
+        first = v.seen["first_figure"]
+        if first is None:
+            problems.append((v.page, None, "has no figure"))
+        elif first["top"] >= FIRST_FIGURE_PX:
+            problems.append((v.page, v.width, f"its first figure {first['src']} starts {first['top']:.0f} px below "
+                                              f"the top (limit {FIRST_FIGURE_PX} px)"))
+    assert_none("chapters whose headline figure starts below the first screen", problems)
+
+
+def test_chapter_is_at_most_twelve_screens(survey):
+    """Every chapter page, as it opens at the widest width (folded blocks closed), is at most ``CHAPTER_SCREENS``
+    screens of ``HEIGHT`` CSS px tall."""
+    limit = CHAPTER_SCREENS * HEIGHT
+    problems = [(v.page, v.width, f"is {v.seen['height']} px tall, {v.seen['height'] / HEIGHT:.1f} screens "
+                                  f"(at most {CHAPTER_SCREENS})")
+                for v in chapter_views(survey) if v.width == max(WIDTHS) and v.seen["height"] > limit]
+    assert_none("chapters longer than a reader finishes", problems)
+
+
+def test_chapter_text_has_no_raw_notation(chapter_pages):
+    """No text a chapter page shows outside code and outside its folded block of checks (prose, captions, tables,
+    the answer, the prompts of folded figures) carries notation that should have been typeset (``RAW_NOTATION``:
+    ``x_q``, ``n^(-1/(d+2))``, ``kernel_gd``, ``tau``)."""
+    problems = []
+    for page, width, seen in chapter_pages:
+        raw = [excerpt(t, m) for t in seen["texts"] for m in [RAW_NOTATION.search(t)] if m]
+        if raw:
+            problems.append((page, width, f"{len(raw)} text nodes with raw notation, e.g. {raw[:3]}"))
+    assert_none("raw notation in chapter text", problems)
+
+
+def test_raw_notation_pattern():
+    """``RAW_NOTATION`` finds what the chapters must not show and leaves ordinary prose and file names alone."""
+    for raw in ("query f(x_q)", "theorem's rate n^(-1/(d+2))", "vs kernel_gd", "clustered, tau = 0.5", "M_K"):
+        assert RAW_NOTATION.search(raw), raw
+    for fine in ("book/results/low_rank.json", "softmax-ge-linear", "the kernel GD step", "a taught unit", "τ = 1"):
+        assert not RAW_NOTATION.search(fine), fine
+
+
+@pytest.fixture(scope="module")
+def chapter_pages(html_dir, browser) -> list:
+    """``(page, width, {folds, texts})`` for every chapter page at each width, as it opens: its folded blocks
+    (``{height, text}``, closed) and the text it shows outside code and its folded block of checks."""
+    out = []
+    chapters = [p for p in pages(html_dir) if page_kind(p.relative_to(html_dir).as_posix()) == "chapter"]
+    for width in WIDTHS:
+        set_viewport(browser, width, HEIGHT)
+        for page in chapters:
+            browser.get(page.as_uri())
+            browser.execute_async_script(_INSPECT, COLUMN)
+            out.append((page.relative_to(html_dir).as_posix(), width, browser.execute_script(_CHAPTER_PAGE, COLUMN)))
+    return out

@@ -2,13 +2,16 @@
 softmax_icl.plotting: no wider than the column, at most three panels a row, one legend, no text under 8 pt, and its
 smallest text displayed at 10 CSS px or more in the book's column at both window widths; each chapter's headline
 figure is one row of panels. (About a minute and a half of CPU for the five chapters, most of it their smoke
-computation.)"""
+computation.) No text of a figure (title, label, legend, tick) shows notation that mathtext should typeset.
+"""
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
 import matplotlib
+import matplotlib.text
 
 matplotlib.use("agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -19,6 +22,15 @@ from softmax_icl.book.run import Run  # noqa: E402
 from softmax_icl.figures import FIGURES  # noqa: E402
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "render_figures.py"
+#: Notation outside mathtext's $...$ that it should have typeset: a one-letter name with a subscript (x_q), a caret
+#: exponent (n^(-1/(d+2))), an algorithm's code key (kernel_gd) or a Greek letter spelt out (tau).
+RAW_NOTATION = re.compile(r"\b[A-Za-z]_[{(]?[A-Za-z0-9]|\^[-({\w]|\bkernel_gd\b|\b(?:tau|sigma|rho|beta|gamma|eta)\b")
+
+
+def raw_notation(fig) -> list[str]:
+    """The texts of ``fig`` with raw notation outside their ``$...$`` parts."""
+    texts = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
+    return [t for t in texts if RAW_NOTATION.search(re.sub(r"\$[^$]*\$", "", t))]
 spec = importlib.util.spec_from_file_location("render_figures", TOOL)
 rf = importlib.util.module_from_spec(spec)
 sys.modules["render_figures"] = rf
@@ -33,6 +45,7 @@ def test_every_figure_of_the_chapter_is_made_for_the_column(figure, tmp_path):
     for name, draw in drawers.items():
         fig = draw()
         assert plotting.house_rule_breaches(fig) == [], name
+        assert raw_notation(fig) == [], name
         if name == rf.HEADLINE[figure]:                                 # one row of panels
             assert len({ax.get_subplotspec().rowspan.start for ax in fig.axes if ax.get_subplotspec()}) == 1
         run.savefig(fig, name)
@@ -54,3 +67,14 @@ def test_render_figures_reports_sizes_and_the_screenshot_page(tmp_path):
     assert line.startswith("fig.png: 6.8") and "smallest font 8 pt" in line and "at 705 px" in line
     page = rf.screenshot_page(png, 705)
     assert "width:705px" in page and f"width:{round(plotting.read_png_meta(png)['width_in'] * 110)}px" in page
+
+
+def test_raw_notation_finds_plain_text_notation_only():
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], label="query f(x_q)")
+    ax.plot([0, 1], label=r"query $f(x_q)$")
+    ax.set_title(r"clustered, $\tau$ = 0.5")
+    ax.set_xlabel("n^(-1/(d+2))")
+    ax.legend()
+    assert sorted(raw_notation(fig)) == ["n^(-1/(d+2))", "query f(x_q)"]
+    plt.close(fig)

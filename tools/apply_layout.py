@@ -10,11 +10,13 @@ For each notebook it:
   nothing: the provenance is in the folded "How this page was computed" block);
 * tags the claim-check cell (``# NBVAL_CHECK_OUTPUT`` ... ``print(run.finish())``) ``remove-cell``: nbval still
   executes and compares it, the reader sees the verdicts in the tables instead of a second printout;
-* makes sure the answer (``{glue:md} answer``) follows the title cell;
+* makes sure the short answer (``{glue:md} answer``) follows the title cell, and the rest of it
+  (``{glue:md} answer-details``) the headline figure;
 * makes sure the chapter's closing sections exist, in this order, at the end: one paragraph per claim of the ledger
-  whose chapter this is (label ``(claim-<id>)=``, heading, ``{glue:md} claim-<id>``), every check
-  (``{glue:md} verdicts``), the seed audit (``{glue:md} audit``) and the provenance (``{glue:md} provenance``);
-  and that a ``remove-cell`` code cell after the claim checks glues them (``chapter.glue_chapter``).
+  whose chapter this is (label ``(claim-<id>)=``, heading, ``{glue:md} claim-<id>``), then one folded block with
+  every check (``{glue:md} verdicts``), the seed audit (``{glue:md} audit``) and the provenance
+  (``{glue:md} provenance``); and that a ``remove-cell`` code cell after the claim checks glues them
+  (``chapter.glue_chapter``). The chapter's Summary and Exercises, after the folded block, are the author's.
 
 It leaves everything else as it is (the headline figure and the text are the author's). Cells it inserts have no
 outputs until the notebook is executed again, and the strict book build fails on a glue key until then: re-execute
@@ -76,13 +78,15 @@ def closing_cells(figure: str) -> list[str]:
     mine = [e for e in lg.load().entries if e.chapter == figure]
     out = []
     if mine:
-        out.append("## The claims, one by one\n\nEach claim of the papers tested in this chapter: its verdict at both "
-                   "scales and why, then (folded) the authors' sentence, the scope the book tests, every check with "
-                   "its baseline at both scales.")
+        out.append("## The claims, one by one\n\nEach claim of the papers tested in this chapter, in the authors' "
+                   "words, and what the figures show about it. Its verdict is stated once, under the headline figure; "
+                   "every check with its baseline is in the folded block at the end of the chapter.")
         out += [f"({e.anchor})=\n### {e.label[0].upper() + e.label[1:]}\n\n{glue_md(f'claim-{e.id}')}" for e in mine]
-    out += ["## Every check\n\n" + glue_md("verdicts"),
-            "## Stability under fresh seeds\n\n" + glue_md("audit"),
-            glue_md("provenance")]
+    out.append(('**Every check, the seed audit, the provenance** (folded): every check of this chapter grou'
+                'ped by claim, with its\nbaseline, its verdict in the fresh seed sets and at the paper scale'
+                '; then the seed audit and the provenance of the\nrun.\n\n``````{dropdown} Every check, the se'
+                'ed audit, the provenance\n:class-container: checks-appendix\n:class-body: sd-p-0\n\n')
+               + "\n\n".join(glue_md(k) for k in ("verdicts", "audit", "provenance")) + "\n``````")
     return out
 
 
@@ -112,6 +116,15 @@ def apply(nb: dict, figure: str) -> list[str]:
         else:
             cells.insert(title + 1, _markdown(glue_md("answer")))
             changes.append("answer inserted after the title cell")
+
+    if not any(c["cell_type"] == "markdown" and "{glue:md} answer-details" in _source(c) for c in cells):
+        head = next((i for i, c in enumerate(cells)
+                     if c["cell_type"] == "markdown" and "{glue:figure} headline" in _source(c)), None)
+        if head is None:
+            changes.append("NOT DONE: no headline figure ('{glue:figure} headline') to put the answer's rest under")
+        else:
+            cells.insert(head + 1, _markdown(glue_md("answer-details")))
+            changes.append("answer details inserted after the headline figure")
 
     if not any(c["cell_type"] == "code" and "glue_chapter(" in _source(c) for c in cells):
         finish = [i for i, c in enumerate(cells) if c["cell_type"] == "code" and FINISH_CALL.search(_source(c))]

@@ -98,7 +98,7 @@ def classification_kernel_gd(run: Run) -> Drawers:
     results = sweeps.train(run)
     found = sweeps.search(run)
     evaluation = analysis.evaluate(run, results, found)
-    return {"headline": lambda: plots.plot_headline(run, evaluation),
+    return {"alignment": lambda: plots.plot_alignment_curves(run, evaluation),
             "tasks": lambda: plots.plot_tasks(run),
             "tasks_3d": lambda: plots.plot_tasks_3d(run),
             "linear_vs_gd": lambda: plots.plot_alignment(run, evaluation, "linear"),
@@ -117,7 +117,7 @@ CHAPTERS: dict[str, Callable[[Run], Drawers]] = {
     f.__name__: f for f in (window_adaptation, norm_scaling, generalization, low_rank, classification_kernel_gd)}
 #: Each chapter's headline figure (the one that shows its answer, under the answer at the top of the chapter).
 HEADLINE = {"window_adaptation": "headline", "norm_scaling": "scaling", "generalization": "headline",
-            "low_rank": "headline", "classification_kernel_gd": "headline"}
+            "low_rank": "headline", "classification_kernel_gd": "softmax_vs_linear"}
 
 
 def report_line(path: Path) -> str:

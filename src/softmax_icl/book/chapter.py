@@ -252,37 +252,45 @@ def run_verdicts(run: Any, registry: Mapping[str, Figure]):
 
 
 def answer_markdown(run: Any, registry: Mapping[str, Figure], lead: str = "") -> str:
-    """The chapter's answer, for the top of the page: ``lead`` (two or three sentences with the run's numbers, from
-    the figure's ``summary.lead``) and one line per claim of the papers tested here, with its verdict at both scales,
-    the run's deciding numbers and a link to its paragraph."""
+    """The chapter's short answer, for the top of the page, above its headline figure: ``lead`` (at most three lines
+    with the run's numbers, from the figure's ``answer.short``) in the answer box."""
+    return "\n".join(["````{admonition} The answer", ":class: answer-box", "", lead, "````"])
+
+
+def answer_details_markdown(run: Any, registry: Mapping[str, Figure], lead: str = "") -> str:
+    """The rest of the answer, under the headline figure: ``lead`` (sentences with the run's numbers, from the
+    figure's ``answer.lead``) and one line per claim of the papers tested here, with its verdict at both scales, the
+    run's deciding numbers and a link to its paragraph. This is where the chapter states each claim's verdict."""
     from .pages import badge, reason
 
     book = run_verdicts(run, registry)
-    lines = ["````{admonition} The answer", ":class: answer-box", ""] + ([lead, ""] if lead else [])
+    lines = ([lead, ""] if lead else []) + ["The claims of the papers tested here, at the default and at the paper "
+                                            "scale:", ""]
     for ev in book.entries:
         if not any(k.startswith(run.figure + "/") for k in ev.entry.all_checks()):
             continue
         e = ev.entry
         paper = f"; paper scale {badge(ev.paper.status)}" if ev.paper else ""
-        link = f"{{ref}}`details <{e.anchor}>`" if e.chapter == run.figure else f"{{doc}}`its chapter <{e.chapter}>`"
+        link = f"{{ref}}`why <{e.anchor}>`" if e.chapter == run.figure else f"{{doc}}`its chapter <{e.chapter}>`"
         lines.append(f"* {badge(ev.default.status if ev.default else None)}{paper} **{e.claim}** "
                      f"{_cell(reason(book, ev))} ({link})")
-    return "\n".join(lines + ["````"])
+    return "\n".join(lines)
 
 
 def claim_markdown(run: Any, entry_id: str, registry: Mapping[str, Figure]) -> str:
-    """The paragraph that explains one claim's verdict in its chapter: the verdict at both scales with its reason,
-    then the authors' sentence, the scope, every check with its baselines at both scales (folded)."""
-    from .pages import badge, entry_block, reason, scale_difference
+    """The head of the paragraph that explains one claim in its chapter: the authors' sentence and, where the two
+    scales disagree, why. The verdict itself is stated once, under the headline figure
+    (:func:`answer_details_markdown`); every check with its baselines is in the folded block at the chapter's end."""
+    from .ledger import render_quote
+    from .pages import scale_difference
 
     book = run_verdicts(run, registry)
     ev = next(x for x in book.entries if x.entry.id == entry_id)
-    scales = f"{badge(ev.default.status if ev.default else None)} at the default scale" + (
-        f", {badge(ev.paper.status)} at the paper scale" if ev.paper else "")
+    e = ev.entry
+    paper = book.ledger.papers[e.paper]["short"]
     why = scale_difference(book, ev)
-    return "\n".join([f"{scales}: {_cell(reason(book, ev))}.", ""] + ([_cell(why), ""] if why else [])
-                     + entry_block(book, ev, title="The authors' sentence, the scope, every check at both scales",
-                                   where=False))
+    return "\n".join([f"> {render_quote(e.source.quote)}", ">", f"> — {paper}, `{e.source.file}`"]
+                      + (["", _cell(why)] if why else []))
 
 
 def provenance_markdown(run: Any) -> str:
@@ -304,15 +312,17 @@ def provenance_markdown(run: Any) -> str:
                        "seed, profile and device give the same numbers.", ""] + rows + [""] + stages + ["```", "````"])
 
 
-def glue_chapter(run: Any, registry: Mapping[str, Figure], lead: str = "") -> None:
-    """Glue everything a chapter shows from its run (call after the claim checks): the answer (``answer``), the
-    verdict table (``verdicts``), one paragraph per claim tested here (``claim-<entry id>``), the seed audit
-    (``audit``) and the provenance (``provenance``). ``registry``: the book's figures
-    (:data:`softmax_icl.figures.FIGURES`), whose committed records give a claim's parts in other chapters."""
+def glue_chapter(run: Any, registry: Mapping[str, Figure], lead: str = "", short: str = "") -> None:
+    """Glue everything a chapter shows from its run (call after the claim checks): the short answer above the
+    headline figure (``answer``: ``short``), the rest of it under the figure (``answer-details``: ``lead`` and each
+    claim's verdict), the verdict table (``verdicts``), the head of one paragraph per claim tested here
+    (``claim-<entry id>``), the seed audit (``audit``) and the provenance (``provenance``). ``registry``: the book's
+    figures (:data:`softmax_icl.figures.FIGURES`), whose committed records give a claim's parts in other chapters."""
     from . import ledger as lg
 
     glue_verdicts(run)
-    glue_markdown("answer", answer_markdown(run, registry, lead))
+    glue_markdown("answer", answer_markdown(run, registry, short or lead))
+    glue_markdown("answer-details", answer_details_markdown(run, registry, lead if short else ""))
     for eid in dict.fromkeys(c.ledger for c in run.claims if c.kind == "claim" and c.ledger):
         if lg.load().by_id(eid).chapter == run.figure:
             glue_markdown(f"claim-{eid}", claim_markdown(run, eid, registry))

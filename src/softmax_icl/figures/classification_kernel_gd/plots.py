@@ -13,16 +13,26 @@ from ...classification import tasks as ctasks
 from ...plotting import MODEL_COLORS, QUALITATIVE
 from ...book.run import Run
 from .analysis import Evaluation, ablation, compare, hyperparameters, ratio_maps
-from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, ETA_GRID, MIX_MODELS, Search, label, uniform_task
+from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, ETA_GRID, MIX_MODELS, Search, uniform_task
+from .sweeps import label as _task_label
 
 ALG_COLORS = {"gd": MODEL_COLORS["gd"], "kernel_gd": MODEL_COLORS["kernel_gd"], "exp_fixed": QUALITATIVE[1],
               "linear_norm": QUALITATIVE[5]}
 MIX_COLORS = {"softmax": MODEL_COLORS["softmax"], "linear": MODEL_COLORS["linear"], "linear_sum": QUALITATIVE[4]}
 MIX_LABEL = {"softmax": "softmax SA", "linear": "linear SA (1/n)", "linear_sum": "linear SA, unnormalised"}
-METRIC_LABEL = {"logit_cosine": "cosine of centred logits", "prob_l2": "L2 distance of probabilities",
-                "jacobian_cosine": "cosine of Jacobians ∂ŷ/∂x_q", "argmax_agreement": "argmax agreement"}
+METRIC_LABEL = {"logit_cosine": "cosine of centred logits", "prob_l2": r"$\ell_2$ distance of probabilities",
+                "jacobian_cosine": r"cosine of Jacobians $\partial\hat y/\partial x_q$",
+                "argmax_agreement": "argmax agreement"}
 RATIO_LABEL = "test CE, softmax / linear SA"
 CE_LABEL = "test CE (nats)"
+#: Short names of the algorithms for axis labels and legends (the keys are code names, not for a reader).
+ALG_SHORT = {"gd": "one GD step", "kernel_gd": "kernel GD", "exp_fixed": "exp kernel, fixed rate",
+             "linear_norm": "linear kernel, adaptive rate"}
+
+
+def label(task: tuple) -> str:
+    """A task's name as a figure shows it: the sweep's label with its symbols typeset (mathtext)."""
+    return _task_label(task).replace("tau", r"$\tau$")
 
 
 def task_columns(cfg: dict) -> list[tuple]:
@@ -84,8 +94,8 @@ def plot_tasks_3d(run: Run):
     return fig
 
 
-def plot_headline(run: Run, ev: Evaluation):
-    """The answer: through training, trained linear SA comes to compute one GD step and trained softmax SA kernel
+def plot_alignment_curves(run: Run, ev: Evaluation):
+    """The mechanism: through training, trained linear SA comes to compute one GD step and trained softmax SA kernel
     GD with an adaptive rate (solid: cosine of their centred logits, main setting, seed mean and min-max band), each
     more closely than the other algorithm (dashed, the control)."""
     main = ev.main
@@ -116,8 +126,8 @@ def _scatter_panel(ax, model: str, st_m: dict, st_a: dict, key: str, name: str, 
         hi = 1.05 * max(xm.max(), ya.max())
     ax.plot([0, hi], [0, hi], color="k", lw=0.7, label="diagonal")
     ax.axvline(ya.mean(), color=MODEL_COLORS[model], ls=":", lw=1.2, label=f"mean, {model} SA")
-    ax.axhline(xm.mean(), color=ALG_COLORS[alg], ls=":", lw=1.2, label=f"mean, {alg}")
-    ax.set(xlim=(0, hi), ylim=(0, hi), xlabel=f"{model} SA", ylabel=alg, title=name)
+    ax.axhline(xm.mean(), color=ALG_COLORS[alg], ls=":", lw=1.2, label=f"mean, {ALG_SHORT[alg]}")
+    ax.set(xlim=(0, hi), ylim=(0, hi), xlabel=f"{model} SA", ylabel=ALG_SHORT[alg], title=name)
 
 
 def plot_alignment(run: Run, ev: Evaluation, model: str, seed: int = 0):
@@ -132,8 +142,9 @@ def plot_alignment(run: Run, ev: Evaluation, model: str, seed: int = 0):
     for (m, ls), color in zip(zip(cmetrics.METRICS, ("-", "--", "-.", ":")), QUALITATIVE):
         plotting.band(ax, main.log_steps, main.align[m][:, ks], color, label=METRIC_LABEL[m], ls=ls)
     ax.plot(main.log_steps, main.control["logit_cosine"][:, ks].mean(1), color="0.5", lw=1.2,
-            label=f"logit cosine vs {CONTROL_ALG[model]} (control)")
-    ax.set(xlabel="training step", ylabel="alignment", title=f"(a) vs {ALG[model]} in training", ylim=(-0.05, 1.05))
+            label=f"logit cosine vs {ALG_SHORT[CONTROL_ALG[model]]} (control)")
+    ax.set(xlabel="training step", ylabel="alignment", title=f"(a) vs {ALG_SHORT[ALG[model]]} in training",
+           ylim=(-0.05, 1.05))
     st_m, st_a = main.per_context[ks[min(seed, len(ks) - 1)]]
     sel = np.random.default_rng(0).choice(st_m["ce"].size, size=min(st_m["ce"].size, 1500), replace=False)
     for ax, key, name in zip(axes.flat[1:], ("ce", "p_correct", "entropy"),

@@ -163,7 +163,7 @@ def plot_theory(run: Run, a: GeneralizationAnalysis):
         ax.plot(th.n, th.oracle[f1], "k--", lw=1)
         ns = np.asarray(th.n, dtype=float)
         ax.plot(ns, r.mean(0)[0] * (ns / ns[0]) ** (-1.0 / (th.d + 2)), color="0.5", ls="-.", lw=1,
-                label="theorem's rate n^(-1/(d+2))")
+                label=r"theorem's rate $n^{-1/(d+2)}$")
         ax.set(xscale="log", xlabel="context length n", title=f"d = {th.d}, L' = {th.L_unit[1]:g}")
         plotting.value_ticks(ax, th.n)
         plotting.log_axis(ax)

@@ -1,18 +1,24 @@
-"""The norm-scaling chapter's answer, from its run: two or three sentences with the run's numbers."""
+"""The norm-scaling chapter's answer, from its run: a short answer for above the headline figure (``short``) and the
+sentences that follow it under the figure (``lead``), every number read from the run."""
 
 from __future__ import annotations
 
 from ...book.chapter_text import either
 
 
-def lead(run) -> str:
-    trends = either(run, "norm-grows-with-L",
-                    "The learned window scale $\\|M\\|_2$ ends larger for larger $L$ in all four panels of Fig. 3 (up "
-                    "to where the population optimum saturates; smallest ratio of consecutive norms {v})",
-                    "The learned window scale $\\|M\\|_2$ does not end larger for larger $L$ in every panel (smallest "
-                    "ratio of consecutive norms {v})") + ", and $w$ " + either(
+def short(run) -> str:
+    """The answer in a sentence: the trained window scale against $L$, $\\sigma$ and $n$."""
+    return either(run, "norm-grows-with-L",
+                  "The learned window scale $\\|M\\|_2$ ends larger for larger $L$ in all four panels of Fig. 3 (up "
+                  "to saturation; smallest ratio of consecutive norms {v})",
+                  "The learned window scale $\\|M\\|_2$ does not end larger for larger $L$ in every panel (smallest "
+                  "ratio of consecutive norms {v})") + ", and $w$ " + either(
         run, "w-falls-with-sigma", "falls with $\\sigma$", "does not fall with $\\sigma$ at every step") + " and " + \
         either(run, "w-rises-with-n", "rises with $n$.", "does not rise with $n$ at every step.")
+
+
+def lead(run) -> str:
+    """The rest of the answer: the growth during pretraining, Theorem 3.4's exponent and the covariance lemma."""
     growth = either(run, "growth-rate-orders-with-L",
                     "During pretraining $\\|M\\|_2$ grows faster for larger $L$ (smallest step of the seed-mean growth "
                     "rate {v} per step).",
@@ -27,4 +33,4 @@ def lead(run) -> str:
         run, "covariance-lemma-whitened", "and with whitened tasks the trained $M$ is $\\Sigma^{{-1}}$ up to {v} "
         "(normalised Frobenius distance).", "and with whitened tasks the trained $M$ is {v} from $\\Sigma^{{-1}}$ "
         "(normalised Frobenius distance), beyond the 0.1 required.")
-    return " ".join([trends, growth, theory])
+    return " ".join([growth, theory])

@@ -39,27 +39,39 @@ def _log_log(ax) -> None:
     plotting.log_axis(ax, "y")
 
 
+def highlighted(n: int, k: int = 4) -> list[int]:
+    """Indices of the ``k`` values (of ``n`` in order) drawn in colour: both ends and evenly spaced between."""
+    return sorted(set(np.linspace(0, n - 1, min(k, n)).round().astype(int).tolist()))
+
+
 def plot_training(run: Run, a: Analysis):
     """||M||_2 against pretraining step, one curve per L (seed mean); panels class x input distribution; the
-    triangles at the right edge are each L's population-optimal ||M*||_2."""
+    triangles at the right edge are each L's population-optimal ||M*||_2. Four L values, both ends of the grid and
+    evenly spaced between, are drawn in distinct colours; the others in thin grey (ten shades of one map could not
+    be told apart)."""
     cfg = run.cfg
     Ls = cfg["L_values"]
     fig, axes = plotting.subplots(2, len(cfg["classes"]), row_height=2.4, sharex=True, sharey=True)
-    colors = plotting.sequential(len(Ls))
+    shown = highlighted(len(Ls))
+    colors = dict(zip(shown, plotting.qualitative(len(shown))))
     for ax, (key, cls) in zip(axes.flat, panels(a)):
         u = a.units[key]
-        for L, col, pop in zip(Ls, colors, L_trend(a, key, cls).norm_pop):
+        for i, (L, pop) in enumerate(zip(Ls, L_trend(a, key, cls).norm_pop)):
             idx = u.grid.units(function_class=cls, L=L, sigma=cfg["sigma"])
-            ax.plot(u.steps, u.norm_history[:, idx].mean(1), color=col, label=f"L = {L:g}")
-            ax.plot([u.steps[-1] * 1.02], [pop], marker="<", color=col, ms=5, clip_on=False)
+            col, lw, z = (colors[i], 1.6, 3) if i in colors else ("0.6", 0.8, 2)
+            ax.plot(u.steps, u.norm_history[:, idx].mean(1), color=col, lw=lw, zorder=z,
+                    label=f"$L = {L:g}$" if i in colors else None)
+            ax.plot([u.steps[-1] * 1.02], [pop], marker="<", color=col, ms=5 if i in colors else 3, clip_on=False)
         ax.set(title=f"{cls}, {SETTING_LABEL[SETTING_OF[key]]} inputs")
     plotting.log_axis(axes[0, 0])                    # shared by every panel, once all are drawn
+    if len(shown) < len(Ls):
+        axes[0, 0].plot([], [], color="0.6", lw=0.8, label="other $L$ of the grid")
     axes[0, 0].plot([], [], "<", color="0.3", label="population optimum")
     for ax in axes[:, 0]:
         ax.set_ylabel("‖M‖₂")
     for ax in axes[-1]:
         ax.set_xlabel("pretraining step")
-    plotting.figure_legend(fig, ncols=6)
+    plotting.figure_legend(fig, ncols=3)
     return fig
 
 

@@ -1,4 +1,5 @@
-"""The window chapter's answer, from its run: two or three sentences with the run's numbers."""
+"""The window chapter's answer, from its run: a short answer for above the headline figure (``short``) and the
+sentences that follow it under the figure (``lead``), every number read from the run."""
 
 from __future__ import annotations
 
@@ -6,14 +7,19 @@ from ...book.chapter_text import either, value
 from .analysis import WindowAnalysis
 
 
-def lead(run, a: WindowAnalysis) -> str:
+def short(run, a: WindowAnalysis) -> str:
+    """The answer in a sentence: how far the learned window moves with $L$ and $\\sigma$."""
     L0, L2 = a.settings[0].L, a.settings[2].L
     s_lo, s_hi = a.settings[1].sigma, a.settings[3].sigma
-    window = (f"Pretraining sets the softmax window: its half-width is {value(run, 'window-narrows-with-L')}× as wide "
-              f"at $L = {L0:g}$ as at $L = {L2:g}$, and {value(run, 'window-widens-with-sigma')}× as wide at "
-              f"$\\sigma = {s_hi:g}$ as at $\\sigma = {s_lo:g}$ "
-              + either(run, "window-narrows-with-L", "(narrowing at every step of $L$ in every seed)",
-                       "(but not at every step of $L$ in every seed)") + ".")
+    return (f"Pretraining sets the softmax window: its half-width is {value(run, 'window-narrows-with-L')}× as wide "
+            f"at $L = {L0:g}$ as at $L = {L2:g}$, and {value(run, 'window-widens-with-sigma')}× as wide at "
+            f"$\\sigma = {s_hi:g}$ as at $\\sigma = {s_lo:g}$ "
+            + either(run, "window-narrows-with-L", "(narrowing at every step of $L$ in every seed)",
+                     "(but not at every step of $L$ in every seed)") + ".")
+
+
+def lead(run, a: WindowAnalysis) -> str:
+    """The rest of the answer: the trained window against the tuned one, and softmax against linear attention."""
     oracle = either(run, "softmax-near-oracle",
                     "The trained unit stays within a factor {v} of the Nadaraya–Watson window tuned to each setting "
                     "($n \\ge 16$)", "The trained unit is up to {v}× worse than the Nadaraya–Watson window tuned to "
@@ -26,4 +32,4 @@ def lead(run, a: WindowAnalysis) -> str:
         run, "softmax-beats-linear-every-n", "; it does at every $n$ too.",
         "; over every $n$, down to contexts too short for any window, linear attention is ahead in some cells "
         "(worst ratio {v}).")
-    return " ".join([window, oracle, linear])
+    return " ".join([oracle, linear])

@@ -85,9 +85,9 @@ def plot_tasks(run: Run, a: WindowAnalysis):
     fig, axes = plotting.subplots(2, 2, row_height=2.5, sharex=True)
     for ax, s in zip(axes.flat, a.settings):
         ex = example_context(cfg, s, cfg["eval_seed"], cfg["n_window"])
-        ax.plot(np.degrees(ex["grid"]), ex["f_grid"], color="0.2", lw=1.2, label="f (the task)")
+        ax.plot(np.degrees(ex["grid"]), ex["f_grid"], color="0.2", lw=1.2, label="$f$ (the task)")
         ax.scatter(np.degrees(ex["angle"]), ex["y"], s=8, color="0.45", label="context labels yᵢ")
-        ax.scatter([0], [ex["f_q"]], marker="*", s=90, color="k", zorder=3, label="query f(x_q)")
+        ax.scatter([0], [ex["f_q"]], marker="*", s=90, color="k", zorder=3, label=r"query $f(x_q)$")
         ax.set(title=s.label, ylabel="label", xlim=(-180, 180), xticks=[-180, -90, 0, 90, 180])
     for ax in axes[-1]:
         ax.set_xlabel(ANGLE_LABEL)
