@@ -33,3 +33,13 @@ def test_publish_refuses_a_record_of_another_profile(tmp_path):
     with pytest.raises(ParameterError, match="not 'paper'"):
         publish_records(tmp_path, ["a"], "paper")
     assert not (tmp_path / "book").exists()
+
+
+def test_publish_takes_the_figure_the_books_notebook_glues_as_its_headline(tmp_path):
+    _run(tmp_path, "a", "paper")
+    (tmp_path / "runs/a-paper/figures/a_scaling.png").write_bytes(b"\x89PNG scaling")
+    (tmp_path / "notebooks").mkdir()
+    cell = {"cell_type": "code", "source": ['run.savefig(fig, "scaling", glue="headline")\n']}
+    (tmp_path / "notebooks/a.ipynb").write_text(json.dumps({"cells": [cell]}, indent=1))
+    publish_records(tmp_path, ["a"], "paper")
+    assert (tmp_path / "book/figures/paper/a_headline.png").read_bytes() == b"\x89PNG scaling"
