@@ -7,8 +7,8 @@
 * ``book/results_summary.md``: the ledger's claims counted in four categories (reproduced, not reproduced,
   inconclusive, depends on a setting the sources leave open) at both scales, each with its quote, scope, checks and
   baselines; findings and controls apart; every chapter's checks (:mod:`softmax_icl.book.verdicts`).
-* ``book/settings.md``: the settings-and-deviations table, read from the figure registry
-  (:data:`softmax_icl.figures.FIGURES`, handed in) plus the project-wide choices listed here;
+* ``book/settings.md``: the settings-and-deviations table (:mod:`softmax_icl.book.settings_page`), read from the
+  figure registry (:data:`softmax_icl.figures.FIGURES`, handed in) plus the project-wide choices;
 * the verdict colours of ``_static/book.css`` (:mod:`softmax_icl.book.palette`).
 """
 
@@ -18,104 +18,19 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..profiles import PROFILES, Figure, fmt
+from ..profiles import Figure, fmt
 from . import ledger as lg
 from .myst import nobreak
 from .scales import cache_note, scales_markdown
-from .palette import EDGE, NOT_SETTLED, PALETTE, VERDICTS, contrast, css_text
+from .overview import SHORT, by_paper, overview_figure
+from .palette import PALETTE, VERDICTS, css_text
+from .settings_page import _md, settings_markdown
 from .verdicts import BookVerdicts, check_word
-
-#: Where a value comes from, in words a reader understands (``Param.source`` -> text).
-SOURCES = {
-    "paper": "the paper",
-    "slides": "the authors' slides",
-    "spec": "our choice, fixed before the runs",
-    "chosen": "our choice (the papers are silent)",
-}
-
-#: Choices that hold for every figure: (setting, our choice, where it comes from).
-GENERAL_CHOICES = [
-    ("Label noise", "Gaussian, eps ~ N(0, sigma^2)", "our choice, fixed before the runs"),
-    ("Pretraining", "online: fresh tasks every step; Adam; loss = squared error against the noiseless f(x_q)",
-     "the authors' slides (population loss); online pretraining is our choice"),
-    ("Sweeps", "all configurations of a figure trained as one batched program; configurations with the same "
-     "seed share inputs, task coefficients and noise draws (common random numbers)",
-     "our choice: comparisons across L and sigma are not blurred by sampling noise"),
-    ("Seeds", "separate seeds for initial weights, training data and the fixed evaluation set",
-     "our choice, recorded in every notebook"),
-    ("ICL error", "E[(f_hat(x_q) - f(x_q))^2] on a fixed evaluation set of fresh tasks (noisy context labels, "
-     "noiseless target), >= 10^4 tasks at the default profile", "our choice, fixed before the runs"),
-    ("Linear attention", "weights x_i^T M x_q / n", "the papers; the 1/n normalisation is our choice"),
-    ("Key-query parameterisation", "M = M_K^T M_Q trained from a small random init (scale 0.1)",
-     "the authors' slides (M_K, M_Q); the init is our choice"),
-    ("Nadaraya-Watson oracle", "softmax attention with M = w I, w tuned per test setting on a separate tuning "
-     "set (its own seed), reported on the evaluation set", "beyond the papers (our baseline)"),
-]
-
-
-def _md(x) -> str:
-    """Text for a list-table cell or a heading: word-internal hyphens non-breaking (:func:`nobreak`)."""
-    return nobreak(str(x))
-
-
-def _list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> list[str]:
-    out = ["```{list-table}", ":header-rows: 1", ":class: check-table", ":widths: " + " ".join(map(str, widths)), ""]
-    for r in [header, *rows]:
-        out += [f"* - {r[0]}"] + [f"  - {x}" for x in r[1:]]
-    return out + ["```"]
-
-
-def settings_markdown(registry: Mapping[str, Figure]) -> str:
-    """The page "Settings and deviations": the shared choices, then every parameter of each figure of ``registry``."""
-    out = ["# Settings and deviations", "",
-           "Neither paper's appendix (with its exact hyperparameters) was available, so many settings are ours. "
-           "This page is generated from the code (`softmax_icl.figures` and `softmax_icl.book.pages`), so it always "
-           "shows what the notebooks actually use. *Source* says where a value comes from: "
-           + "; ".join(f"**{t}**" for t in SOURCES.values()) + ". Every figure parameter can be changed with "
-           "`softmax-icl run FIGURE -p NAME VALUE` (or the same name in the notebook's parameters cell), which writes "
-           "to `runs/FIGURE-<profile>-custom/`, never the book; see {doc}`intro`. Each figure's parameters are grouped "
-           "by where their value comes from, with one column per profile (one value where all profiles agree); its "
-           "deviations and the readings of the sources it had to choose are folded under the tables.", "",
-           "## Choices shared by every figure", ""]
-    out += _list_table(["Setting", "Our choice", "Source"], [[_md(a), _md(b), _md(c)] for a, b, c in GENERAL_CHOICES],
-                       [22, 48, 30])
-    for fig in registry.values():
-        out += ["", f"(settings-{fig.name.replace('_', '-')})=", f"## {fig.title}", "",
-                f"Notebook `notebooks/{fig.notebook}` ({fig.paper}). Change any value with "
-                f"`softmax-icl run {fig.name} -p NAME VALUE`.", ""]
-        for source in [*SOURCES, *sorted({p.source for p in fig.params.values()} - set(SOURCES))]:
-            group = {n: p for n, p in fig.params.items() if p.source == source}
-            if not group:
-                continue
-            out += [f"**{_md(SOURCES.get(source, source)).capitalize()}**", ""]
-            same, per_profile = [], []
-            for name, p in group.items():
-                vals = [_md(fmt(p.value(pr))) for pr in PROFILES]
-                if len(set(vals)) > 1:
-                    per_profile.append([f"`{name}`", _md(p.help), *vals])
-                else:
-                    same.append([f"`{name}`", _md(p.help), vals[0]])
-            if same:
-                out += _list_table(["Parameter", "Meaning", "Value (every profile)"], same, [20, 52, 28]) + [""]
-            if per_profile:
-                out += _list_table(["Parameter", "Meaning", *PROFILES], per_profile, [18, 40, 14, 14, 14]) + [""]
-        if fig.notes:
-            out += [f":::{{dropdown}} Deviations and readings ({len(fig.notes)})"] + [f"* {n}" for n in fig.notes]
-            if fig.tolerances:
-                tol = lambda t: "not compared" if t is None else f"relative tolerance {t:g}"  # noqa: E731
-                out += ["", "Regression check (`make test`, `softmax-icl compare`), exceptions to the default "
-                        "tolerance: " + "; ".join(f"`{k}`: {tol(t)}" for k, t in fig.tolerances.items()) + "."]
-            out += [":::"]
-    return "\n".join(out) + "\n"
-
 
 # -- verdicts: badges, the landing table, the results summary ---------------------------------------------------
 
 #: How each status reads on a page: the sphinx-design badge role of its colour (:data:`palette.PALETTE`).
 BADGE = {status: c.role for status, c in PALETTE.items()}
-#: The short word of each status in a badge and in the overview figure's cells.
-SHORT = {lg.REPRODUCED: "reproduced", lg.NOT_REPRODUCED: "not reproduced", lg.INCONCLUSIVE: "inconclusive",
-         lg.DEPENDS: "depends on setting", NOT_SETTLED: "not settled", None: "no record"}
 
 
 def badge(status: str | None) -> str:
@@ -296,12 +211,6 @@ def _entry_ref(e: lg.Entry, text: str) -> str:
     return f"{{ref}}`{_md(text)} <{e.anchor}>`"
 
 
-def by_paper(book: BookVerdicts) -> list[tuple[str, list]]:
-    """The ledger's entries grouped by paper, in the ledger's order of papers: (paper key, entry verdicts)."""
-    return [(key, [ev for ev in book.entries if ev.entry.paper == key]) for key in book.ledger.papers
-            if any(ev.entry.paper == key for ev in book.entries)]
-
-
 def landing_table(book: BookVerdicts) -> str:
     """The landing page's table, one per paper under its name: one row per ledger entry, its verdict at both scales
     and why (:func:`reason`)."""
@@ -319,54 +228,6 @@ def landing_table(book: BookVerdicts) -> str:
                     f"  - {_md(reason(book, ev))}"]
         out += ["```", ""]
     return "\n".join(out).rstrip("\n")
-
-
-def overview_figure(book: BookVerdicts, path: Path) -> list[Path]:
-    """The landing page's figure: every claim of the ledger (rows, under its paper's name) at the default and the
-    paper scale (columns), each cell filled with its verdict's colour (:data:`palette.PALETTE`) and naming it; as
-    wide as the column and low enough to sit in the landing page's first screen; saved as PNG and PDF with the
-    text-size metadata (:func:`softmax_icl.plotting.save`)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-
-    from ..plotting import COLUMN_WIDTH_IN, SMALLEST_PT, save, use_style
-
-    use_style()
-    groups = by_paper(book)
-    rows = []                                         # (kind, text, entry verdict or None)
-    for key, evs in groups:
-        rows.append(("paper", book.ledger.papers[key]["short"], None))
-        rows += [("entry", ev.entry.label, ev) for ev in evs]
-    row_in = 0.135
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, row_in * len(rows) + 0.08), layout="none")
-    # the labels' column takes what the cells leave: two cells wide enough for their longest word
-    cell_w, label_w = 0.215, 0.57
-    ax.set_position((0, 0, 1, 1))
-    ax.set_xlim(0, 1)
-    ax.set_ylim(len(rows), 0)
-    ax.axis("off")
-    for i, (kind, text, ev) in enumerate(rows):
-        y = i + 0.5
-        if kind == "paper":
-            ax.text(0.005, y + 0.16, text, ha="left", va="center", fontsize=SMALLEST_PT + 1, fontweight="bold")
-            if i == 0:
-                for j, scale in enumerate(("default scale", "paper scale")):
-                    ax.text(label_w + (j + 0.5) * cell_w, y + 0.16, scale, ha="center", va="center",
-                            fontsize=SMALLEST_PT + 1, fontweight="bold")
-            continue
-        ax.text(0.02, y, text, ha="left", va="center", fontsize=SMALLEST_PT)
-        for j, v in enumerate((ev.default, ev.paper)):
-            st = v.status if v is not None else None
-            c = PALETTE[st]
-            edge = EDGE if contrast(c.fill, "#ffffff") < 3 else c.fill
-            x = label_w + j * cell_w
-            ax.add_patch(Rectangle((x + 0.004, i + 0.06), cell_w - 0.008, 0.88, facecolor=c.fill, edgecolor=edge,
-                                   linewidth=0.6))
-            ax.text(x + cell_w / 2, y, SHORT[st], ha="center", va="center", fontsize=SMALLEST_PT, color=c.text)
-    return save(fig, Path(path).parent, Path(path).stem, show=False)
 
 
 def paper_sentence(book: BookVerdicts, key: str, evs: list) -> str:
