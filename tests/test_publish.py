@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from softmax_icl.book.cli import publish_records
+from softmax_icl.book.publish import publish_records
 from softmax_icl.profiles import ParameterError
 
 

@@ -231,45 +231,8 @@ def job_device(args) -> str:
     return check_device(args.device)
 
 
-def headline_name(notebook: Path) -> str:
-    """The name under which a chapter saves its headline figure: the ``NAME`` of its
-    ``run.savefig(fig, "NAME", glue="headline")`` (``headline`` when the notebook does not say)."""
-    import re
-
-    text = notebook.read_text() if notebook.is_file() else ""
-    m = re.search(r'savefig\(fig, \\?"(\w+)\\?", glue=\\?"headline\\?"\)', text)
-    return m.group(1) if m else "headline"
-
-
-def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
-    """Copy the records of a ``profile`` build (``runs/<figure>-<profile>/results/``) to ``book/results/<profile>/``,
-    where the page "Results at two scales" reads them (:mod:`softmax_icl.book.scales`), and its headline figure
-    (the one the book's notebook glues as ``headline``: :func:`headline_name`) to
-    ``book/figures/<profile>/<figure>_headline.png``, which the chapter shows
-    beside the default scale's; the book's own records and chapters are not touched."""
-    from ..base import atomic_write_bytes
-    from .scales import PAPER_SUBDIR
-
-    out = []
-    for name in names:
-        run = root / "runs" / f"{name}-{profile}"
-        src = run / "results" / f"{name}.json"
-        rec = json.loads(src.read_text())
-        if rec.get("profile") != profile:
-            raise ParameterError(f"{src} is a record of profile {rec.get('profile')!r}, not {profile!r}")
-        dest = root / "book" / "results" / PAPER_SUBDIR / f"{name}.json"
-        atomic_write_bytes(dest, src.read_bytes())
-        out.append(dest)
-        figure = run / "figures" / f"{name}_{headline_name(root / 'notebooks' / f'{name}.ipynb')}.png"
-        if figure.is_file():
-            fig_dest = root / "book" / "figures" / PAPER_SUBDIR / f"{name}_headline.png"
-            fig_dest.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(fig_dest, figure.read_bytes())
-            out.append(fig_dest)
-    return out
-
-
 def cmd_build(args) -> int:
+    from .publish import publish_records
     from .pages import write_pages
     from .scales import PAPER_SUBDIR
 
