@@ -289,8 +289,10 @@ def claim_markdown(run: Any, entry_id: str, registry: Mapping[str, Figure]) -> s
     e = ev.entry
     paper = book.ledger.papers[e.paper]["short"]
     why = scale_difference(book, ev)
+    fold = ["", "```{dropdown} Why the verdict changes with scale", ":class-container: scale-change", "", _cell(why),
+            "```"]
     return "\n".join([f"> {render_quote(e.source.quote)}", ">", f"> — {paper}, `{e.source.file}`"]
-                      + (["", _cell(why)] if why else []))
+                      + (fold if why else []))
 
 
 def provenance_markdown(run: Any) -> str:

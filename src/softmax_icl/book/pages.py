@@ -168,7 +168,7 @@ def reason(book: BookVerdicts, ev, scale: str = "default") -> str:
     n_base = sum(len(book.controls_of(k)) for k in ev.entry.all_checks())
     if n_base and v.status == lg.REPRODUCED:
         text += f"; {n_base} baseline{'s fail' if n_base != 1 else ' fails'}, as {'they' if n_base != 1 else 'it'} must"
-    return text
+    return typeset(text)
 
 
 def scale_difference(book: BookVerdicts, ev) -> str:
@@ -198,13 +198,22 @@ def scale_difference(book: BookVerdicts, ev) -> str:
         for k in sorted(set(a) | set(b)):
             if k == "profile" or k not in a or k not in b or a[k] == b[k]:
                 continue
-            what = f" ({params[k].help})" if k in params and params[k].help else ""
-            settings.append(f"`{k}` {fmt(a[k])} → {fmt(b[k])}{what}")
-    out = "The verdict changes with scale. " + "; ".join(moved) + "."
+            settings.append(f"`{k}` {fmt(a[k])} → {fmt(b[k])}")
+    out = "The verdict changes with scale. " + "; ".join(typeset(m) for m in moved) + "."
     if settings:
-        out += (" The two runs share their code and differ only in these settings: " + "; ".join(settings) + ". "
-                "The change comes from them or from the paper run's own seeds (one set, not audited).")
+        out += (" The two runs share their code and differ only in these settings (their meanings: "
+                "{doc}`/book/settings`): " + "; ".join(settings) + ". The change comes from them or from the paper "
+                "run's own seeds (one set, not audited).")
     return out
+
+
+#: Greek names the records' words spell out, as the letters a reader expects in running text.
+_GREEK = {"sigma": "σ", "rho": "ρ", "tau": "τ", "beta": "β", "gamma": "γ", "eta": "η"}
+
+
+def typeset(text: str) -> str:
+    """``text`` with the Greek letters the records spell out as names (``L/sigma``, ``rho_2``) written as letters."""
+    return re.sub(r"\b(sigma|rho|tau|beta|gamma|eta)\b", lambda m: _GREEK[m.group(1)], text)
 
 
 def _entry_ref(e: lg.Entry, text: str) -> str:
