@@ -875,3 +875,17 @@ def chapter_pages(html_dir, browser) -> list:
             browser.execute_async_script(_INSPECT, COLUMN)
             out.append((page.relative_to(html_dir).as_posix(), width, browser.execute_script(_CHAPTER_PAGE, COLUMN)))
     return out
+
+
+def test_each_headline_figure_switches_between_the_two_scales(html_dir):
+    """Every chapter's headline figure sits in a tab set with the default scale's figure and the paper scale's image
+    (``book/figures/paper/<figure>_headline.png``, copied by ``softmax-icl build --profile paper --publish``): static
+    HTML, so the switch works offline."""
+    problems = []
+    for page in sorted((html_dir / "notebooks").glob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        if "sd-tab-set" not in text or "Paper scale" not in text or "Default scale" not in text:
+            problems.append(f"{page.name}: no default / paper scale tabs")
+        elif not re.search(rf'<img[^>]+src="[^"]*{re.escape(page.stem)}_headline\.png"', text):
+            problems.append(f"{page.name}: the paper scale's headline image is missing")
+    assert not problems, "\n".join(problems)
