@@ -79,7 +79,7 @@ def key_numbers_table(a: Analysis) -> str:
                          f"{f.fit_pop.slope:.3f}"] + ranges)
     out.append(table(["Against", "Units", "Slope ± s.e.", "Optimum", "Sketch's range", "Slides' range"], rows,
                      title="Log-log slopes of the trained $w$ inside the chosen regime (ReLU, isotropic)",
-                     folded=len(rows) > 8, widths=[15, 8, 20, 15, 21, 21],
+                     folded=len(rows) > 8, widths=[14, 10, 20, 14, 21, 21],
                      note="Descriptive, not a check. Optimum: the slope of the population-optimal $w$ over the same "
                           "settings; the ranges are those of Theorem 3.4 in the sketch's and the slides' versions."))
 
