@@ -27,20 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from softmax_icl import stats  # noqa: E402
+from softmax_icl.book.design import number  # noqa: E402
 
-
-def number(x) -> float:
-    """A design number: a float or ``log(x)``, ``-log(x)``, ``log(a/b)``."""
-    if isinstance(x, (int, float)):
-        return float(x)
-    text = str(x).replace(" ", "")
-    sign = -1.0 if text.startswith("-") else 1.0
-    text = text.lstrip("-")
-    if text.startswith("log(") and text.endswith(")"):
-        inner = text[4:-1]
-        a, _, b = inner.partition("/")
-        return sign * math.log(float(a) / (float(b) if b else 1.0))
-    return sign * float(text)
 
 
 def spread_today(results: Path, key: str, how: str) -> tuple[float, int, int] | None:
