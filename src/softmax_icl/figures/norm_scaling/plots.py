@@ -271,7 +271,7 @@ def plot_trained_vs_optimal(run: Run, a: Analysis):
     fig, axes = plotting.subplots(1, 1, width=0.75, row_height=3.4)
     ax = axes[0, 0]
     for key, mk, lab in (("iso", "o", "isotropic, L and σ sweeps"), ("n", "s", "isotropic, n sweep"),
-                         ("whitened", "^", "whitened, M = w Σ⁻¹"), ("full", "D", "full W_K, W_Q, W_V")):
+                         ("whitened", "^", "whitened, M = w Σ⁻¹"), ("full", "D", r"full $W_K, W_Q, W_V$")):
         uu = units[key]
         wt = uu.w if key != "full" else a.block.w
         cls = np.array([c["function_class"] for c in uu.configs])
@@ -348,8 +348,9 @@ def plot_full(run: Run, a: Analysis):
     d = cfg["d"]
     labels = [f"x{j + 1}" for j in range(d)] + ["y"]
     fig, axes = plotting.subplots(1, 2, row_height=3.0)
-    for ax, A, title in ((axes[0, 0], a.block.A[i], f"W_Kᵀ W_Q ({cfg['classes'][0]}, L = {cfg['full_L'][-1]:g})"),
-                         (axes[0, 1], a.WV[i], "W_V")):
+    kq_title = rf"$W_K^\top W_Q$ ({cfg['classes'][0]}, $L$ = {cfg['full_L'][-1]:g})"
+    for ax, A, title in ((axes[0, 0], a.block.A[i], kq_title),
+                         (axes[0, 1], a.WV[i], r"$W_V$")):
         vmax = np.abs(A).max()
         im = ax.imshow(A, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
         fig.colorbar(im, ax=ax, shrink=0.8)
