@@ -57,15 +57,25 @@ def test_page_sets_profiles_side_by_side(tmp_path):
         "1 of them" in page
     changed = page.split("## Verdicts that change with scale")[1].split("## ")[0]
     assert ": flips" in changed and ": stays" not in changed
-    assert "FAIL (0.9)" in changed and "PASS (1.2)" in changed
+    assert "FAIL (0.9)" in changed and "PASS (1.2)" in changed and "  - > 1" in changed   # the threshold beside
     alpha = page.split("## Alpha chapter")[1].split("## ")[0]
     assert "* - stays (claim)\n  - PASS (2)\n  - PASS (2.5)\n  - > 1" in alpha
     assert "* - flips (claim)\n  - FAIL (0.9)\n  - **PASS (1.2)**" in alpha
     assert "FAIL (as it must)" in alpha and "not in this record" in alpha and "[1, 2, 3, 4, ...]" in alpha
     assert "device `cuda:0`" in alpha and "notebook compute 900 s" in alpha
     assert "peak memory host 1234 MB, cuda 568 MB" in alpha
+    assert "trainer" not in page and "torch" not in page     # how the build ran is the benchmarks' page, not this one
     missing = page.split("## Figures with no paper-profile record")[1]
     assert "**Beta chapter** (`beta`)" in missing and nobreak(DEFAULT_MISSING_REASON) in missing and "alpha" not in missing
+
+
+def test_a_check_with_a_title_is_named_by_it(tmp_path):
+    res = tmp_path / "results"
+    for profile, sub, passed in (("default", "", False), ("paper", "paper/", True)):
+        _write(res / f"{sub}alpha.json", _record(profile, [{**_check("rho-to-zero", passed, 0.2, threshold="< 0.1"),
+                                                            "title": "$\\rho_1 \\to 0$"}]))
+    changed = scales_markdown(res, figures=["alpha"]).split("## Verdicts that change with scale")[1]
+    assert "alpha: $\\rho_1 \\to 0$\n  - claim" in changed and "  - < 0.1" in changed and "rho to zero" not in changed
 
 
 def test_records_of_other_code_are_not_compared(tmp_path):

@@ -62,6 +62,20 @@ def _verdict(check: dict) -> str:
     return word
 
 
+def _name(row: dict) -> str:
+    """A check's name for a table cell: its title where the record gives one, else its id in words."""
+    title = next((c.get("title") for c in (row["default"], row["paper"]) if c is not None and c.get("title")), None)
+    return _md(title) if title else row["id"].replace("-", " ")
+
+
+def _required(row: dict) -> str:
+    """The threshold a check's value must meet; both where the profiles differ."""
+    ca, cb = row["default"], row["paper"]
+    if ca is not None and cb is not None and ca.get("threshold") != cb.get("threshold"):
+        return _md(f"default: {ca.get('threshold')}; paper: {cb.get('threshold')}")
+    return _md((cb or ca).get("threshold", ""))
+
+
 def _checks(record: dict) -> dict[str, dict]:
     return {c["id"]: c for c in record.get("claims", record.get("checks", []))}
 
@@ -93,8 +107,6 @@ def _run_line(label: str, record: dict) -> str:
     prov = record.get("provenance", {})
     seconds = record.get("timings", {}).get("total")
     bits = [f"device `{prov.get('device', '?')}`"]
-    if prov.get("kernel"):
-        bits.append(f"trainer: {prov['kernel']}")
     if seconds is not None:
         bits.append(f"notebook compute {float(seconds):.0f} s{cache_note(record)}")
     peak = prov.get("peak_memory_mb") or {}
@@ -159,12 +171,12 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
 
     if changed:
         out += ["## Verdicts that change with scale", "", "```{list-table}", ":header-rows: 1",
-                ":class: check-table", ":widths: 40 20 20 20", "",
-                "* - Check", "  - Kind", "  - Default", "  - Paper"]
+                ":class: check-table", ":widths: 34 12 18 18 18", "",
+                "* - Check", "  - Kind", "  - Default", "  - Paper", "  - Required"]
         for f, r in changed:
-            out += [f"* - {_md(titles.get(f, f))}: {r['id'].replace('-', ' ')}", f"  - {r['kind']}",
+            out += [f"* - {_md(titles.get(f, f))}: {_name(r)}", f"  - {r['kind']}",
                     f"  - {_verdict(r['default'])} ({_value(r['default'].get('value'))})",
-                    f"  - {_verdict(r['paper'])} ({_value(r['paper'].get('value'))})"]
+                    f"  - {_verdict(r['paper'])} ({_value(r['paper'].get('value'))})", f"  - {_required(r)}"]
         out += ["```", ""]
     elif both:
         out += ["Every check compared has the same verdict at both scales.", ""]
@@ -178,11 +190,8 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
         for r in rows[f]:
             ca, cb = r["default"], r["paper"]
             cell = lambda c: "not in this record" if c is None else f"{_verdict(c)} ({_value(c.get('value'))})"  # noqa: E731
-            required = (cb or ca).get("threshold", "")
-            if ca is not None and cb is not None and ca.get("threshold") != cb.get("threshold"):
-                required = f"default: {ca.get('threshold')}; paper: {cb.get('threshold')}"
-            out += [f"* - {r['id'].replace('-', ' ')} ({r['kind']})", f"  - {cell(ca)}",
-                    f"  - {'**' + cell(cb) + '**' if r['changes'] else cell(cb)}", f"  - {_md(required)}"]
+            out += [f"* - {_name(r)} ({r['kind']})", f"  - {cell(ca)}",
+                    f"  - {'**' + cell(cb) + '**' if r['changes'] else cell(cb)}", f"  - {_required(r)}"]
         out += ["```", "````", ""]
 
     if other_code:
