@@ -27,6 +27,21 @@ def test_settings_page_lists_every_parameter_of_every_figure():
             assert f"`{name}`" in text
 
 
+def test_settings_page_folds_only_our_choices_that_are_the_same_at_every_profile():
+    """What the papers fix and what changes with the scale stay in view; the rest folds under its group."""
+    import re
+
+    from softmax_icl.book.settings_page import FOLDED_WHEN_SAME
+    from softmax_icl.profiles import PROFILES, fmt
+
+    text = settings_markdown(FIGURES)
+    folded = {m for block in re.findall(r":::\{dropdown\} \d+ (?:more|parameters?), the same at every profile\n(.*?)\n:::",
+                                          text, flags=re.S) for m in re.findall(r"^\* - `(\w+)`", block, flags=re.M)}
+    expected = {n for fig in FIGURES.values() for n, p in fig.params.items()
+                if p.source in FOLDED_WHEN_SAME and len({fmt(p.value(pr)) for pr in PROFILES}) == 1}
+    assert folded == expected and folded
+
+
 def test_every_notebook_is_in_the_table_of_contents():
     toc = (ROOT / "_toc.yml").read_text()
     for fig in FIGURES.values():

@@ -16,6 +16,10 @@ SOURCES = {
     "chosen": "our choice (the papers are silent)",
 }
 
+#: Sources whose parameters, where every profile gives them the same value, fold under their group: a reader sees
+#: first what the papers fix and what changes with the scale.
+FOLDED_WHEN_SAME = ("spec", "chosen")
+
 #: Choices that hold for every figure: (setting, our choice, where it comes from).
 GENERAL_CHOICES = [
     ("Label noise", "Gaussian, eps ~ N(0, sigma^2)", "our choice, fixed before the runs"),
@@ -57,8 +61,8 @@ def settings_markdown(registry: Mapping[str, Figure]) -> str:
            + "; ".join(f"**{t}**" for t in SOURCES.values()) + ". Every figure parameter can be changed with "
            "`softmax-icl run FIGURE -p NAME VALUE` (or the same name in the notebook's parameters cell), which writes "
            "to `runs/FIGURE-<profile>-custom/`, never the book; see {doc}`intro`. Each figure's parameters are grouped "
-           "by where their value comes from, with one column per profile (one value where all profiles agree); its "
-           "deviations and the readings of the sources it had to choose are folded under the tables.", "",
+           "by where their value comes from, with one column per profile; our choices that are the same at every "
+           "profile fold under their group, and so do each figure's deviations and readings of the sources.", "",
            "## Choices shared by every figure", ""]
     out += _list_table(["Setting", "Our choice", "Source"], [[_md(a), _md(b), _md(c)] for a, b, c in GENERAL_CHOICES],
                        [22, 48, 30])
@@ -70,7 +74,8 @@ def settings_markdown(registry: Mapping[str, Figure]) -> str:
             group = {n: p for n, p in fig.params.items() if p.source == source}
             if not group:
                 continue
-            out += [f"**{_md(SOURCES.get(source, source)).capitalize()}**", ""]
+            label = _md(SOURCES.get(source, source))
+            out += [f"**{label.capitalize()}**", ""]
             same, per_profile = [], []
             for name, p in group.items():
                 vals = [_md(fmt(p.value(pr))) for pr in PROFILES]
@@ -78,10 +83,14 @@ def settings_markdown(registry: Mapping[str, Figure]) -> str:
                     per_profile.append([f"`{name}`", _md(p.help), *vals])
                 else:
                     same.append([f"`{name}`", _md(p.help), vals[0]])
-            if same:
-                out += _list_table(["Parameter", "Meaning", "Value (every profile)"], same, [20, 52, 28]) + [""]
             if per_profile:
                 out += _list_table(["Parameter", "Meaning", *PROFILES], per_profile, [18, 40, 14, 14, 14]) + [""]
+            if same and source in FOLDED_WHEN_SAME:
+                what = "more" if per_profile else ("parameter" if len(same) == 1 else "parameters")
+                out += [f":::{{dropdown}} {len(same)} {what}, the same at every profile"]
+                out += _list_table(["Parameter", "Meaning", "Value"], same, [20, 52, 28]) + [":::", ""]
+            elif same:
+                out += _list_table(["Parameter", "Meaning", "Value (every profile)"], same, [20, 52, 28]) + [""]
         if fig.notes:
             out += [f":::{{dropdown}} Deviations and readings ({len(fig.notes)})"] + [f"* {n}" for n in fig.notes]
             if fig.tolerances:
