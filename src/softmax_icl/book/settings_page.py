@@ -88,7 +88,7 @@ def settings_markdown(registry: Mapping[str, Figure]) -> str:
             if same and source in FOLDED_WHEN_SAME:
                 what = "more" if per_profile else ("parameter" if len(same) == 1 else "parameters")
                 out += [f":::{{dropdown}} {len(same)} {what}, the same at every profile"]
-                out += _list_table(["Parameter", "Meaning", "Value"], same, [20, 52, 28]) + [":::", ""]
+                out += _list_table(["Parameter", "Meaning", "Value"], same, [25, 47, 28]) + [":::", ""]
             elif same:
                 out += _list_table(["Parameter", "Meaning", "Value (every profile)"], same, [20, 52, 28]) + [""]
         if fig.notes:
