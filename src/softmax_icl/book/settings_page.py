@@ -74,8 +74,7 @@ def settings_markdown(registry: Mapping[str, Figure]) -> str:
             group = {n: p for n, p in fig.params.items() if p.source == source}
             if not group:
                 continue
-            label = _md(SOURCES.get(source, source))
-            out += [f"**{label.capitalize()}**", ""]
+            out += [f"**{_md(SOURCES.get(source, source)).capitalize()}**", ""]
             same, per_profile = [], []
             for name, p in group.items():
                 vals = [_md(fmt(p.value(pr))) for pr in PROFILES]
@@ -85,12 +84,13 @@ def settings_markdown(registry: Mapping[str, Figure]) -> str:
                     same.append([f"`{name}`", _md(p.help), vals[0]])
             if per_profile:
                 out += _list_table(["Parameter", "Meaning", *PROFILES], per_profile, [18, 40, 14, 14, 14]) + [""]
-            if same and source in FOLDED_WHEN_SAME:
-                what = "more" if per_profile else ("parameter" if len(same) == 1 else "parameters")
-                out += [f":::{{dropdown}} {len(same)} {what}, the same at every profile"]
-                out += _list_table(["Parameter", "Meaning", "Value"], same, [25, 47, 28]) + [":::", ""]
-            elif same:
-                out += _list_table(["Parameter", "Meaning", "Value (every profile)"], same, [20, 52, 28]) + [""]
+            if same:
+                # the parameter column is a quarter of the width: a dropdown's padding narrows the table
+                table = _list_table(["Parameter", "Meaning", "Value (every profile)"], same, [25, 47, 28])
+                if source in FOLDED_WHEN_SAME:
+                    what = "more" if per_profile else ("parameter" if len(same) == 1 else "parameters")
+                    table = [f":::{{dropdown}} {len(same)} {what}, the same at every profile", *table, ":::"]
+                out += table + [""]
         if fig.notes:
             out += [f":::{{dropdown}} Deviations and readings ({len(fig.notes)})"] + [f"* {n}" for n in fig.notes]
             if fig.tolerances:
