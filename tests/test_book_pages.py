@@ -113,7 +113,7 @@ claims:
 """
 
 
-def test_entries_are_counted_in_four_categories_at_both_scales(tmp_path):
+def test_entries_are_counted_in_five_categories_at_both_scales(tmp_path):
     """The headline counts ledger entries (not checks): a robust failure makes an entry not reproduced, a verdict
     that flips between seed sets inconclusive, readings that disagree 'depends'; the paper scale counts only records
     of the same code."""
@@ -142,19 +142,19 @@ def test_entries_are_counted_in_four_categories_at_both_scales(tmp_path):
         r["provenance"]["code_fingerprint"] = "same"
         (results / f"{fig}.json").write_text(json.dumps(r))
         r["profile"], r["provenance"]["code_fingerprint"] = "paper", fp
-        r["claims"] = [dict(c, passed=True) for c in r["claims"]]
+        r["claims"] = [c if c.get("kind") == "control" else dict(c, passed=True) for c in r["claims"]]
         (results / "paper" / f"{fig}.json").write_text(json.dumps(r))
     book = BookVerdicts.read(results, {f: FIGURES[f] for f in ("window_adaptation", "low_rank")}, led)
     status = {ev.entry.id: ev.default.status for ev in book.entries}
     assert status == {"one": lg.REPRODUCED, "two": lg.NOT_REPRODUCED, "three": lg.INCONCLUSIVE, "four": lg.DEPENDS}
     assert book.counts("default") == {lg.REPRODUCED: 1, lg.NOT_REPRODUCED: 1, lg.INCONCLUSIVE: 1, lg.DEPENDS: 1,
-                                      "missing": 0}
+                                      lg.NOT_SETTLED: 0, "missing": 0}
     # the low-rank paper record is of other code: not compared, so entries two and four have no paper verdict
     assert book.figures["low_rank"].paper is None and "other code" in book.figures["low_rank"].paper_note
     assert book.counts("paper") == {lg.REPRODUCED: 2, lg.NOT_REPRODUCED: 0, lg.INCONCLUSIVE: 0, lg.DEPENDS: 0,
-                                    "missing": 2}
+                                    lg.NOT_SETTLED: 0, "missing": 2}
     text = "\n".join(headline(book))
-    assert "1 reproduced, 1 not reproduced, 1 inconclusive, 1 depend on a setting the sources leave open" in text
+    assert "1 reproduced, 1 not reproduced, 1 inconclusive, 1 depend on a setting the sources leave open, 0 not settled at this training length" in text
     assert "2 reproduced, 0 not reproduced" in text and "2 without a record" in text
     assert "The paper runs of 1 of 2 chapters were computed by earlier code" in text     # says why, not just "none"
     table = landing_table(book)

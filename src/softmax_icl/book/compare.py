@@ -145,7 +145,7 @@ def compare_records(reference: dict, new: dict, tolerances: dict | None = None) 
             rows.append(Row(f"claims.{cid}.verdict", c["passed"], None, None, False, "check missing in the new record"))
             continue
         n = new_claims[cid]
-        rows.append(Row(f"claims.{cid}.verdict", _verdict(c), _verdict(n), None, c["passed"] == n["passed"]))
+        rows.append(Row(f"claims.{cid}.verdict", _verdict(c), _verdict(n), None, _verdict(c) == _verdict(n)))
         if mask_measured(c.get("statement")) != mask_measured(n.get("statement")):   # printed in the verdict line
             rows.append(Row(f"claims.{cid}.statement", c.get("statement"), n.get("statement"), None, False,
                             "the statement differs (a measured number in it?)"))
@@ -158,6 +158,9 @@ def compare_records(reference: dict, new: dict, tolerances: dict | None = None) 
 
 
 def _verdict(claim: dict) -> str:
+    """PASS / FAIL, or a decided check's status in capitals (INCONCLUSIVE, NOT SETTLED)."""
+    if claim.get("status"):
+        return str(claim["status"]).upper()
     return "PASS" if claim.get("passed") else "FAIL"
 
 

@@ -32,8 +32,12 @@ SOURCES_DIR = ROOT / "sources" / "papers"
 
 REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, DEPENDS = ("reproduced", "not reproduced", "inconclusive",
                                                      "depends on an unspecified setting")
+#: The verdict of a claim whose statistic was still moving towards another verdict at the end of training.
+NOT_SETTLED = "not settled at this training length"
 #: The headline's categories, in the order it lists them.
-CATEGORIES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, DEPENDS)
+CATEGORIES = (REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE, DEPENDS, NOT_SETTLED)
+#: A decided check's status (softmax_icl.stats: pass, fail, inconclusive, not settled) as a ledger status.
+FROM_DECISION = {"pass": REPRODUCED, "fail": NOT_REPRODUCED, "inconclusive": INCONCLUSIVE, "not settled": NOT_SETTLED}
 
 
 @dataclass(frozen=True)
@@ -223,8 +227,12 @@ def quote_found(q: Quote, words: dict[str, str]) -> bool:
 
 # -- verdicts -------------------------------------------------------------------------------------------------
 
-def check_status(passed: bool, audit_sets: list[bool] | None) -> str:
-    """One check: PASS/FAIL in the committed run and, where audited, in every fresh seed set."""
+def check_status(passed: bool, audit_sets: list[bool] | None, status: str | None = None) -> str:
+    """One check. A check decided on its pooled seeds (``status``, :meth:`softmax_icl.book.run.Run.decide`) has the
+    status of its decision, and the audit's seed sets are a robustness display beside it. Any other check: PASS/FAIL
+    in the committed run and, where audited, in every fresh seed set."""
+    if status is not None:
+        return FROM_DECISION[status]
     verdicts = [bool(passed), *(audit_sets or [])]
     if all(verdicts):
         return REPRODUCED
@@ -234,11 +242,14 @@ def check_status(passed: bool, audit_sets: list[bool] | None) -> str:
 
 
 def combine(statuses: list[str]) -> str:
-    """An entry (or a reading) from its checks' statuses: a robust failure wins, then disagreement between seeds."""
+    """An entry (or a reading) from its checks' statuses: a settled failure wins, then a statistic still moving at
+    the end of training, then an undecided test (or disagreement between seed sets)."""
     if not statuses:
         raise ValueError("an entry with no check has no verdict")
     if NOT_REPRODUCED in statuses:
         return NOT_REPRODUCED
+    if NOT_SETTLED in statuses:
+        return NOT_SETTLED
     if INCONCLUSIVE in statuses:
         return INCONCLUSIVE
     return REPRODUCED
@@ -265,7 +276,7 @@ def verdict(entry: Entry, status_of: dict[str, str], partial: bool = False) -> V
         return Verdict(combine(list(parts.values())), parts)
     parts = {r: combine([status_of[c] for c in cs if c in status_of]) for r, cs in entry.readings.items()
              if any(c in status_of for c in cs)}
-    definite = {s for s in parts.values() if s != INCONCLUSIVE}
+    definite = {s for s in parts.values() if s not in (INCONCLUSIVE, NOT_SETTLED)}
     if len(definite) > 1:
         return Verdict(DEPENDS, parts)
     return Verdict(combine(list(parts.values())), parts)

@@ -300,8 +300,8 @@ def headline(book: BookVerdicts) -> list[str]:
     for scale, what in (("default", f"default scale ({audit})"), ("paper", "paper scale (one seed set, not audited)")):
         c = book.counts(scale)
         stale = [f for f, fv in book.figures.items() if fv.paper_note] if scale == "paper" else []
-        parts = [f"{c[k]} {SHORT[k] if k != lg.DEPENDS else 'depend on a setting the sources leave open'}"
-                 for k in lg.CATEGORIES] + ([f"{c['missing']} without a record"] if c["missing"] else [])
+        long = {lg.DEPENDS: "depend on a setting the sources leave open", lg.NOT_SETTLED: lg.NOT_SETTLED}
+        parts = [f"{c[k]} {long.get(k, SHORT[k])}" for k in lg.CATEGORIES] + ([f"{c['missing']} without a record"] if c["missing"] else [])
         out.append(f"* **At the {what}:** {', '.join(parts)} (of {n} claims)." + (
             f" The paper runs of {len(stale)} of {len(book.figures)} chapters were computed by earlier code and are "
             "not counted until they are rerun (see {doc}`scales`)." if stale else ""))

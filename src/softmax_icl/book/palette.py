@@ -22,8 +22,8 @@ from pathlib import Path
 from . import ledger as lg
 
 #: The verdict of a claim whose statistic was still moving towards another verdict at the end of training (the
-#: claims ledger's fifth category, ``book/claims.yml``).
-NOT_SETTLED = "not settled at this training length"
+#: claims ledger's fifth category).
+NOT_SETTLED = lg.NOT_SETTLED
 #: Every verdict a page shows, in the order a legend lists them; ``None``: no record at that scale.
 VERDICTS = (lg.REPRODUCED, lg.NOT_REPRODUCED, lg.INCONCLUSIVE, lg.DEPENDS, NOT_SETTLED, None)
 #: The smallest contrast ratio of a verdict's text on its fill (WCAG 2.1, normal text).

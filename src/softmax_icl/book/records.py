@@ -51,8 +51,11 @@ class Claim:
     scope (the entry lists it under ``beyond``).
     ``title`` is a short name of the check for tables (MyST: ``$...$`` maths allowed); without one, pages use the id.
 
-    One run gives one verdict, PASS or FAIL. Whether a claim of the papers is *reproduced*, *not reproduced* or
-    *inconclusive* is a statement over seeds, so it is not a field of one run's check: the audit
+    A check decided by the statistical design (:meth:`softmax_icl.book.run.Run.decide`) carries its ``status``
+    (pass, fail, inconclusive, not settled) and its evidence (``decision``: seeds, test, threshold, margin, the
+    interval of every cell); its verdict rests on its pooled seeds, and the audit's sets are a display beside it.
+    Any other check: one run gives one verdict, PASS or FAIL. Whether a claim of the papers is *reproduced*, *not
+    reproduced* or *inconclusive* is then a statement over seeds, not a field of one run's check: the audit
     (:mod:`softmax_icl.book.audit`, ``softmax-icl audit``) reruns the figure with fresh seed sets, and a check whose
     verdict is not the same in the committed run and in every fresh set is *inconclusive*
     (:func:`softmax_icl.book.audit.status`); a claim the audit has not rerun keeps its committed verdict.
@@ -69,20 +72,29 @@ class Claim:
     anchor: str | None = None
     ledger: str | None = None
     title: str | None = None
+    #: a check decided by the statistical design (:meth:`softmax_icl.book.run.Run.decide`): "pass", "fail",
+    #: "inconclusive" or "not settled" (:data:`softmax_icl.stats.VERDICTS`); None for a check with one PASS/FAIL
+    status: str | None = None
+    #: its seeds, test, threshold, margin and judged cells (interval, samples, trajectory): the evidence
+    decision: dict | None = None
 
     @property
     def as_expected(self) -> bool:
-        """A claim or finding that holds; a control that fails."""
-        return (not self.passed) if self.kind == "control" else self.passed
+        """A claim or finding that holds; a control that fails (a decided control: whose interval lies wholly on the
+        failing side)."""
+        if self.kind == "control":
+            return self.status == "fail" if self.status is not None else not self.passed
+        return self.passed
 
     def line(self) -> str:
         """The verdict line: what must be the same on every machine (no measured number; see :meth:`value_line`)."""
+        failed = self.status == "fail" if self.status is not None else not self.passed
+        verdict = (self.status or ("pass" if self.passed else "fail")).upper()
         if self.kind == "control":
-            verdict = "FAIL" if not self.passed else "PASS"
-            tag = f" [control of {self.control_of}: " + ("fails, as it must]" if not self.passed else
-                                                         "passes too: the check does not discriminate]")
+            tag = f" [control of {self.control_of}: " + ("fails, as it must]" if failed else
+                                                         "passes too: the check does not discriminate]"
+                                                         if self.passed else "does not fail: it does not discriminate]")
         else:
-            verdict = "PASS" if self.passed else "FAIL"
             tag = " [finding]" if self.kind == "finding" else ""
         return f"{verdict}  {self.id}{tag}: {self.statement} -- required {self.threshold}"
 
@@ -90,6 +102,9 @@ class Claim:
         """The measured value against the threshold (it may differ in its last digits between machines)."""
         return f"{self.id}: {fmt(self.value)} (required {self.threshold})"
 
+
+#: The verdicts of a check decided on seeds (the same as :data:`softmax_icl.stats.VERDICTS`).
+STATUSES = ("pass", "fail", "inconclusive", "not settled")
 
 #: The source of a baseline control: the simplest model that should not pass a claim check, run through it.
 BASELINE_SOURCE = "a baseline that must fail (claims ledger)"
@@ -127,7 +142,8 @@ def check_ledger(figure: str, cid: str, kind: str, entry_id: str | None) -> None
 
 def make_claim(figure: str, id: str, statement: str, value: Any, passed: bool, threshold: str, *, kind: str,
                source: str, control_of: str | None = None, anchor: str | None = None, ledger: str | None = None,
-               title: str | None = None, default_title: str | None = None) -> Claim:
+               title: str | None = None, default_title: str | None = None, status: str | None = None,
+               decision: dict | None = None) -> Claim:
     """One check of ``figure``, validated. ``kind`` ("claim", "finding" or "control") and ``source`` (what it
     tests, quoted briefly, or "beyond the papers") are required (see :class:`Claim`). A claim names its
     ledger entry (``ledger``), which must list it; a finding may name the entry it goes beyond; a control names the
@@ -144,7 +160,12 @@ def make_claim(figure: str, id: str, statement: str, value: Any, passed: bool, t
     if title is None and kind == "control":            # "control: the same for X; ..." -> "X"
         title = statement.split(";")[0].removeprefix("control: ").removeprefix("the same for ").strip()
     title = title or default_title
-    return Claim(id, statement, bool(passed), plain(value), threshold, kind, source, control_of, anchor, ledger, title)
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"status={status!r} is not allowed; allowed values: {', '.join(STATUSES)}")
+    if status is not None and bool(passed) != (status == "pass"):
+        raise ValueError(f"check {id!r}: passed={passed!r} disagrees with status {status!r}")
+    return Claim(id, statement, bool(passed), plain(value), threshold, kind, source, control_of, anchor, ledger, title,
+                 status, None if decision is None else plain(decision))
 
 
 def verdict_lines(claims: list[Claim]) -> str:

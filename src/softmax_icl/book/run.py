@@ -19,12 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+import numpy as np
 import torch
 
+from .. import stats
 from ..base import resolve_device
 from ..plotting import save, use_style
 from ..profiles import Figure, fmt, validate_device
-from . import records
+from . import design, records
 from .cache import cached, code_fingerprint
 from .provenance import default_output_dir, git_revision, provenance, repo_root
 from .registry import resolve
@@ -144,14 +146,48 @@ class Run:
     # -- results -------------------------------------------------------------------------------
     def check(self, id: str, statement: str, value: Any, passed: bool, threshold: str, *, kind: str, source: str,
               control_of: str | None = None, anchor: str | None = None, ledger: str | None = None,
-              title: str | None = None) -> records.Claim:
+              title: str | None = None, status: str | None = None, decision: dict | None = None) -> records.Claim:
         """Record one check (:func:`softmax_icl.book.records.make_claim`: ``kind`` and ``source`` are required, a
         claim names its ledger entry); a check of the same id replaces the earlier one."""
         claim = records.make_claim(self.figure, id, statement, value, passed, threshold, kind=kind, source=source,
                                    control_of=control_of, anchor=anchor, ledger=ledger, title=title,
-                                   default_title=self.titles.get(id))
+                                   default_title=self.titles.get(id), status=status, decision=decision)
         self.claims = [c for c in self.claims if c.id != id] + [claim]
         return claim
+
+    def decide(self, id: str, statement: str, cells, *, kind: str, source: str, control_of: str | None = None,
+               anchor: str | None = None, ledger: str | None = None, title: str | None = None) -> records.Claim:
+        """Record a check decided by the statistical design (``book/design.yml``, :mod:`softmax_icl.stats`).
+
+        ``cells``: label -> per-seed samples of the check's statistic, or label -> ``(samples, steps, means)`` with
+        the statistic's seed mean at the logged training steps (for the settling rule). The test, threshold and
+        margin are the design's for ``id`` (a control takes the test of the check it controls), never the caller's.
+        A check passes when every cell's interval lies on the claim's side of the threshold, fails when one lies
+        wholly on the other side; a control does its job when it fails in every cell (:func:`stats.combine`).
+        The recorded value is the deciding bound of the worst cell (a control: of its best cell)."""
+        entry = design.load().entry(self.figure, control_of or id)
+        if control_of is not None and not design.load().is_control(self.figure, id):
+            raise ValueError(f"{id!r} is not a control of {control_of!r} in the statistical design (book/design.yml)")
+        test = entry.test
+        judged = []
+        for label, x in cells.items():
+            samples, steps, means = (x, None, None) if not isinstance(x, tuple) else x
+            judged.append(stats.Cell(str(label), np.asarray(samples, dtype=np.float64), test,
+                                     None if steps is None else np.asarray(steps),
+                                     None if means is None else np.asarray(means)).judge())
+        if not judged:
+            raise ValueError(f"check {id!r} has no cell to decide")
+        control = kind == "control"
+        status = stats.combine([c["verdict"] for c in judged], control=control)
+        margins = [stats.margin_over_threshold(c) for c in judged]
+        deciding = judged[int(np.argmax(margins) if control else np.argmin(margins))]
+        seeds = sorted({c["n"] for c in judged})
+        decision = {"test": test.kind, "threshold": test.threshold, "margin": test.margin, "alpha": stats.ALPHA,
+                    "seeds": seeds[0] if len(seeds) == 1 else seeds, "design": entry.key,
+                    "margin_over_threshold": stats.margin_over_threshold(deciding), "cells": judged}
+        return self.check(id, statement, stats.worst_bound(deciding), status == stats.PASS, test.text(), kind=kind,
+                          source=source, control_of=control_of, anchor=anchor, ledger=ledger, title=title,
+                          status=status, decision=decision)
 
     def record(self, **numbers: Any) -> None:
         """Key numbers for the machine-readable record."""

@@ -47,14 +47,30 @@ def same_code(a: dict | None, b: dict | None) -> bool:
 def check_word(check: dict, status: str | None = None) -> str:
     """What a single check's verdict means, by its kind: a claim passes or fails, a finding holds or not, a control
     fails as it must or passes (does not discriminate); ``status`` "inconclusive" overrides."""
-    if status == lg.INCONCLUSIVE:
+    if status == lg.INCONCLUSIVE or check.get("status") == "inconclusive":
         return "inconclusive"
+    if status == lg.NOT_SETTLED or check.get("status") == "not settled":
+        return "not settled"
     kind, passed = check.get("kind", "claim"), bool(check.get("passed"))
     if kind == "control":
-        return "fails, as it must" if not passed else "passes: does not discriminate"
+        return "fails, as it must" if control_failed(check) else "passes: does not discriminate"
     if kind == "finding":
         return "holds" if passed else "does not hold"
     return "passes" if passed else "fails"
+
+
+def control_failed(control: dict) -> bool:
+    """Whether a control did its job: a decided control's interval lies wholly on the failing side; any other
+    control's check did not pass."""
+    return control["status"] == "fail" if control.get("status") is not None else not control.get("passed")
+
+
+def _discriminates(check: dict, status: str, checks: list[dict]) -> str:
+    """``status``, or "inconclusive" where a passing check has a control that did not fail."""
+    if status != lg.REPRODUCED:
+        return status
+    controls = [c for c in checks if c.get("control_of") == check["id"]]
+    return lg.INCONCLUSIVE if any(not control_failed(c) for c in controls) else status
 
 
 @dataclass
@@ -108,12 +124,18 @@ class FigureVerdicts:
         return [bool(v) if v is not None else not bool(check.get("passed")) for v in entry["fresh"]]
 
     def status(self, check: dict) -> str:
-        """The ledger status of a check at the book's profile: its verdict here and in every fresh seed set."""
-        return lg.check_status(bool(check.get("passed")), self.fresh(check))
+        """The ledger status of a check at the book's profile: the decision on its pooled seeds, or (a check with one
+        PASS/FAIL) its verdict here and in every fresh seed set; a check whose control does not fail is inconclusive
+        (it does not discriminate)."""
+        st = lg.check_status(bool(check.get("passed")), self.fresh(check), check.get("status"))
+        return _discriminates(check, st, self.checks())
 
     def paper_status(self, cid: str) -> str | None:
         c = self.paper_check(cid)
-        return None if c is None else lg.check_status(bool(c.get("passed")), None)
+        if c is None:
+            return None
+        return _discriminates(c, lg.check_status(bool(c.get("passed")), None, c.get("status")),
+                              self.paper.get("claims", []))
 
 
 @dataclass

@@ -1,0 +1,97 @@
+"""Checks decided by the statistical design: Run.decide, the decided status in records, the ledger's fifth category
+and the rule that a check whose control does not fail is inconclusive."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from softmax_icl import stats
+from softmax_icl.book import design, ledger as lg
+from softmax_icl.book.records import make_claim
+from softmax_icl.figures import FIGURES
+from softmax_icl.book.run import Run
+from softmax_icl.book.verdicts import FigureVerdicts
+
+FIG, CID, CONTROL = "classification_kernel_gd", "softmax-ge-linear-uniform", "softmax-ge-linear-uniform-untrained"
+
+
+@pytest.fixture()
+def run(tmp_path):
+    return Run(FIGURES[FIG], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+
+
+def _samples(shift: float, n: int = 15, sd: float = 0.02) -> np.ndarray:
+    t = design.load().entry(FIG, CID).test
+    return stats.synthetic(n, t.threshold + shift, sd)
+
+
+def test_decide_takes_the_designs_test_and_needs_evidence_to_pass(run):
+    t = design.load().entry(FIG, CID).test
+    kw = dict(kind="claim", source="test", ledger="softmax-ge-linear")
+    ok = run.decide(CID, "no deficit", {"n=100": _samples(-t.margin)}, **kw)
+    assert ok.status == "pass" and ok.passed and ok.decision["seeds"] == 15
+    assert ok.threshold == t.text() and ok.decision["margin"] == t.margin
+    bad = run.decide(CID, "deficit of twice the margin", {"n=100": _samples(+t.margin)}, **kw)
+    assert bad.status == "fail" and not bad.passed
+    # a mean on the threshold with a wide spread: no evidence either way -> inconclusive, never a pass
+    unsure = run.decide(CID, "no evidence", {"n=100": stats.synthetic(3, t.threshold, 0.5)}, **kw)
+    assert unsure.status == "inconclusive" and not unsure.passed
+    assert unsure.line().startswith("INCONCLUSIVE")
+    # every cell must pass; one failing cell fails the check
+    both = run.decide(CID, "two cells", {"a": _samples(-t.margin), "b": _samples(+t.margin)}, **kw)
+    assert both.status == "fail" and both.value == pytest.approx(both.decision["cells"][1]["hi"])
+
+
+def test_a_statistic_still_moving_towards_a_pass_is_not_settled(run):
+    t = design.load().entry(FIG, CID).test
+    x = _samples(+t.margin)                                              # fails at the end of training...
+    steps = np.arange(0, 1001, 100)
+    means = np.linspace(t.threshold + 5 * t.margin, x.mean(), steps.size)   # ...but still falling fast
+    c = run.decide(CID, "moving", {"n=100": (x, steps, means)}, kind="claim", source="test",
+                   ledger="softmax-ge-linear")
+    assert c.status == "not settled" and "last_quarter_change" in c.decision["cells"][0]
+    flat = run.decide(CID, "flat", {"n=100": (x, steps, np.full(steps.size, x.mean()))}, kind="claim",
+                      source="test", ledger="softmax-ge-linear")
+    assert flat.status == "fail"
+
+
+def test_a_control_does_its_job_only_when_it_fails(run):
+    t = design.load().entry(FIG, CID).test
+    kw = dict(kind="control", source="test", control_of=CID)
+    assert run.decide(CONTROL, "rival far worse", {"a": _samples(+t.margin)}, **kw).as_expected
+    c = run.decide(CONTROL, "rival undecided", {"a": stats.synthetic(3, t.threshold, 0.5)}, **kw)
+    assert c.status == "inconclusive" and not c.as_expected and "does not discriminate" in c.line()
+    with pytest.raises(ValueError, match="not a control"):
+        run.decide(CID + "-nope", "x", {"a": _samples(0.0)}, **kw)
+    with pytest.raises(KeyError, match="statistical design"):
+        run.decide("no-such-check", "x", {"a": _samples(0.0)}, kind="finding", source="test")
+
+
+def test_make_claim_rejects_a_status_that_disagrees_with_passed():
+    with pytest.raises(ValueError, match="allowed values"):
+        make_claim(FIG, "x", "s", 1.0, False, "t", kind="finding", source="s", status="maybe")
+    with pytest.raises(ValueError, match="disagrees"):
+        make_claim(FIG, "x", "s", 1.0, True, "t", kind="finding", source="s", status="fail")
+
+
+def test_ledger_orders_the_five_categories():
+    R, N, I, S = lg.REPRODUCED, lg.NOT_REPRODUCED, lg.INCONCLUSIVE, lg.NOT_SETTLED
+    assert lg.combine([R, S, I]) == S and lg.combine([S, N]) == N and lg.combine([R, I]) == I
+    assert lg.check_status(False, [True, True], "not settled") == S       # the decision, not the seed sets
+    assert lg.check_status(True, [False], "pass") == R
+    assert lg.check_status(True, [True, False]) == I                        # an undecided check: the seed sets
+    assert len(lg.CATEGORIES) == 5 and S in lg.CATEGORIES
+
+
+def test_a_passing_check_whose_control_does_not_fail_is_inconclusive():
+    claim = {"id": CID, "kind": "claim", "passed": True, "status": "pass"}
+    for ctrl, want in (({"status": "fail", "passed": False}, lg.REPRODUCED),
+                       ({"status": "inconclusive", "passed": False}, lg.INCONCLUSIVE),
+                       ({"passed": True}, lg.INCONCLUSIVE), ({"passed": False}, lg.REPRODUCED)):
+        control = {"id": CONTROL, "kind": "control", "control_of": CID, **ctrl}
+        fv = FigureVerdicts(FIG, {"claims": [claim, control]})
+        assert fv.status(claim) == want, ctrl
+    assert math.isinf(stats.bounds([1.0])[2])
