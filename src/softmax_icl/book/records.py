@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..base import atomic_write_bytes
+from ..stats import VERDICTS
 from ..profiles import fmt
 from . import ledger
 
@@ -73,7 +74,7 @@ class Claim:
     ledger: str | None = None
     title: str | None = None
     #: a check decided by the statistical design (:meth:`softmax_icl.book.run.Run.decide`): "pass", "fail",
-    #: "inconclusive" or "not settled" (:data:`softmax_icl.stats.VERDICTS`); None for a check with one PASS/FAIL
+    #: "inconclusive" or "not settled" (:data:`STATUSES`); None for a check with one PASS/FAIL
     status: str | None = None
     #: its seeds, test, threshold, margin and judged cells (interval, samples, trajectory): the evidence
     decision: dict | None = None
@@ -103,8 +104,8 @@ class Claim:
         return f"{self.id}: {fmt(self.value)} (required {self.threshold})"
 
 
-#: The verdicts of a check decided on seeds (the same as :data:`softmax_icl.stats.VERDICTS`).
-STATUSES = ("pass", "fail", "inconclusive", "not settled")
+#: The verdicts of a check decided on seeds.
+STATUSES = VERDICTS
 
 #: The source of a baseline control: the simplest model that should not pass a claim check, run through it.
 BASELINE_SOURCE = "a baseline that must fail (claims ledger)"
