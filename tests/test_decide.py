@@ -95,3 +95,22 @@ def test_a_passing_check_whose_control_does_not_fail_is_inconclusive():
         fv = FigureVerdicts(FIG, {"claims": [claim, control]})
         assert fv.status(claim) == want, ctrl
     assert math.isinf(stats.bounds([1.0])[2])
+
+
+def test_a_check_on_several_metrics_needs_every_metric_and_its_rival_fails_on_one(run):
+    """The alignment claims decide on six metrics, each with its own test; the rival that differs only in the rate
+    (the GD step at half its rate) matches on the scale-blind cosine and fails on the loss: it is rejected."""
+    cid, half = "linear-sa-matches-gd-step", "linear-sa-matches-gd-step-half-rate"
+    metrics = design.load().entry(FIG, cid).metrics
+    good = {m: stats.synthetic(15, t.good, 0.005) for m, t in metrics.items()}
+    c = run.decide(cid, "six metrics", good, kind="claim", source="test", ledger="linear-sa-gd-step")
+    assert c.status == "pass" and {x["label"] for x in c.decision["cells"]} == set(metrics)
+    assert all(m in c.threshold for m in metrics)
+    rival = dict(good, loss_rel_diff=stats.synthetic(15, metrics["loss_rel_diff"].bad, 0.005))
+    r = run.decide(half, "half rate", rival, kind="control", source="test", control_of=cid)
+    assert r.status == "fail" and r.as_expected
+    same = run.decide(half, "a rival as good as the claim", good, kind="control", source="test", control_of=cid)
+    assert same.status == "pass" and not same.as_expected
+    with pytest.raises(ValueError, match="decides on the metrics"):
+        run.decide(cid, "one metric missing", {m: v for m, v in good.items() if m != "prob_l2"}, kind="claim",
+                   source="test", ledger="linear-sa-gd-step")

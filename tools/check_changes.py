@@ -36,7 +36,7 @@ def old_record(rev: str, figure: str) -> dict | None:
 def _verdict(c: dict | None) -> str:
     if c is None:
         return "—"
-    word = "PASS" if c.get("passed") else "FAIL"
+    word = (c.get("status") or ("pass" if c.get("passed") else "fail")).upper()
     return f"{word} ({fmt(c.get('value'))})"
 
 

@@ -72,16 +72,37 @@ def _cell(text) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def page(design: dict, power: dict) -> str:
+def decided_checks(results: Path) -> list[str]:
+    """The design keys of the committed default-profile checks decided by the design (their record has a decision)."""
+    out = []
+    for path in sorted(results.glob("*.json")):
+        rec = json.loads(path.read_text())
+        out += [f"{path.stem}/{c['id']}" for c in rec.get("claims", []) if c.get("decision")]
+    return out
+
+
+def _decided_text(decided: list[str]) -> str:
+    if not decided:
+        return ("**The chapters' verdicts are not yet decided by it**: they still come from each check's own rule, "
+                "stated in its chapter and in the claims ledger's scope, on the seeds of one run (with the seed "
+                "audit's fresh sets beside them).")
+    by = {}
+    for key in decided:
+        fig, cid = key.split("/", 1)
+        by.setdefault(fig, []).append(f"`{cid}`")
+    return (f"**{len(decided)} checks are decided by it now**: " + "; ".join(
+        f"in {fig}, {', '.join(ids)}" for fig, ids in by.items()) + ". Every other check still comes from its own "
+        "rule, stated in its chapter and in the claims ledger's scope, on the seeds of one run (with the seed audit's "
+        "fresh sets beside them); read its power below as what the pooled-seed rerun can resolve.")
+
+
+def page(design: dict, power: dict, decided: list[str] = ()) -> str:
     """The design page: the rules, then one table per chapter (statistic, test, threshold, margin, seeds, power)."""
     seeds = design["seeds"]
     lines = ["# Statistical design", "",
              "This page fixes, before any record is computed under it, the test that is to decide each verdict of "
-             "the book on pooled seeds: the statistic, its threshold and margin, the rival and the seeds. **The "
-             "chapters' verdicts are not yet decided by it**: they still come from each check's own rule, stated in "
-             "its chapter and in the claims ledger's scope, on the seeds of one run (with the seed audit's fresh "
-             "sets beside them). Until the pooled-seed rerun applies this design, read each check's power as what "
-             "that rerun can resolve and what it cannot. This page is written from `book/design.yml` (the data the "
+             "the book on pooled seeds: the statistic, its threshold and margin, the rival and the seeds. "
+             + _decided_text(decided) + " This page is written from `book/design.yml` (the data the "
              "package reads, `softmax_icl.book.design`) and the seed spread of the records committed "
              "before the design.", "",
              "## The rules", "",
@@ -168,7 +189,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     design = yaml.safe_load(args.design.read_text())
     if args.page_only:
-        args.page.write_text(page(design, json.loads(args.out.read_text())))
+        args.page.write_text(page(design, json.loads(args.out.read_text()), decided_checks(args.results)))
         print(f"wrote {args.page.relative_to(ROOT)} from {args.out.relative_to(ROOT)}")
         return 0
     seeds = design["seeds"]
@@ -191,7 +212,7 @@ def main(argv=None) -> int:
         out[key] = row
     args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     if args.page is not None:
-        args.page.write_text(page(design, out))
+        args.page.write_text(page(design, out, decided_checks(args.results)))
     have = sum("power_default" in r for r in out.values())
     print(f"wrote {args.out.relative_to(ROOT)}: prospective power for {have} of {len(out)} checks")
     low = [(k, r["power_default"]) for k, r in out.items() if r.get("power_default", 1) < 0.8]

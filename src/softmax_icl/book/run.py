@@ -164,28 +164,38 @@ class Run:
         margin are the design's for ``id`` (a control takes the test of the check it controls), never the caller's.
         A check passes when every cell's interval lies on the claim's side of the threshold, fails when one lies
         wholly on the other side; a control does its job when it fails in every cell (:func:`stats.combine`).
+        A check whose design names several ``metrics`` takes one cell per metric, labelled by its name, each with
+        that metric's test; it passes only when every metric passes, and its control does its job when the same
+        conjunction fails (a rival that misses one metric is told apart from the claim).
         The recorded value is the deciding bound of the worst cell (a control: of its best cell)."""
         entry = design.load().entry(self.figure, control_of or id)
         if control_of is not None and not design.load().is_control(self.figure, id):
             raise ValueError(f"{id!r} is not a control of {control_of!r} in the statistical design (book/design.yml)")
-        test = entry.test
+        if entry.metrics and set(map(str, cells)) != set(entry.metrics):
+            raise ValueError(f"check {id!r} decides on the metrics {', '.join(entry.metrics)}; got cells "
+                             f"{', '.join(map(str, cells))}")
+        test = None if entry.metrics else entry.test
         judged = []
         for label, x in cells.items():
             samples, steps, means = (x, None, None) if not isinstance(x, tuple) else x
-            judged.append(stats.Cell(str(label), np.asarray(samples, dtype=np.float64), test,
+            judged.append(stats.Cell(str(label), np.asarray(samples, dtype=np.float64),
+                                     test or entry.test_for(str(label)),
                                      None if steps is None else np.asarray(steps),
                                      None if means is None else np.asarray(means)).judge())
         if not judged:
             raise ValueError(f"check {id!r} has no cell to decide")
-        control = kind == "control"
+        control = kind == "control" and not entry.metrics
         status = stats.combine([c["verdict"] for c in judged], control=control)
         margins = [stats.margin_over_threshold(c) for c in judged]
         deciding = judged[int(np.argmax(margins) if control else np.argmin(margins))]
+        test = test or entry.test_for(deciding["label"])
         seeds = sorted({c["n"] for c in judged})
         decision = {"test": test.kind, "threshold": test.threshold, "margin": test.margin, "alpha": stats.ALPHA,
                     "seeds": seeds[0] if len(seeds) == 1 else seeds, "design": entry.key,
                     "margin_over_threshold": stats.margin_over_threshold(deciding), "cells": judged}
-        return self.check(id, statement, stats.worst_bound(deciding), status == stats.PASS, test.text(), kind=kind,
+        required = test.text() if not entry.metrics else "every metric: " + "; ".join(
+            f"{m} {t.text()}" for m, t in entry.metrics.items())
+        return self.check(id, statement, stats.worst_bound(deciding), status == stats.PASS, required, kind=kind,
                           source=source, control_of=control_of, anchor=anchor, ledger=ledger, title=title,
                           status=status, decision=decision)
 

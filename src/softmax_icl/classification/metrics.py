@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 
@@ -60,6 +62,26 @@ def alignment_metrics(logits_a, logits_b, jac_a=None, jac_b=None, class_mask=Non
     if jac_a is not None and jac_b is not None:
         out["jacobian_cosine"] = _cos(jac_a.flatten(-2), jac_b.flatten(-2))
     return out
+
+
+#: The metrics the alignment checks decide on (the statistical design): the two scale-blind ones and the captions'
+#: per-context panels (b)-(d) with the probability distance, which see a per-context scale.
+MATCH_METRICS = ("logit_cosine", "argmax_agreement", "loss_rel_diff", "prob_correct_diff", "entropy_diff", "prob_l2")
+
+
+def match_metrics(logits_a, logits_b, label) -> dict:
+    """How closely predictor ``a`` matches ``b`` over contexts (logits (B, C), one class count): the means of the
+    centred-logit cosine, argmax agreement and probability L2 distance, the mean |loss difference| over the mean loss
+    of ``b``, the mean |difference of the probability of the correct class| and the mean |entropy difference| over
+    log C (floats)."""
+    al = alignment_metrics(logits_a, logits_b)
+    sa, sb = per_context_stats(logits_a, label), per_context_stats(logits_b, label)
+    log_c = math.log(logits_a.shape[-1])
+    return {"logit_cosine": float(al["logit_cosine"].mean()), "argmax_agreement": float(al["argmax_agreement"].mean()),
+            "loss_rel_diff": float((sa["ce"] - sb["ce"]).abs().mean() / sb["ce"].mean()),
+            "prob_correct_diff": float((sa["p_correct"] - sb["p_correct"]).abs().mean()),
+            "entropy_diff": float((sa["entropy"] - sb["entropy"]).abs().mean() / log_c),
+            "prob_l2": float(al["prob_l2"].mean())}
 
 
 def per_context_stats(logits, label, class_mask=None) -> dict:

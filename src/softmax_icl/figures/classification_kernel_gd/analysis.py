@@ -68,6 +68,8 @@ class MainEval:
     final_control: tuple                 # the same against the control algorithm
     implied: tuple                       # per unit: its algorithm at the hyperparameters read off its weights
     read_off: dict
+    match: tuple = ()                    # per unit: rival -> the six match metrics on the evaluation set
+    match_history: dict = None           # metric -> (T, K): the six metrics against the unit's own algorithm
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class Evaluation:
     main: MainEval
     readings: UnitTable
     readings_untrained: UnitTable        # the readings' softmax units at initialisation, as model "untrained"
+    trajectory: Trajectory               # the readings at the captions' n through training (settling rule)
     extras: UnitTable
     shapes: UnitTable
     mixture: UnitTable
@@ -103,22 +106,25 @@ def _setting_key(c: dict) -> tuple:
     return (task_of(c), c["C"], c["d"])
 
 
-def _eval_batch(run: Run, res: cmodels.ClsResult, n_max: int | None = None):
-    """One fixed evaluation batch per distinct (task, C, d) of a programme, at its padded sizes."""
+def _eval_batch(run: Run, res: cmodels.ClsResult, n_max: int | None = None, contexts: int | None = None):
+    """One fixed evaluation batch per distinct (task, C, d) of a programme, at its padded sizes: the evaluation set,
+    or its first ``contexts`` contexts."""
     cfg = run.cfg
     keys = list(dict.fromkeys(_setting_key(c) for c in res.configs))
     dims = tuple(res.dims)
     if n_max is not None:
         dims = (n_max,) + dims[1:]
     sets = [dict(reading=t[0], P=t[1], tau=t[2], k=t[3], C=C, d=d, n=dims[0]) for t, C, d in keys]
-    return keys, ctasks.fixed_batch(sets, dims, cfg["eval_seed"], cfg["eval_contexts"], run.device)
+    return keys, ctasks.fixed_batch(sets, dims, cfg["eval_seed"], contexts or cfg["eval_contexts"], run.device)
 
 
-def _unit_table(run: Run, res: cmodels.ClsResult, test_n=None, step: int = -1) -> UnitTable:
+def _unit_table(run: Run, res: cmodels.ClsResult, test_n=None, step: int = -1,
+                contexts: int | None = None) -> UnitTable:
     """Test CE and correctness of a programme's units (at logged step ``step``: -1 the trained units, 0 the untrained
-    ones) on their settings' fixed evaluation sets, at each unit's own length or at every length of ``test_n``."""
+    ones) on their settings' fixed evaluation sets (or their first ``contexts``), at each unit's own length or at
+    every length of ``test_n``."""
     n_max = None if test_n is None else max(max(test_n), res.dims[0])
-    keys, batch = _eval_batch(run, res, n_max)
+    keys, batch = _eval_batch(run, res, n_max, contexts)
     idx = [keys.index(_setting_key(c)) for c in res.configs]
     codes = cmodels.model_codes(res.configs, run.device)
     A, V = _t(res.A_history[step], run), _t(res.WV_history[step], run)
@@ -138,6 +144,24 @@ def _unit_table(run: Run, res: cmodels.ClsResult, test_n=None, step: int = -1) -
 
 def _reading_programs(results: dict) -> list:
     return [r for tag, r in results.items() if tag.startswith("readings_")]
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """The readings' units at the captions' n through training: a unit table per logged step, on the first
+    ``align_contexts`` contexts of the evaluation set (the statistic the settling rule follows)."""
+
+    n: int
+    steps: np.ndarray                    # (T,) logged steps
+    tables: tuple                        # (T,) UnitTable
+
+
+def _trajectory(run: Run, results: dict) -> Trajectory:
+    cfg = run.cfg
+    n0 = cfg["n_main"] if cfg["n_main"] in cfg["n_values"] else max(cfg["n_values"])
+    res = results[f"readings_n{n0}"]
+    tables = tuple(_unit_table(run, res, step=t, contexts=cfg["align_contexts"]) for t in range(len(res.log_steps)))
+    return Trajectory(n0, np.asarray(res.log_steps), tables)
 
 
 def _concat(tables: list) -> UnitTable:
@@ -193,6 +217,14 @@ def _construction(run: Run, res: cmodels.ClsResult, found: Search) -> dict:
     return out
 
 
+#: The algorithms each trained model is matched against in the alignment checks: name -> (algorithm, factor on its
+#: searched rate). The first is the claim's own algorithm; the others are its rivals (the controls): the GD step at a
+#: wrong rate and the wrong algorithm for linear SA; kernel GD with its best fixed rate and the GD step for softmax.
+RIVALS = {"linear": {"gd": ("gd", 1.0), "gd-half-rate": ("gd", 0.5), "gd-double-rate": ("gd", 2.0),
+                     "kernel_gd": ("kernel_gd", 1.0)},
+          "softmax": {"kernel_gd": ("kernel_gd", 1.0), "exp_fixed": ("exp_fixed", 1.0), "gd": ("gd", 1.0)}}
+
+
 def _main_eval(run: Run, res: cmodels.ClsResult, found: Search) -> MainEval:
     cfg = run.cfg
     dev = run.device
@@ -205,10 +237,11 @@ def _main_eval(run: Run, res: cmodels.ClsResult, found: Search) -> MainEval:
     nA = min(cfg["align_contexts"], cfg["eval_contexts"])
     abatch = ctasks.take(batch, [0], slice(0, nA))
     hp = {name: (found.algs[name].beta[i_main:i_main + 1], found.algs[name].rate[i_main:i_main + 1])
-          for name in ("gd", "kernel_gd")}
+          for name in ("gd", "kernel_gd", "exp_fixed")}
     targets = {name: tuple(x[0] for x in calg.algorithm_on(name, *hp[name], abatch, jacobian=True)) for name in hp}
     T = len(res.log_steps)
     own = {m: np.zeros((T, K)) for m in cmetrics.METRICS}
+    hist = {m: np.zeros((T, K)) for m in cmetrics.MATCH_METRICS}
     ctrl = {m: np.zeros((T, K)) for m in cmetrics.METRICS}
     flat = [(t, k) for t in range(T) for k in range(K)]
     for f0 in range(0, len(flat), 16):
@@ -222,12 +255,16 @@ def _main_eval(run: Run, res: cmodels.ClsResult, found: Search) -> MainEval:
                 met = cmetrics.alignment_metrics(lg[j], targets[name][0], jac[j], targets[name][1])
                 for m in cmetrics.METRICS:
                     out[m][t, k] = float(met[m].mean())
+            for m, v in cmetrics.match_metrics(lg[j], targets[ALG[model]][0], abatch.label_q[0]).items():
+                hist[m][t, k] = v
     A, V = _t(res.A_history[-1], run), _t(res.WV_history[-1], run)
     lg_main, _ = cmodels.models_on(A, V, codes, batch, [0] * K)
     lb = batch.label_q[0]
     full = {name: calg.algorithm_on(name, *hp[name], batch)[0][0] for name in hp}
+    rivals = {r: calg.algorithm_on(name, hp[name][0], hp[name][1] * f, batch)[0][0]
+              for m in RIVALS.values() for r, (name, f) in m.items()}
     ro = cmodels.read_off(res.A_history[-1], res.WV_history[-1], cfg["d"], cfg["C"])
-    per_ctx, final, final_c, implied = [], [], [], []
+    per_ctx, final, final_c, implied, match = [], [], [], [], []
     for k, c in enumerate(res.configs):
         name, cname = ALG[c["model"]], CONTROL_ALG[c["model"]]
         st_m = {kk: v.cpu().numpy() for kk, v in cmetrics.per_context_stats(lg_main[k], lb).items()}
@@ -240,8 +277,9 @@ def _main_eval(run: Run, res: cmodels.ClsResult, found: Search) -> MainEval:
         imp = {m: float(v.mean()) for m, v in cmetrics.alignment_metrics(lg_main[k], lg_imp[0]).items()}
         imp["ce"] = float(cmetrics.per_context_stats(lg_imp[0], lb)["ce"].mean())
         implied.append(imp)
+        match.append({r: cmetrics.match_metrics(lg_main[k], rivals[r], lb) for r in RIVALS[c["model"]]})
     return MainEval(tuple(res.configs), res.log_steps, own, ctrl, tuple(per_ctx), tuple(final), tuple(final_c),
-                    tuple(implied), ro)
+                    tuple(implied), ro, tuple(match), hist)
 
 
 def _kernel_shape(run: Run, results: dict) -> KernelShape:
@@ -290,6 +328,7 @@ def evaluate(run: Run, results: dict, found: Search) -> Evaluation:
             main=_main_eval(run, results["main"], found),
             readings=_concat([_unit_table(run, r) for r in _reading_programs(results)]),
             readings_untrained=_concat([_untrained_softmax(run, r) for r in _reading_programs(results)]),
+            trajectory=_trajectory(run, results),
             extras=_unit_table(run, results["extras"]),
             shapes=_unit_table(run, results["shapes"]),
             mixture=_unit_table(run, results["mixture"], test_n=cfg["mix_test_n"]),
@@ -298,7 +337,7 @@ def evaluate(run: Run, results: dict, found: Search) -> Evaluation:
             construction=_construction(run, results["main"], found),
             train_seconds={k: r.timings["train_seconds"] for k, r in results.items()})
 
-    key = {"layout": 2, "train": {k: r.sweep for k, r in results.items()}, "search": {k: cfg[k] for k in ("search_contexts", "search_seed")},
+    key = {"layout": 4, "train": {k: r.sweep for k, r in results.items()}, "search": {k: cfg[k] for k in ("search_contexts", "search_seed")},
            "eval": {k: cfg[k] for k in ("eval_contexts", "align_contexts", "eval_seed", "mix_test_n", "subspace_k")}}
     return run.cached("evaluate", key, compute)
 
@@ -364,6 +403,27 @@ def compare(table: UnitTable, a: str = "softmax", b: str = "linear") -> list[Com
             rows.append(Comparison(task, C, d, n if nt is None else nt, a, b, float(ce_a.mean()), float(ce_b.mean()),
                                    float(acc_a.mean()), float(acc_b.mean()), dm, dlo, dhi, rm, rlo, rhi, len(ia)))
     return rows
+
+
+def log_ratios(table: UnitTable, a: str = "softmax", b: str = "linear") -> dict:
+    """Per (task, C, d, n) (n the test length for a mixture table): the per-seed log of ``a``'s mean test CE over
+    ``b``'s, paired by seed (the statistic of every softmax >= linear check in the statistical design)."""
+    out = {}
+    cf = table.configs
+    keys = list(dict.fromkeys((task_of(c), c["C"], c["d"], c["n"]) for c in cf))
+    tests = list(table.test_n) if table.test_n else [None]
+    for task, C, d, n in keys:
+        pick = lambda m: dict(sorted((c["seed"], i) for i, c in enumerate(cf)  # noqa: E731
+                                     if (task_of(c), c["C"], c["d"], c["n"], c["model"]) == (task, C, d, n, m)))
+        ia, ib = pick(a), pick(b)
+        seeds = sorted(set(ia) & set(ib))
+        if not seeds:
+            continue
+        for j, nt in enumerate(tests):
+            ce = lambda ix: np.array([(table.ce[ix[s]] if nt is None else table.ce[ix[s], j]).mean()  # noqa: E731
+                                      for s in seeds], dtype=np.float64)
+            out[(task, C, d, n if nt is None else nt)] = np.log(ce(ia) / ce(ib))
+    return out
 
 
 @dataclass(frozen=True)
