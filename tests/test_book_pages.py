@@ -27,8 +27,9 @@ def test_settings_page_lists_every_parameter_of_every_figure():
             assert f"`{name}`" in text
 
 
-def test_settings_page_folds_only_our_choices_that_are_the_same_at_every_profile():
-    """What the papers fix and what changes with the scale stay in view; the rest folds under its group."""
+def test_settings_page_folds_our_choices_and_keeps_what_the_papers_fix_in_view():
+    """What the papers fix stays in view; our choices fold under their group: those the same at every profile in one
+    block, those that change with the profile in another."""
     import re
 
     from softmax_icl.book.settings_page import FOLDED_WHEN_SAME
@@ -40,6 +41,14 @@ def test_settings_page_folds_only_our_choices_that_are_the_same_at_every_profile
     expected = {n for fig in FIGURES.values() for n, p in fig.params.items()
                 if p.source in FOLDED_WHEN_SAME and len({fmt(p.value(pr)) for pr in PROFILES}) == 1}
     assert folded == expected and folded
+    varying = {m for block in re.findall(r":::\{dropdown\} \d+ parameters? changes? with the profile\n(.*?)\n:::",
+                                           text, flags=re.S) for m in re.findall(r"^\* - `(\w+)`", block, flags=re.M)}
+    ours = {n for fig in FIGURES.values() for n, p in fig.params.items()
+            if p.source in FOLDED_WHEN_SAME and len({fmt(p.value(pr)) for pr in PROFILES}) > 1}
+    assert varying == ours and varying
+    in_view = re.sub(r":::\{dropdown\}.*?\n:::", "", text, flags=re.S)
+    papers = {n for fig in FIGURES.values() for n, p in fig.params.items() if p.source == "paper"}
+    assert papers and all(f"`{n}`" in in_view for n in papers)
 
 
 def test_every_notebook_is_in_the_table_of_contents():

@@ -324,10 +324,14 @@ def results_markdown(book: BookVerdicts) -> str:
     if not any(fv.record for fv in book.figures.values()):
         return "\n".join(out + ["No notebook has been executed yet."]) + "\n"
     out += ["## The headline", ""] + headline(book) + [
-        "", "A claim is *reproduced* when every check of it passes at the scope its sentence gives, in the committed "
-        "run and in every fresh seed set; *not reproduced* when a check fails in all of them; *inconclusive* when a "
-        "check's verdict differs between seed sets; and *depends on a setting the sources leave open* when it is "
-        "tested under several readings of such a setting and they disagree.", ""]
+        "", "A check decided by the {doc}`design` passes when the one-sided 95 % interval of its statistic over the "
+        "pooled seeds lies wholly on the claim's side of its threshold, fails when it lies wholly on the other side, "
+        "is inconclusive when it straddles it, and is *not settled at this training length* when its statistic still "
+        "moves towards another verdict over the last quarter of training; any other check passes or fails in the "
+        "committed run and in every fresh seed set, and is inconclusive when they differ. A claim is *reproduced* "
+        "when every check of it passes at the scope its sentence gives and every rival fails; *not reproduced* when a "
+        "check fails; *not settled* or *inconclusive* when a check is; and *depends on a setting the sources leave "
+        "open* when it is tested under several readings of such a setting and they disagree.", ""]
     changed = [ev for ev in book.entries if ev.default and ev.paper and ev.default.status != ev.paper.status]
     if changed:
         out += ["Claims whose verdict changes with scale (each chapter says why):", ""]

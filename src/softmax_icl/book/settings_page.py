@@ -16,8 +16,8 @@ SOURCES = {
     "chosen": "our choice (the papers are silent)",
 }
 
-#: Sources whose parameters, where every profile gives them the same value, fold under their group: a reader sees
-#: first what the papers fix and what changes with the scale.
+#: Sources whose parameters fold under their group (those that change with the profile in one block, those the same
+#: at every profile in another): a reader sees first what the papers fix and each figure's deviations.
 FOLDED_WHEN_SAME = ("spec", "chosen")
 
 #: Choices that hold for every figure: (setting, our choice, where it comes from).
@@ -61,8 +61,9 @@ def settings_markdown(registry: Mapping[str, Figure]) -> str:
            + "; ".join(f"**{t}**" for t in SOURCES.values()) + ". Every figure parameter can be changed with "
            "`softmax-icl run FIGURE -p NAME VALUE` (or the same name in the notebook's parameters cell), which writes "
            "to `runs/FIGURE-<profile>-custom/`, never the book; see {doc}`intro`. Each figure's parameters are grouped "
-           "by where their value comes from, with one column per profile; our choices that are the same at every "
-           "profile fold under their group, and so do each figure's deviations and readings of the sources.", "",
+           "by where their value comes from, with one column per profile; what the papers fix stays in view, our "
+           "choices fold under their group (those that change with the profile, then those that do not), and so do "
+           "each figure's deviations and readings of the sources.", "",
            "## Choices shared by every figure", ""]
     out += _list_table(["Setting", "Our choice", "Source"], [[_md(a), _md(b), _md(c)] for a, b, c in GENERAL_CHOICES],
                        [22, 48, 30])
@@ -83,7 +84,12 @@ def settings_markdown(registry: Mapping[str, Figure]) -> str:
                 else:
                     same.append([f"`{name}`", _md(p.help), vals[0]])
             if per_profile:
-                out += _list_table(["Parameter", "Meaning", *PROFILES], per_profile, [18, 40, 14, 14, 14]) + [""]
+                table = _list_table(["Parameter", "Meaning", *PROFILES], per_profile, [18, 40, 14, 14, 14])
+                if source in FOLDED_WHEN_SAME:
+                    n = len(per_profile)
+                    table = [f":::{{dropdown}} {n} parameter{'s change' if n > 1 else ' changes'} with the profile",
+                             *table, ":::"]
+                out += table + [""]
             if same:
                 # the parameter column is a quarter of the width: a dropdown's padding narrows the table
                 table = _list_table(["Parameter", "Meaning", "Value (every profile)"], same, [25, 47, 28])
