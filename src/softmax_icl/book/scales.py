@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -68,12 +69,18 @@ def _name(row: dict) -> str:
     return _md(title) if title else row["id"].replace("-", " ")
 
 
+def _words(text) -> str:
+    """A requirement for a narrow cell: a metric's code name read as words (``argmax_agreement`` -> ``argmax
+    agreement``), so no token is wider than the column."""
+    return re.sub(r"(?<=[a-z])_(?=[a-z])", " ", str(text))
+
+
 def _required(row: dict) -> str:
     """The threshold a check's value must meet; both where the profiles differ."""
     ca, cb = row["default"], row["paper"]
     if ca is not None and cb is not None and ca.get("threshold") != cb.get("threshold"):
-        return _md(f"default: {ca.get('threshold')}; paper: {cb.get('threshold')}")
-    return _md((cb or ca).get("threshold", ""))
+        return _md(_words(f"default: {ca.get('threshold')}; paper: {cb.get('threshold')}"))
+    return _md(_words((cb or ca).get("threshold", "")))
 
 
 def _checks(record: dict) -> dict[str, dict]:

@@ -84,8 +84,11 @@ def settings_markdown(registry: Mapping[str, Figure]) -> str:
                 else:
                     same.append([f"`{name}`", _md(p.help), vals[0]])
             if per_profile:
-                table = _list_table(["Parameter", "Meaning", *PROFILES], per_profile, [18, 40, 14, 14, 14])
-                if source in FOLDED_WHEN_SAME:
+                folded = source in FOLDED_WHEN_SAME
+                # folded, the parameter column takes a quarter of the width: a dropdown's padding narrows the table
+                table = _list_table(["Parameter", "Meaning", *PROFILES], per_profile,
+                                    [25, 33, 14, 14, 14] if folded else [18, 40, 14, 14, 14])
+                if folded:
                     n = len(per_profile)
                     table = [f":::{{dropdown}} {n} parameter{'s change' if n > 1 else ' changes'} with the profile",
                              *table, ":::"]
