@@ -24,7 +24,9 @@ one property of every page at both widths, and names the page, the width, the el
   per paper of the ledger, with its verdict badge, lie within the page's first 900 CSS px;
 * ``test_badges_read_at_4_5_to_1``: every badge's text on its background at a WCAG contrast of 4.5:1 or more;
 * ``test_folded_blocks_are_no_taller_than_their_title``: a folded block (closed ``<details>``, folded dropdown) is
-  at most 60 CSS px tall as the page opens.
+  at most 60 CSS px tall as the page opens;
+* ``test_settings_page_is_at_most_six_screens``: the settings page is at most six screens of 900 CSS px at every
+  width, as it opens.
 
 Folded content (``<details>``, sphinx-togglebutton dropdowns) is measured unfolded, as a reader who opens it sees it;
 the position of the first figure and the screenshots are taken as the page opens.
@@ -840,6 +842,21 @@ def test_chapter_is_at_most_twelve_screens(survey):
                                   f"(at most {CHAPTER_SCREENS})")
                 for v in chapter_views(survey) if v.width == max(WIDTHS) and v.seen["height"] > limit]
     assert_none("chapters longer than a reader finishes", problems)
+
+
+#: The settings page is at most this many screens (``HEIGHT`` CSS px each) at every width, as it opens: what the
+#: papers fix and each figure's deviations in view, our choices folded under their group.
+SETTINGS_SCREENS = 6
+
+
+def test_settings_page_is_at_most_six_screens(survey):
+    """``book/settings.html``, as it opens (folded blocks closed), is at most ``SETTINGS_SCREENS`` screens tall at
+    every width."""
+    views = [v for v in survey.views if v.page == "book/settings.html"]
+    assert views, "the settings page (book/settings.html) was not checked"
+    problems = [(v.page, v.width, f"is {v.seen['height']} px tall, {v.seen['height'] / HEIGHT:.1f} screens (at most "
+                                  f"{SETTINGS_SCREENS})") for v in views if v.seen["height"] > SETTINGS_SCREENS * HEIGHT]
+    assert_none("a settings page longer than a reader scans", problems)
 
 
 def test_chapter_text_has_no_raw_notation(chapter_pages):
