@@ -3,6 +3,7 @@ verdicts combine as the ledger's header says."""
 
 from __future__ import annotations
 
+import re
 
 import pytest
 
@@ -91,3 +92,17 @@ def test_map_entry_depends_when_readings_disagree():
     v = lg.verdict(e, status)
     assert v.status == lg.DEPENDS and v.parts["clustered, tight"] == lg.REPRODUCED
     assert lg.verdict(e, {}).missing == e.all_checks()
+
+
+def test_render_quote_sets_extracted_tex_as_maths():
+    """A PDF extraction's plain-text copy glued to its TeX becomes maths; the ledger's quote stays verbatim."""
+    q = ("increasing the inner dimension of MKMQ\\mathbf{M}_K^\\top \\mathbf{M}_Q will not change the optimal value of "
+         "M=MKMQ\\mathbf{M}=\\mathbf{M}_K^\\top \\mathbf{M}_Q, so our results will not change.")
+    assert lg.render_quote(q) == ("increasing the inner dimension of $\\mathbf{M}_K^\\top \\mathbf{M}_Q$ will not "
+                                  "change the optimal value of $\\mathbf{M}=\\mathbf{M}_K^\\top \\mathbf{M}_Q$, so our "
+                                  "results will not change.")
+    kept = "the bound $w < (nL^2/\\sigma^2)^{2/d}$ holds"
+    assert lg.render_quote(kept) == kept                  # maths already delimited is left alone
+    for _, quote in lg.load().quotes():                   # no quote of the ledger leaves a backslash outside maths
+        prose = re.sub(r"\$\$.*?\$\$|\$.*?\$", "", lg.render_quote(quote.quote))
+        assert "\\" not in prose, quote.quote

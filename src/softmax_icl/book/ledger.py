@@ -201,16 +201,31 @@ def authors_words(papers_dir: str | Path | None = None) -> dict[str, str]:
 
 
 def render_quote(text: str) -> str:
-    """A quote for a MyST page: whitespace collapsed; its ``$...$`` maths kept (it renders), and every other token that
-    holds a backslash (LaTeX that the source file kept from a PDF's extraction, e.g. ``MKMQ\\mathbf{M}_K^\\top``)
-    shown as code, so the page quotes the source as it is without raw TeX in its prose."""
-    out, in_math = [], False
+    """A quote for a MyST page: whitespace collapsed, its ``$...$`` maths kept (it renders).
+
+    Outside maths, a run of tokens holding backslashes is TeX that the source file kept from a PDF's extraction,
+    glued to the extraction's plain-text copy of the same symbols (``MKMQ\\mathbf{M}_K^\\top \\mathbf{M}_Q``): the
+    plain copy before the first backslash is dropped and the TeX set as maths (``$\\mathbf{M}_K^\\top
+    \\mathbf{M}_Q$``), trailing punctuation left outside, so the page shows the symbols and no raw TeX. The quote in
+    the ledger stays verbatim (:func:`quote_found` compares that)."""
+    out, in_math, run = [], False, []
+
+    def flush():
+        if run:
+            body = " ".join(run)
+            tail = body[len(body.rstrip(",.;:")):]
+            out.append(f"${body[:len(body) - len(tail)]}${tail}")
+            run.clear()
+
     for tok in text.split():
         delimiters = tok.count("$$") + tok.replace("$$", "").count("$")
         if not in_math and not delimiters and "\\" in tok:
-            tok = f"``{tok}``"
+            run.append(tok if run else tok[tok.index("\\"):])
+            continue
+        flush()
         in_math ^= delimiters % 2 == 1
         out.append(tok)
+    flush()
     return " ".join(out)
 
 
