@@ -64,6 +64,14 @@ def test_a_control_does_its_job_only_when_it_fails(run):
     assert run.decide(CONTROL, "rival far worse", {"a": _samples(+t.margin)}, **kw).as_expected
     c = run.decide(CONTROL, "rival undecided", {"a": stats.synthetic(3, t.threshold, 0.5)}, **kw)
     assert c.status == "inconclusive" and not c.as_expected and "does not discriminate" in c.line()
+    # over several cells a rival is rejected where it loses in one, each cell at the Bonferroni level
+    some = run.decide(CONTROL, "rival as good in one cell, far worse in another",
+                      {"a": _samples(-t.margin), "b": _samples(+t.margin)}, **kw)
+    assert some.as_expected and some.decision["alpha"] == pytest.approx(stats.ALPHA / 2)
+    assert some.value == pytest.approx(some.decision["cells"][1]["hi"])           # its clearest failure
+    edge = stats.synthetic(15, t.threshold + 1.9 * 0.02 / math.sqrt(15), 0.02)    # fails at 5 %, not at 5 % / 2
+    assert run.decide(CID, "edge", {"a": edge}, kind="claim", source="test", ledger="softmax-ge-linear").status == "fail"
+    assert not run.decide(CONTROL, "edge rival", {"a": edge, "b": _samples(-t.margin)}, **kw).as_expected
     with pytest.raises(ValueError, match="not a control"):
         run.decide(CID + "-nope", "x", {"a": _samples(0.0)}, **kw)
     with pytest.raises(KeyError, match="statistical design"):

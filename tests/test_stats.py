@@ -100,7 +100,7 @@ def test_settling_rule():
         stats.settled(t, [0, 0], [1.0, 1.0], PASS)
 
 
-def test_cells_combine_as_an_intersection_union_test_and_controls_must_fail_everywhere():
+def test_cells_combine_as_an_intersection_union_test_and_a_rival_fails_somewhere():
     t = Test("below", 0.1, 0.05)
     good, bad, mid = stats.synthetic(15, 0.0, 0.02), stats.synthetic(15, 0.2, 0.02), stats.synthetic(15, 0.1, 0.05)
     cells = [stats.Cell("a", good, t).judge(), stats.Cell("b", mid, t).judge()]
@@ -108,10 +108,15 @@ def test_cells_combine_as_an_intersection_union_test_and_controls_must_fail_ever
     assert stats.combine([c["verdict"] for c in cells]) == INCONCLUSIVE
     assert stats.combine([PASS, FAIL, INCONCLUSIVE]) == FAIL and stats.combine([PASS, PASS]) == PASS
     assert stats.combine([PASS, NOT_SETTLED, INCONCLUSIVE]) == NOT_SETTLED
-    # a rival is rejected only where every cell fails
-    assert stats.combine([FAIL, FAIL], control=True) == FAIL
-    assert stats.combine([FAIL, INCONCLUSIVE], control=True) == INCONCLUSIVE
-    assert stats.combine([FAIL, PASS], control=True) == PASS
+    # a rival is the same check on another model: rejected (FAIL) when one of its cells fails, each cell at the
+    # Bonferroni level, so that a rival as good as the claim in every cell is rejected at most ALPHA of the time
+    assert stats.combine([FAIL, PASS]) == FAIL and stats.combine([INCONCLUSIVE, PASS]) == INCONCLUSIVE
+    assert stats.rival_alpha(1) == stats.ALPHA and stats.rival_alpha(4) == pytest.approx(stats.ALPHA / 4)
+    edge = stats.synthetic(15, 0.1 + 1.9 * 0.02 / 15 ** 0.5, 0.02)        # fails at 5 %, not at 5 % / 8
+    assert stats.Cell("e", edge, t).judge()["verdict"] == FAIL
+    assert stats.Cell("e", edge, t, alpha=stats.rival_alpha(8)).judge()["verdict"] == INCONCLUSIVE
+    with pytest.raises(ValueError, match="at least one cell"):
+        stats.rival_alpha(0)
     c = stats.Cell("b", bad, t).judge()
     assert c["verdict"] == FAIL and stats.margin_over_threshold(c) < 0 < stats.margin_over_threshold(cells[0])
     with pytest.raises(ValueError, match="at least one cell"):

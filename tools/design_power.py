@@ -131,8 +131,9 @@ def page(design: dict, power: dict, decided: list[str] = ()) -> str:
              "moved by more than half the margin towards another verdict than the one it has.",
              "* **Rivals.** Every claim check runs on at least one rival without the property (the best isotropic or "
              "fixed window, identical units, the neighbouring L, the algorithm at a wrong rate, kernel GD with a fixed "
-             "rate), through the same statistic and test. A rival must *fail*; an entry whose rival does not fail is "
-             "inconclusive.",
+             "rate), through the same statistic and test. A rival must *fail*: like the check, it fails when one of "
+             "its cells fails, each of its K cells judged at 5 %/K (Bonferroni), so that a rival as good as the claim "
+             "everywhere is rejected at most 5 % of the time; an entry whose rival does not fail is inconclusive.",
              "* **Verdict of a claim.** *Not reproduced* when a check fails (settled); else *not settled at this "
              "training length* when a check has not settled; else *inconclusive* when a check is inconclusive or a "
              "rival does not fail; else *reproduced*. A claim tested under several readings of a setting the sources "

@@ -207,16 +207,36 @@ def bounds(samples, alpha: float = ALPHA) -> tuple[float, float, float, float]:
     return mean, mean - half, mean + half, sd
 
 
-def decide(test: Test, samples) -> Decision:
-    """The verdict of ``test`` on the per-seed ``samples`` (one value for an ``exact`` test: the bounds are the value
-    itself, so it passes or fails)."""
+@dataclass(frozen=True)
+class Estimate:
+    """One value computed without seeds with its estimated Monte Carlo standard error (e.g. from the batch means of
+    a population scan): the input of an ``exact`` test whose error is known. Its bounds are ``value -+ z se`` with
+    ``z`` the one-sided ``1 - ALPHA`` normal quantile (1.645), so it passes, fails or is inconclusive as a seeded
+    test does."""
+
+    value: float
+    se: float
+
+
+def normal_quantile(p: float) -> float:
+    """The ``p`` quantile of the standard normal distribution."""
+    return math.sqrt(2.0) * _erfinv(2.0 * p - 1.0)
+
+
+def decide(test: Test, samples, se: float | None = None, alpha: float = ALPHA) -> Decision:
+    """The verdict of ``test`` on the per-seed ``samples`` with one-sided ``1 - alpha`` bounds (one value for an
+    ``exact`` test: the bounds are the value itself, so it passes or fails; with its Monte Carlo standard error
+    ``se``, the value -+ z se)."""
     if test.exact:
         x = np.asarray(samples, dtype=np.float64).ravel()
         if x.size != 1 or not np.isfinite(x[0]):
             raise ValueError(f"an exact test takes one finite value; got {x.tolist()}")
-        mean, lo, hi, sd = float(x[0]), float(x[0]), float(x[0]), 0.0
+        half = 0.0 if se is None else normal_quantile(1.0 - alpha) * float(se)
+        if not (math.isfinite(half) and half >= 0):
+            raise ValueError(f"a Monte Carlo standard error must be finite and >= 0; got {se}")
+        mean, lo, hi, sd = float(x[0]), float(x[0]) - half, float(x[0]) + half, (0.0 if se is None else float(se))
     else:
-        mean, lo, hi, sd = bounds(samples)
+        mean, lo, hi, sd = bounds(samples, alpha)
     c = test.threshold
     if test.kind == "below":
         verdict = PASS if hi < c else FAIL if lo > c else INCONCLUSIVE
@@ -319,10 +339,12 @@ def settled(test: Test, steps, means, verdict: str) -> tuple[bool, float]:
     return direction == verdict, delta
 
 
-def verdict_of(test: Test, samples, steps=None, means=None) -> tuple[Decision, str, float | None]:
-    """The decision on ``samples`` and the check's final verdict (NOT_SETTLED when the logged trajectory ``steps`` /
-    ``means`` did not settle), with the last quarter's change (None without a trajectory)."""
-    d = decide(test, samples)
+def verdict_of(test: Test, samples, steps=None, means=None, se: float | None = None,
+               alpha: float = ALPHA) -> tuple[Decision, str, float | None]:
+    """The decision on ``samples`` (an exact test's value with its standard error ``se``, if estimated) and the
+    check's final verdict (NOT_SETTLED when the logged trajectory ``steps`` / ``means`` did not settle), with the last
+    quarter's change (None without a trajectory)."""
+    d = decide(test, samples, se, alpha)
     if steps is None:
         return d, d.verdict, None
     ok, delta = settled(test, steps, means, d.verdict)
@@ -335,41 +357,51 @@ def verdict_of(test: Test, samples, steps=None, means=None) -> tuple[Decision, s
 class Cell:
     """One cell of a check: its label (a setting, a context length, a metric...), the per-seed ``samples`` of its
     statistic (one value for an exact test), its ``test``, and optionally the statistic's seed mean ``means`` at the
-    logged training ``steps`` (for :func:`settled`)."""
+    logged training ``steps`` (for :func:`settled`); ``se``: an exact test's Monte Carlo standard error
+    (:class:`Estimate`)."""
 
     label: str
     samples: np.ndarray
     test: Test
     steps: np.ndarray | None = None
     means: np.ndarray | None = None
+    se: float | None = None
+    #: one-sided error rate of its bounds (a rival judged over K cells takes ALPHA / K: :func:`rival_alpha`)
+    alpha: float = ALPHA
 
     def judge(self) -> dict:
-        d, verdict, delta = verdict_of(self.test, self.samples, self.steps, self.means)
+        d, verdict, delta = verdict_of(self.test, self.samples, self.steps, self.means, self.se, self.alpha)
         out = {"label": self.label, **d.as_dict(), "decision": d.verdict, "verdict": verdict,
                "test": self.test.kind, "threshold": self.test.threshold, "margin": self.test.margin,
-               "exact": self.test.exact, "samples": [float(x) for x in np.asarray(self.samples).ravel()]}
+               "exact": self.test.exact, "alpha": self.alpha, "samples": [float(x) for x in np.asarray(self.samples).ravel()]}
         if delta is not None:
             out["last_quarter_change"] = delta
             out["trajectory"] = {"steps": [float(s) for s in self.steps], "means": [float(m) for m in self.means]}
         return out
 
 
-def combine(verdicts: list[str], control: bool = False) -> str:
-    """The verdict of a check from its cells' verdicts. A check passes when every cell passes, fails when any cell
-    fails (settled), and is otherwise not settled (a cell not settled) or inconclusive. A control (a rival that must
-    fail) fails only when every cell fails, passes when any cell passes, and is otherwise inconclusive: the check
-    discriminates only where its rival is rejected."""
+def combine(verdicts: list[str]) -> str:
+    """The verdict of a check from its cells' verdicts: it passes when every cell passes, fails when any cell fails
+    (settled), and is otherwise not settled (a cell not settled) or inconclusive. A control is the same check run on a
+    rival, combined by the same rule: the rival is rejected (it FAILS, as it must) when one of its cells fails, its
+    cells judged at :func:`rival_alpha` so that a rival as good as the claim everywhere is rejected somewhere with
+    probability at most ALPHA."""
     if not verdicts:
         raise ValueError("a check needs at least one cell")
-    if control:
-        if all(v == FAIL for v in verdicts):
-            return FAIL
-        return PASS if any(v == PASS for v in verdicts) else INCONCLUSIVE
     if all(v == PASS for v in verdicts):
         return PASS
     if any(v == FAIL for v in verdicts):
         return FAIL
     return NOT_SETTLED if any(v == NOT_SETTLED for v in verdicts) else INCONCLUSIVE
+
+
+def rival_alpha(cells: int) -> float:
+    """The one-sided error rate of each of a rival's ``cells`` (Bonferroni): "the rival fails in some cell" is a
+    union over the cells, so each is judged at ALPHA / cells for the rejection to hold at ALPHA overall. (A claim
+    needs every cell to pass, an intersection: each cell at ALPHA suffices.)"""
+    if cells < 1:
+        raise ValueError(f"a rival has at least one cell; got {cells}")
+    return ALPHA / cells
 
 
 def worst_bound(cell: dict) -> float:

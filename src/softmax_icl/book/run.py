@@ -163,34 +163,43 @@ class Run:
         the statistic's seed mean at the logged training steps (for the settling rule). The test, threshold and
         margin are the design's for ``id`` (a control takes the test of the check it controls), never the caller's.
         A check passes when every cell's interval lies on the claim's side of the threshold, fails when one lies
-        wholly on the other side; a control does its job when it fails in every cell (:func:`stats.combine`).
-        A check whose design names several ``metrics`` takes one cell per metric, labelled by its name, each with
-        that metric's test; it passes only when every metric passes, and its control does its job when the same
-        conjunction fails (a rival that misses one metric is told apart from the claim).
-        The recorded value is the deciding bound of the worst cell (a control: of its best cell)."""
+        wholly on the other side. A control is the same check on a rival, combined by the same rule: it does its job
+        when it FAILS, i.e. when one of its cells fails, each of its K cells judged at the Bonferroni level ALPHA / K
+        (:func:`stats.rival_alpha`), so that a rival as good as the claim everywhere is rejected with probability at
+        most ALPHA (:func:`stats.combine`). A check whose design names several ``metrics`` takes one cell per metric,
+        labelled by its name, each with that metric's test; it passes only when every metric passes, and its control
+        does its job when the same conjunction fails (a rival that misses one metric is told apart from the claim). A metric measured in several
+        cells (e.g. one per context length) labels them ``"<metric>: <cell>"``; every metric needs at least one (a
+        control may take a subset of the metrics, e.g. those defined at initialisation). A cell of an ``exact`` test
+        whose Monte Carlo error is estimated is a :class:`stats.Estimate` (value and standard error).
+        The recorded value is the deciding bound of the worst cell (for a control that fails: its clearest failure)."""
         entry = design.load().entry(self.figure, control_of or id)
         if control_of is not None and not design.load().is_control(self.figure, id):
             raise ValueError(f"{id!r} is not a control of {control_of!r} in the statistical design (book/design.yml)")
-        if entry.metrics and set(map(str, cells)) != set(entry.metrics):
+        metric = lambda label: str(label).split(": ", 1)[0]  # noqa: E731  (the metric of a cell's label)
+        given = set(map(metric, cells))
+        if entry.metrics and (given - set(entry.metrics) or (kind != "control" and given != set(entry.metrics))):
             raise ValueError(f"check {id!r} decides on the metrics {', '.join(entry.metrics)}; got cells "
-                             f"{', '.join(map(str, cells))}")
+                             f"{', '.join(map(str, cells))} (a control may take a subset of the metrics)")
         test = None if entry.metrics else entry.test
         judged = []
+        alpha = stats.rival_alpha(len(cells)) if kind == "control" and cells else stats.ALPHA
         for label, x in cells.items():
             samples, steps, means = (x, None, None) if not isinstance(x, tuple) else x
+            se = samples.se if isinstance(samples, stats.Estimate) else None
+            samples = samples.value if isinstance(samples, stats.Estimate) else samples
             judged.append(stats.Cell(str(label), np.asarray(samples, dtype=np.float64),
-                                     test or entry.test_for(str(label)),
+                                     test or entry.test_for(metric(label)),
                                      None if steps is None else np.asarray(steps),
-                                     None if means is None else np.asarray(means)).judge())
+                                     None if means is None else np.asarray(means), se=se, alpha=alpha).judge())
         if not judged:
             raise ValueError(f"check {id!r} has no cell to decide")
-        control = kind == "control" and not entry.metrics
-        status = stats.combine([c["verdict"] for c in judged], control=control)
+        status = stats.combine([c["verdict"] for c in judged])
         margins = [stats.margin_over_threshold(c) for c in judged]
-        deciding = judged[int(np.argmax(margins) if control else np.argmin(margins))]
-        test = test or entry.test_for(deciding["label"])
+        deciding = judged[int(np.argmin(margins))]
+        test = test or entry.test_for(metric(deciding["label"]))
         seeds = sorted({c["n"] for c in judged})
-        decision = {"test": test.kind, "threshold": test.threshold, "margin": test.margin, "alpha": stats.ALPHA,
+        decision = {"test": test.kind, "threshold": test.threshold, "margin": test.margin, "alpha": alpha,
                     "seeds": seeds[0] if len(seeds) == 1 else seeds, "design": entry.key,
                     "margin_over_threshold": stats.margin_over_threshold(deciding), "cells": judged}
         required = test.text() if not entry.metrics else "every metric: " + "; ".join(
