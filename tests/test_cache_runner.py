@@ -345,7 +345,8 @@ def package_copy(tmp_path, monkeypatch):
 
 def test_editing_a_figures_computation_makes_its_cache_miss(package_copy):
     """Figure-level computations (e.g. norm_scaling's population scans, through Run.cached -> cache.cached) are
-    keyed by the fingerprint of figures/ too; plots.py and params.py are not part of it."""
+    keyed by the fingerprint of figures/ too; plots.py, params.py, summary.py, answer.py and claims.py (drawing,
+    parameters, text and verdicts from computed results) are not part of it."""
     assert any(p.parent.name == "norm_scaling" for p in cache.compute_files())
     computed = []
 
@@ -357,7 +358,7 @@ def test_editing_a_figures_computation_makes_its_cache_miss(package_copy):
         return cache.cached("norm_scaling-population-scans", {"L": 1.0}, "cpu", compute)
 
     assert run() == (1, False) and run() == (1, True)
-    for name in ("plots.py", "params.py"):                 # restyling a plot keeps the cache
+    for name in ("plots.py", "params.py", "claims.py"):    # restyling a plot, re-deciding a check keep the cache
         path = package_copy / "figures" / "norm_scaling" / name
         if path.exists():
             path.write_text(path.read_text() + "\n# restyled\n")

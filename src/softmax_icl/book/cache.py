@@ -42,9 +42,10 @@ ENGINE_SOURCES = {"engine/regression.py": ("engine/common.py", "engine/regressio
                   "engine/classification.py": ("engine/common.py", "engine/classification.c", "engine/philox.h",
                                                "engine/adam.h")}
 #: Folders whose every module is compute code too (each figure's sweeps and analyses, paper 2's subpackage), except
-#: the modules named here, which only draw, declare parameters, or write text from computed results.
+#: the modules named here, which only draw, declare parameters, write text from computed results, or decide the
+#: checks from them (a verdict is never cached: rewording or re-deciding a check keeps the trained results).
 COMPUTE_TREES = ("figures", "classification")
-NOT_COMPUTE = ("plots.py", "params.py", "summary.py", "answer.py")
+NOT_COMPUTE = ("plots.py", "params.py", "summary.py", "answer.py", "claims.py")
 
 
 def _shared_files(here: Path) -> list[Path]:
