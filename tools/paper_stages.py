@@ -49,7 +49,8 @@ from softmax_icl.figures import FIGURES
 def _norm_population_scan(run: Run) -> None:
     from softmax_icl.figures.norm_scaling import analysis, sweeps
     progs = sweeps.sweeps(run.cfg)
-    analysis.analyse(run, {k: run.train(f"train_{k}", progs[k]) for k in analysis.MAIN_SWEEPS})
+    analysis.analyse(run, {k: run.train(f"train_{k}", sweeps.FullWeights(progs[k]) if k == "full" else progs[k])
+                           for k in analysis.MAIN_SWEEPS})
 
 
 def _call(module: str, name: str):
@@ -80,7 +81,18 @@ def stages(figure: str, profile: str) -> dict:
         from softmax_icl.classification.models import train_cls_sweep as train
     else:
         from softmax_icl.training import train_sweep as train
-    return {f"train_{k}": (sw, train) for k, sw in programs.items()}
+    table = {f"train_{k}": (sw, train) for k, sw in programs.items()}
+    if figure == "norm_scaling" and "full" in programs:
+        # the full-weight units log W_K, W_Q, W_V along training: the notebook trains and caches them as FullWeights
+        table["train_full"] = (mod.FullWeights(programs["full"]), _train_whole)
+    return table
+
+
+def _train_whole(stage, device, desc=None, configs=None):
+    """Train a stage that trains itself (``stage.train(device, desc)``); it is trained whole, never in parts."""
+    if configs is not None:
+        raise ValueError(f"{type(stage).__name__} stages are trained whole: no --part")
+    return stage.train(device, desc=desc)
 
 
 def cached_meta(figure: str, tag: str, sw, device) -> Path:
@@ -216,6 +228,8 @@ def main() -> int:
         meta = cache_dir() / f"{key}.meta.json"
         if args.part and tag in args.train:
             i, p = args.part
+            if train is _train_whole:
+                sys.exit(f"{tag}: trained whole (it logs its weights along training), not in parts: --train {tag}")
             try:
                 part_configs(sw, i, p)
             except ValueError as e:
