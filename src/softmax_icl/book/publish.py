@@ -25,7 +25,10 @@ def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
     where the page "Results at two scales" reads them (:mod:`softmax_icl.book.scales`), and its headline figure
     (the one the book's notebook glues as ``headline``: :func:`headline_name`) to
     ``book/figures/<profile>/<figure>_headline.png``, which the chapter shows
-    beside the default scale's; the book's own records and chapters are not touched."""
+    beside the default scale's, and every other figure of the run under its own name
+    (``book/figures/<profile>/<figure>_<name>.png``, for the chapters' figures whose verdict changes with the scale;
+    figures of an earlier publish that the run no longer draws are removed); the book's own records and chapters are
+    not touched."""
     from ..base import atomic_write_bytes
     from .scales import PAPER_SUBDIR
 
@@ -40,9 +43,19 @@ def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
         atomic_write_bytes(dest, src.read_bytes())
         out.append(dest)
         figure = run / "figures" / f"{name}_{headline_name(root / 'notebooks' / f'{name}.ipynb')}.png"
+        figures = root / "book" / "figures" / PAPER_SUBDIR
+        alias = f"{name}_headline.png"               # what the chapter's switch shows as the headline
+        drawn = [f for f in sorted((run / "figures").glob(f"{name}_*.png")) if f.name != alias] \
+            if (run / "figures").is_dir() else []
+        for old in figures.glob(f"{name}_*.png") if figures.is_dir() else []:
+            if old.name != alias and old.name not in {f.name for f in drawn}:
+                old.unlink()
+        for f in drawn:
+            figures.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(figures / f.name, f.read_bytes())
+            out.append(figures / f.name)
         if figure.is_file():
-            fig_dest = root / "book" / "figures" / PAPER_SUBDIR / f"{name}_headline.png"
-            fig_dest.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(fig_dest, figure.read_bytes())
-            out.append(fig_dest)
+            figures.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(figures / alias, figure.read_bytes())
+            out.append(figures / alias)
     return out
