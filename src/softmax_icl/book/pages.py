@@ -212,8 +212,9 @@ _GREEK = {"sigma": "σ", "rho": "ρ", "tau": "τ", "beta": "β", "gamma": "γ", 
 
 
 def typeset(text: str) -> str:
-    """``text`` with the Greek letters the records spell out as names (``L/sigma``, ``rho_2``) written as letters."""
-    return re.sub(r"\b(sigma|rho|tau|beta|gamma|eta)\b", lambda m: _GREEK[m.group(1)], text)
+    """``text`` with the Greek letters the records spell out as names (``L/sigma``, ``rho_2``) written as letters
+    (a TeX command such as ``\\sigma`` in a title's maths is left as it is)."""
+    return re.sub(r"(?<!\\)\b(sigma|rho|tau|beta|gamma|eta)\b", lambda m: _GREEK[m.group(1)], text)
 
 
 def _entry_ref(e: lg.Entry, text: str) -> str:
