@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_icl import streams
+from softmax_icl import stats, streams
 from softmax_icl.classification import algorithms as calg
 from softmax_icl.classification import metrics as cmetrics
 from softmax_icl.classification import models as cmodels
@@ -716,7 +716,7 @@ def test_unnormalised_linear_attention_is_n_times_the_normalised_one():
     torch.testing.assert_close(old, lin)
 
 
-def test_crossover_and_t_interval():
+def test_crossover_interpolates_in_log_tau():
     from softmax_icl.figures.classification_kernel_gd import analysis
 
     taus = np.array([0.25, 0.5, 1.0, 2.0])
@@ -725,9 +725,86 @@ def test_crossover_and_t_interval():
     # log ratio -0.223 at tau 0.5 and +0.223 at tau 1: the crossing is halfway in log tau
     np.testing.assert_allclose(cross[0], math.sqrt(0.5), rtol=1e-12)
     assert np.isnan(cross[1])
-    m, lo, hi = analysis.t_interval([1.0, 2.0, 3.0], 0.0)
-    assert m == 2.0 and abs(hi - m - 4.303 * 1.0 / math.sqrt(3)) < 1e-12 and abs(m - lo - (hi - m)) < 1e-12
-    assert analysis.t_interval([1.5], 0.25) == (1.5, 1.25, 1.75)
+
+
+def _unit_table(models=("softmax", "linear"), seeds=(2, 0, 1), B=5, test_n=()):
+    """A synthetic unit table: every model x seed of one task, configurations in a shuffled seed order, and CE
+    ``(1 + seed) * factor[model]`` on every context (so the paired log ratio is log(factor_a / factor_b))."""
+    from softmax_icl.figures.classification_kernel_gd import analysis
+
+    factor = {"softmax": 2.0, "linear": 1.0, "untrained": 3.0}
+    cf = tuple(dict(model=m, reading="uniform", P=1, tau=0.0, k=0, C=5, d=5, n=10, seed=s) for m in models
+               for s in seeds)
+    shape = (len(cf), len(test_n), B) if test_n else (len(cf), B)
+    ce = np.stack([np.full(shape[1:], (1 + c["seed"]) * factor[c["model"]]) for c in cf])
+    if test_n:
+        ce = ce * np.arange(1, len(test_n) + 1)[None, :, None]
+    return analysis.UnitTable(cf, ce, np.ones(shape), tuple(test_n))
+
+
+def test_softmax_against_linear_pairs_units_by_seed():
+    """The comparison and the design's statistic share one pairing: per seed, log of the two units' mean CE; a seed
+    one model lacks is left out, and a mixture table gives one pair per test length."""
+    from softmax_icl.figures.classification_kernel_gd import analysis
+
+    table = _unit_table()
+    (p,) = analysis.paired(table)
+    assert p.seeds == (0, 1, 2) and p.ce_a[:, 0].tolist() == [2.0, 4.0, 6.0] and p.ce_b[:, 0].tolist() == [1, 2, 3]
+    np.testing.assert_allclose(p.log_ratio, np.log(2.0))
+    (r,) = analysis.compare(table)
+    assert r.seeds == 3 and r.ce_a == pytest.approx(4.0) and r.ce_b == pytest.approx(2.0)
+    assert r.ratio == pytest.approx(2.0) and r.ratio_lo == pytest.approx(2.0) and r.ratio_hi == pytest.approx(2.0)
+    # the design's bounds, as ratios: a spread of the per-seed log ratios widens them by its t-bound
+    ce = table.ce.copy()
+    ce[[i for i, c in enumerate(table.configs) if c["model"] == "softmax" and c["seed"] == 1]] *= 1.5
+    (r,) = analysis.compare(dataclasses.replace(table, ce=ce))
+    lr = np.log([2.0, 3.0, 2.0])
+    half = stats.t_quantile(0.95, 2) * lr.std(ddof=1) / math.sqrt(3)
+    assert r.ratio == pytest.approx(math.exp(lr.mean())) and r.ratio_hi == pytest.approx(math.exp(lr.mean() + half))
+    assert list(analysis.log_ratios(table)) == [(ctasks.task_spec("uniform"), 5, 5, 10)]
+    one_missing = analysis.UnitTable(table.configs[:-1], table.ce[:-1], table.correct[:-1])
+    assert analysis.paired(one_missing)[0].seeds == (0, 2)                 # the linear unit of seed 1 is missing
+    assert analysis.paired(table, "softmax", "untrained") == []
+    mix = analysis.paired(_unit_table(test_n=(5, 20)))
+    assert [q.n for q in mix] == [5, 20]
+    np.testing.assert_allclose(mix[1].ce_a[:, 0], 2 * np.array([2.0, 4.0, 6.0]))
+
+
+def test_block_means_and_the_ablation_cost_keep_the_mean():
+    from softmax_icl.figures.classification_kernel_gd import analysis
+
+    x = np.arange(130, dtype=np.float64)
+    b = analysis.block_means(x, 64)
+    assert b.size == 64 and b.mean() == pytest.approx(x.mean(), rel=1e-2)
+    np.testing.assert_allclose(analysis.block_means(np.arange(128.0), 64), np.arange(128.0).reshape(64, 2).mean(1))
+    assert analysis.block_means(np.ones(10), 64).tolist() == [1.0] * 10
+
+
+def test_learned_hyperparameters_deviation_is_symmetric_in_log_and_counts_a_wrong_sign_as_far():
+    from softmax_icl.figures.classification_kernel_gd.claims import log_deviation
+
+    np.testing.assert_allclose(log_deviation([1.25, 0.8, -3.0], 1.0), [math.log(1.25), math.log(1.25), math.log(1e6)])
+
+
+def test_a_metric_measured_in_several_cells_is_decided_per_cell(tmp_path):
+    """Run.decide takes cells labelled "<metric>: <cell>" of a check that decides on several metrics: every cell
+    with its metric's test (the crossover check: softmax better at the tight end, worse at the loose end, per n)."""
+    from softmax_icl.book.run import Run
+    from softmax_icl.figures import FIGURES
+
+    run = Run(FIGURES["classification_kernel_gd"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    tight, loose = stats.synthetic(15, -0.2, 0.02), stats.synthetic(15, 0.2, 0.02)
+    kw = dict(kind="finding", source="test")
+    c = run.decide("clustered-crossover-within-sweep", "x", {"tight_end: n = 10": tight, "loose_end: n = 10": loose,
+                                                             "tight_end: n = 30": tight, "loose_end: n = 30": loose},
+                   **kw)
+    assert c.status == "pass" and [x["test"] for x in c.decision["cells"]] == ["below", "above"] * 2
+    c = run.decide("clustered-crossover-within-sweep", "x", {"tight_end: n = 10": tight, "loose_end: n = 10": loose,
+                                                             "tight_end: n = 30": tight, "loose_end: n = 30": tight},
+                   **kw)
+    assert c.status == "fail"
+    with pytest.raises(ValueError, match="decides on the metrics"):
+        run.decide("clustered-crossover-within-sweep", "x", {"tight_end: n = 10": tight}, **kw)
 
 
 def test_the_engines_update_is_autograd_through_A_and_pytorchs_adam():
@@ -755,3 +832,18 @@ def test_the_engines_update_is_autograd_through_A_and_pytorchs_adam():
         wv(gWV, lr)
         for a, b in zip(mine, ref):
             torch.testing.assert_close(a, b.detach(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_loosest_learnable_tau_is_read_per_length():
+    from softmax_icl.figures.classification_kernel_gd import analysis
+
+    def row(tau, n, acc):
+        return analysis.Comparison(ctasks.task_spec("clustered", tau=tau), 5, 5, n, "softmax", "linear", 1.0, 1.0,
+                                   acc, acc / 2, np.zeros(2), 1.0, 1.0, 1.0, 2)
+
+    rows = [row(0.25, 10, 0.9), row(1.0, 10, 0.5), row(4.0, 10, 0.25), row(0.25, 30, 0.95), row(1.0, 30, 0.7),
+            row(4.0, 30, 0.61)]
+    # halfway from chance 0.2 to 1 is 0.6
+    assert analysis.loosest_learnable(rows, [0.25, 1.0, 4.0], 10, 0.2, 0.5) == (0.25, [0.25])
+    assert analysis.loosest_learnable(rows, [0.25, 1.0, 4.0], 30, 0.2, 0.5) == (4.0, [0.25, 1.0, 4.0])
+    assert analysis.loosest_learnable(rows, [0.25, 1.0, 4.0], 100, 0.2, 0.5) == (0.25, [])

@@ -12,7 +12,7 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "softmax_icl"
 #: The most lines a module of the package may have.
 MAX_LINES = 500
 #: Modules over MAX_LINES, each held at most at the length given here until it is split (path under the package).
-LONG_MODULES: dict[str, int] = {"figures/classification_kernel_gd/analysis.py": 540}
+LONG_MODULES: dict[str, int] = {}
 
 #: The layers, bottom first: (name, module prefixes). A module belongs to the layer of its longest matching prefix;
 #: an import may point to its own layer or to one below.

@@ -188,7 +188,8 @@ def plot_hyperparameters(run: Run, ev: Evaluation, found: Search):
 
 
 def _ratio_panel(ax, rows, colors: dict) -> None:
-    """Softmax/linear test-CE ratio against n (95 % t-interval over seeds), one line per reading."""
+    """Softmax/linear test-CE ratio against n (geometric seed mean, one-sided 95 % t-bounds over paired seeds), one
+    line per reading."""
     for task, color in colors.items():
         rs = [r for r in rows if r.task == task]
         err = np.array([[r.ratio - r.ratio_lo for r in rs], [r.ratio_hi - r.ratio for r in rs]])
@@ -200,8 +201,9 @@ def _ratio_panel(ax, rows, colors: dict) -> None:
 
 
 def plot_readings(run: Run, ev: Evaluation):
-    """Softmax/linear test-CE ratio (95 % t-interval over seeds) across n: the uniform and class-balanced readings
-    (left), the class-clustered reading at each spread tau (right, in order of tau). Below 1: softmax SA better."""
+    """Softmax/linear test-CE ratio (geometric seed mean, one-sided 95 % t-bounds over paired seeds) across n: the
+    uniform and class-balanced readings (left), the class-clustered reading at each spread tau (right, in order of
+    tau). Below 1: softmax SA better."""
     rows = compare(ev.readings)
     plain = [r for r in rows if r.task[0] != "clustered"]
     clustered = [r for r in rows if r.task[0] == "clustered"]
@@ -217,9 +219,9 @@ def plot_readings(run: Run, ev: Evaluation):
 
 
 def plot_shapes(run: Run, ev: Evaluation):
-    """Softmax/linear test-CE ratio (95 % t-interval over seeds) at n = n_main for other numbers of classes C and
-    input dimensions d (uniform reading), the local (P prototypes) and the subspace readings. Left of 1: softmax
-    SA better."""
+    """Softmax/linear test-CE ratio (geometric seed mean, one-sided 95 % t-bounds over paired seeds) at n = n_main
+    for other numbers of classes C and input dimensions d (uniform reading), the local (P prototypes) and the
+    subspace readings. Left of 1: softmax SA better."""
     rs = compare(ev.shapes) + compare(ev.extras)
     ys = np.arange(len(rs))[::-1]
     err = np.array([[r.ratio - r.ratio_lo for r in rs], [r.ratio_hi - r.ratio for r in rs]])
@@ -235,7 +237,7 @@ def plot_shapes(run: Run, ev: Evaluation):
 
 def plot_maps(run: Run, ev: Evaluation):
     """The tau x n maps of the clustered reading: trained softmax/linear test-CE ratio, and each step's over the GD
-    step's (colour: log2 of the ratio, one scale for all; '×' marks cells whose interval includes 1; dashed: the
+    step's (colour: log2 of the ratio, one scale for all; '×' marks cells whose bounds include 1; dashed: the
     crossover tau per n)."""
     maps = ratio_maps(run, ev)
     titles = ["trained softmax / linear SA", "kernel GD / GD step", "exp kernel, fixed rate / GD step",

@@ -73,20 +73,18 @@ def sweeps(cfg: dict) -> dict[str, cmodels.ClsSweep]:
     shapes = tuple([(c, d) for c in cfg["shape_C"]] + [(C, dd) for dd in cfg["shape_d"]])
     lo, hi = cfg["mix_lengths"]
     every = max(1, cfg["steps"] // 10)
-    # the sweeps of the decided checks run the statistical design's seed count
-    comp = {**common, "seeds": cfg["comparison_seeds"]}
     return {
         "main": cmodels.ClsSweep(tasks=(uniform_task(),), shapes=((C, d),), n=(cfg["n_main"],),
-                                 steps=cfg["steps_main"], log_every=max(1, cfg["steps_main"] // 25), **comp),
+                                 steps=cfg["steps_main"], log_every=max(1, cfg["steps_main"] // 25), **common),
         # one program per n (a short context is not padded to the longest one); readings and taus are stacked
         **{f"readings_n{n}": cmodels.ClsSweep(tasks=reading_tasks(cfg), shapes=((C, d),), n=(n,), steps=cfg["steps"],
-                                              log_every=every, **comp) for n in cfg["n_values"]},
+                                              log_every=every, **common) for n in cfg["n_values"]},
         "extras": cmodels.ClsSweep(tasks=extra_tasks(cfg), shapes=((C, d),), n=(cfg["n_main"],),
                                    steps=cfg["steps"], log_every=every, **common),
         "shapes": cmodels.ClsSweep(tasks=(uniform_task(),), shapes=shapes, n=(cfg["n_main"],), steps=cfg["steps"],
-                                   log_every=every, **comp),
+                                   log_every=every, **common),
         "mixture": cmodels.ClsSweep(models=MIX_MODELS, tasks=mixture_tasks(cfg), shapes=((C, d),), n=(hi,), n_min=lo,
-                                    steps=cfg["steps"], log_every=every, **comp),
+                                    steps=cfg["steps"], log_every=every, **common),
     }
 
 
