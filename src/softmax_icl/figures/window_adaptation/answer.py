@@ -1,35 +1,90 @@
 """The window chapter's answer, from its run: a short answer for above the headline figure (``short``) and the
-sentences that follow it under the figure (``lead``), every number read from the run."""
+sentences that follow it under the figure (``lead``), every number read from the run's decided checks (their cells'
+seed means and one-sided 95 % bounds of per-seed log ratios, printed as factors)."""
 
 from __future__ import annotations
 
-from ...book.chapter_text import either, value
+import math
+
+from ...book.chapter_text import check
 from .analysis import WindowAnalysis
+from .claims import N_ORACLE
+
+
+#: A decided check's status in words.
+SAYS = {"pass": "it holds", "fail": "it does not hold", "inconclusive": "the seeds do not decide it",
+        "not settled": "it is still moving at the end of training"}
+
+
+def _cells(run, cid: str) -> list[dict]:
+    return check(run, cid).decision["cells"]
+
+
+def _status(run, cid: str) -> str:
+    c = check(run, cid)
+    return c.status or ("pass" if c.passed else "fail")
+
+
+def _seeds(run, cid: str) -> int:
+    return max(c["n"] for c in _cells(run, cid))
 
 
 def short(run, a: WindowAnalysis) -> str:
-    """The answer in a sentence: how far the learned window moves with $L$ and $\\sigma$."""
+    """The answer in a sentence: how far the learned window moves with $L$ and $\\sigma$ (geometric means over the
+    seeds of the per-seed half-width ratios)."""
     L0, L2 = a.settings[0].L, a.settings[2].L
     s_lo, s_hi = a.settings[1].sigma, a.settings[3].sigma
-    return (f"Pretraining sets the softmax window: its half-width is {value(run, 'window-narrows-with-L')}× as wide "
-            f"at $L = {L0:g}$ as at $L = {L2:g}$, and {value(run, 'window-widens-with-sigma')}× as wide at "
-            f"$\\sigma = {s_hi:g}$ as at $\\sigma = {s_lo:g}$ "
-            + either(run, "window-narrows-with-L", "(narrowing at every step of $L$ in every seed)",
-                     "(but not at every step of $L$ in every seed)") + ".")
+    narrow = math.exp(sum(c["mean"] for c in _cells(run, "window-narrows-with-L")))
+    widen = math.exp(_cells(run, "window-widens-with-sigma")[0]["mean"])
+    bar = math.exp(_cells(run, "window-narrows-with-L")[0]["threshold"])
+    says = {"pass": f"each step of $L$ narrows it by more than {bar:.2g}× with 95 % confidence",
+            "fail": f"but some step of $L$ narrows it by less than {bar:.2g}×",
+            "inconclusive": f"the seeds do not decide whether each step of $L$ narrows it by {bar:.2g}×",
+            "not settled": "the window is still moving at the end of training"}
+    return (f"Pretraining sets the softmax window: over {_seeds(run, 'window-narrows-with-L')} seeds its half-width "
+            f"is {narrow:.3g}× as wide at $L = {L0:g}$ as at $L = {L2:g}$, and {widen:.3g}× as wide at "
+            f"$\\sigma = {s_hi:g}$ as at $\\sigma = {s_lo:g}$ ({says[_status(run, 'window-narrows-with-L')]}).")
+
+
+def _worst(run, cid: str, key: str = "hi") -> tuple[float, str]:
+    """The largest bound ``key`` over the check's cells, as a factor, with its cell's label."""
+    c = max(_cells(run, cid), key=lambda x: x[key])
+    return math.exp(c[key]), c["label"]
+
+
+def _rival(run, cid: str) -> str:
+    """A rival of the near-oracle check in words: how much worse than the tuned window it gets (seed mean), and in how
+    many cells it is rejected."""
+    cells = _cells(run, cid)
+    worst, where = _worst(run, cid, "mean")
+    failed = sum(c["verdict"] == "fail" for c in cells)
+    passed = sum(c["verdict"] == "pass" for c in cells)
+    return (f"is up to {worst:.3g}× worse ({where}) and rejected in {failed} of its {len(cells)} cells"
+            + (f", but within the margin in {passed}" if passed else ""))
 
 
 def lead(run, a: WindowAnalysis) -> str:
-    """The rest of the answer: the trained window against the tuned one, and softmax against linear attention."""
-    oracle = either(run, "softmax-near-oracle",
-                    "The trained unit stays within a factor {v} of the Nadaraya–Watson window tuned to each setting "
-                    "($n \\ge 16$)", "The trained unit is up to {v}× worse than the Nadaraya–Watson window tuned to "
-                    "each setting ($n \\ge 16$)") + (f", while one window shared by all settings is up to "
-                                                     f"{value(run, 'softmax-near-oracle-fixed-window')}× worse.")
-    linear = either(run, "softmax-beats-linear",
-                    "Where a window can help, softmax attention beats both linear attention and the plain average "
-                    "(worst ratio {v})", "Where a window can help, softmax attention does not beat the better of "
-                    "linear attention and the plain average everywhere (worst ratio {v})") + either(
-        run, "softmax-beats-linear-every-n", "; it does at every $n$ too.",
-        "; over every $n$, down to contexts too short for any window, linear attention is ahead in some cells "
-        "(worst ratio {v}).")
+    """The rest of the answer: the trained window against the tuned one and its rivals, and softmax against linear
+    attention."""
+    soft, where = _worst(run, "softmax-near-oracle")
+    n_cells = len(_cells(run, "softmax-near-oracle"))
+    bar = math.exp(_cells(run, "softmax-near-oracle")[0]["threshold"])
+    oracle = (f"Against the Nadaraya–Watson window tuned to each setting ($n \\ge {N_ORACLE}$, {n_cells} cells), the "
+              f"trained unit's error ratio has its largest upper bound at {soft:.3g} ({where}; the bar is {bar:.3g}): "
+              f"{SAYS[_status(run, 'softmax-near-oracle')]}. One window shared by all settings "
+              + _rival(run, "softmax-near-oracle-fixed-window")
+              + "; the trained linear unit " + _rival(run, "softmax-near-oracle-control")
+              + ("." if all(_status(run, c) == "fail" for c in ("softmax-near-oracle-fixed-window",
+                                                                 "softmax-near-oracle-control"))
+                 else ": a rival that passes a cell leaves the check unable to tell adaptation apart there."))
+    beat, beat_where = _worst(run, "softmax-beats-linear")
+    every = _status(run, "softmax-beats-linear-every-n")
+    linear = (f"Where a window can help, softmax's error over the better of linear attention and the plain average "
+              f"has its largest upper bound at {beat:.3g} ({beat_where}; it must stay below "
+              f"{math.exp(_cells(run, 'softmax-beats-linear')[0]['threshold']):.2g}): "
+              f"{SAYS[_status(run, 'softmax-beats-linear')]}"
+              + ("; at every $n$ it beats linear attention by that margin too." if every == "pass" else
+                 "; over every $n$, down to contexts too short for any window, it does not beat linear attention by "
+                 f"that margin in {sum(c['verdict'] != 'pass' for c in _cells(run, 'softmax-beats-linear-every-n'))} "
+                 f"of {len(_cells(run, 'softmax-beats-linear-every-n'))} cells."))
     return " ".join([oracle, linear])

@@ -18,6 +18,9 @@ def _window_validate(cfg: dict) -> None:
     if cfg["zero_mean_class"] == cfg["function_class"]:
         raise ParameterError(f"parameter 'zero_mean_class' = {cfg['zero_mean_class']!r} must differ from "
                              "function_class (it is the second task family)")
+    if cfg["curve_tasks"] > cfg["eval_tasks"]:
+        raise ParameterError(f"parameter 'curve_tasks' = {cfg['curve_tasks']} must be at most eval_tasks = "
+                             f"{cfg['eval_tasks']} (the curve set is the evaluation set's first tasks)")
     if sorted(cfg["L_values"]) != cfg["L_values"]:
         raise ParameterError(f"parameter 'L_values' must be increasing, got {cfg['L_values']!r}")
 
@@ -52,13 +55,29 @@ FIGURE = Figure(
                           check_text="an integer in n_values"),
         "steps": Param("int", {"smoke": 400, "default": 1000, "paper": 5000}, "Adam steps of pretraining",
                        check=positive, check_text="an integer >= 1"),
+        "curve_tasks": Param("int", {"smoke": 256, "default": 1024, "paper": 4096},
+                             "tasks of the curve evaluation set: the first curve_tasks tasks of the evaluation set, on "
+                             "which every unit's ICL error is followed at every logged training step (the statistical "
+                             "design's settling rule)", check=positive, check_text="an integer >= 1"),
+        "tune_tasks": Param("int", {"smoke": 512, "default": 2048, "paper": 4096},
+                            "tasks of each seed's own tuning set, on which the Nadaraya-Watson bandwidths (tuned per "
+                            "setting and n, and the one shared window per n) are chosen", check=positive,
+                            check_text="an integer >= 1"),
         **training_params(),
         **seed_params(),
+        "seeds": Param("int", {"smoke": 2, "default": 15, "paper": 10},
+                       "independent pretraining runs per configuration (a batch axis of the sweeps), each with its "
+                       "own Nadaraya-Watson tuning set: every verdict rests on all of them", check=at_least(2),
+                       check_text="an integer >= 2 (one seed gives no interval)"),
     },
     notes=(
         "Window adaptation: on the sphere E[x] = 0, so linear attention, whose prediction is linear in x_q, cannot "
         "output a task's offset (for the cosine class cos(phi) E[cos(L w^T x)]), while softmax attention, whose "
         "weights sum to one, can. The second family cosine_centered is the same cosine task less its mean over x: "
         "there the softmax-vs-linear comparison is about the window alone.",
+        "The softmax units are pretrained once, on the paper's tasks, and serve both families: a per-task constant "
+        "added to every label shifts a softmax prediction (weights summing to one) by that constant, so the loss, "
+        "its gradients and the trained M are the same on the zero-mean tasks drawn from the same numbers, and so is "
+        "the ICL error (tests/test_window_adaptation.py checks both).",
     ),
 )

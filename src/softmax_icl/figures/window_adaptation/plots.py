@@ -97,8 +97,8 @@ def plot_tasks(run: Run, a: WindowAnalysis):
 
 def plot_error(run: Run, a: WindowAnalysis):
     """ICL error against the context length n: one row per setting, the paper's tasks (left) and the same tasks
-    less their mean (right); softmax and linear units (seed mean, min-max band) and the best-bandwidth
-    Nadaraya-Watson predictor."""
+    less their mean (right); softmax and linear units (seed mean, min-max band), the best-bandwidth Nadaraya-Watson
+    predictor of each setting and the one window shared by all settings (seed means of each seed's tuned windows)."""
     fig, axes = plotting.subplots(len(a.settings), 2, row_height=1.75, sharex=True)
     for i, s in enumerate(a.settings):
         for k, fam in enumerate(FAMILY_LABEL):
@@ -106,7 +106,8 @@ def plot_error(run: Run, a: WindowAnalysis):
             for m in MODELS:
                 plotting.band(ax, a.n, a.error[m][k, i], MODEL_COLORS[m], label=f"{m} attention", marker="o",
                               ms=3)
-            ax.plot(a.n, a.oracle[k, i], "k--", lw=1, label="best-bandwidth NW")
+            ax.plot(a.n, a.mean_error("oracle")[k, i], "k--", lw=1, label="best-bandwidth NW (per setting)")
+            ax.plot(a.n, a.mean_error("fixed")[k, i], ":", color="0.45", lw=1, label="one NW window for all settings")
             ax.set(xscale="log", title=f"{s.label}, {fam}")
             plotting.value_ticks(ax, a.n)
             plotting.log_axis(ax)

@@ -28,15 +28,18 @@ def key_numbers_table(a: WindowAnalysis) -> str:
             for j, m in enumerate(MODELS):
                 rows.append([_setting(s) if j == 0 else "", m, f"{a.w[m][k, i].mean():.3g}",
                              f"{a.halfwidth[m][k, i].mean():.3g}°", _errors(a.error[m][k, i].mean(-1))])
-            rows.append(["", "NW oracle", "", "", _errors(a.oracle[k, i])])
+            rows.append(["", "NW oracle", "", "", _errors(a.mean_error("oracle")[k, i])])
+            rows.append(["", "one NW window", "", "", _errors(a.mean_error("fixed")[k, i])])
         ratio = a.ratio("softmax", "linear")[k]
         wins = [f"{_setting(s)}: $n$ = {', '.join(str(n) for n, r in zip(a.n, ratio[i]) if r >= 1)}"
                 for i, s in enumerate(a.settings) if (ratio[i] >= 1).any()]
         note = ("Linear attention beats softmax at " + ("; ".join(wins) if wins else "no setting and $n$") + ". "
                 "Seed means; $\\lVert M\\rVert_2$: the learned inverse window; half-width of the attention window in "
-                "degrees; NW oracle: the Nadaraya–Watson estimator at its best bandwidth per setting and $n$.")
+                "degrees; NW oracle: the Nadaraya–Watson estimator at its best bandwidth per setting and $n$; one NW "
+                "window: its one bandwidth per $n$ for every setting (both tuned on each seed's own tuning set).")
         out.append(table(["Setting", "Model", "$\\lVert M\\rVert_2$", "Half-width", f"ICL error at $n$ = {ns}"], rows,
-                         title=f"Task family *{fam}*: windows and ICL errors at $n$ = {ns}", folded=len(rows) > 8,
+                         title=f"Task family *{fam}*: windows and ICL errors at $n$ = {ns} (seed means)",
+                         folded=len(rows) > 8,
                          widths=[16, 12, 9, 15, 48], note=note))
     return "\n\n".join(out)
 

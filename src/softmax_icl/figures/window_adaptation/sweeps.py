@@ -2,8 +2,11 @@
 
 Settings: tasks of two families (the paper's cosine class, and the same tasks less their mean over x) on the
 sphere with a small, medium and large Lipschitz constant at noise ``sigma``,
-plus a noisier variant at the medium L. For each setting and each context length ``n`` a softmax and a linear
-unit are pretrained (two batched sweeps over L x sigma x n x seeds).
+plus a noisier variant at the medium L. For each setting, context length ``n`` and seed a linear unit is pretrained
+on each family and a softmax unit on the paper's family (two batched sweeps over family x (L, sigma) x n x seeds):
+the softmax unit serves both families, since a per-task constant added to the labels shifts a softmax prediction by
+that constant and leaves its loss, gradients and trained M unchanged (the tasks of both families are drawn from the
+same numbers: a seed's configurations share one row of draws).
 """
 
 from __future__ import annotations
@@ -39,11 +42,19 @@ def families(cfg: dict) -> tuple[str, str]:
     return (cfg["function_class"], cfg["zero_mean_class"])
 
 
+def trained_families(cfg: dict, model: str) -> tuple[str, ...]:
+    """The families a model's units are pretrained on: both for linear attention, the paper's for softmax (its units
+    serve the zero-mean family too: :func:`unit_index`)."""
+    return families(cfg) if model == "linear" else families(cfg)[:1]
+
+
 def sweep_for(cfg: dict, model: str) -> Sweep:
+    """The sweep of ``model``: its families x settings x ``n_values`` x ``seeds``, logged every ``steps // 50``."""
     pairs = tuple((s.L, s.sigma) for s in settings(cfg))
-    return Sweep(model=model, classes=families(cfg), pairs=pairs, n=tuple(cfg["n_values"]), seeds=cfg["seeds"], d=cfg["d"],
-                 param=cfg["param"], steps=cfg["steps"], batch_size=cfg["batch_size"], lr=cfg["lr"],
-                 data_seed=cfg["data_seed"], init_seed=cfg["init_seed"], log_every=max(1, cfg["steps"] // 50))
+    return Sweep(model=model, classes=trained_families(cfg, model), pairs=pairs, n=tuple(cfg["n_values"]),
+                 seeds=cfg["seeds"], d=cfg["d"], param=cfg["param"], steps=cfg["steps"], batch_size=cfg["batch_size"],
+                 lr=cfg["lr"], data_seed=cfg["data_seed"], init_seed=cfg["init_seed"],
+                 log_every=max(1, cfg["steps"] // 50))
 
 
 def train(run: Run) -> dict[str, SweepResult]:
@@ -52,5 +63,9 @@ def train(run: Run) -> dict[str, SweepResult]:
 
 
 def unit_index(res: SweepResult, s: Setting, n: int, family: str) -> np.ndarray:
-    """Positions of the units of task family ``family`` and setting ``s`` at context length ``n`` (one per seed)."""
-    return res.select(function_class=family, L=s.L, sigma=s.sigma, n=n)
+    """Positions of the units that serve task family ``family`` at setting ``s`` and context length ``n`` (one per
+    seed, in seed order): the family's own units, or, in a sweep trained on one family only (softmax), that family's
+    units (the same M on both families)."""
+    classes = res.grid.classes
+    return res.select(function_class=family if family in classes or len(classes) != 1 else classes[0], L=s.L,
+                      sigma=s.sigma, n=n)
