@@ -144,3 +144,157 @@ def test_theory_and_floor_sweeps():
     assert {f.lr_schedule for f in fl} == set(FLOOR_SCHEDULES)
     with pytest.raises(ParameterError, match="floor_steps"):
         FIGURES.resolve("low_rank", "smoke", {"floor_steps": [300]})
+
+
+# -- the isotropic-window rival (rivals.py) and the per-seed statistics (claims.py) ---------------------------------
+
+def test_parabolic_refinement_finds_the_minimum_of_a_parabola_in_log_scale():
+    from softmax_icl.figures.low_rank.rivals import refine_log_argmin
+    grid = np.geomspace(0.3, 300.0, 24)
+    for w_star in (0.7, 5.3, 41.0):
+        err = 0.2 + (np.log(grid) - np.log(w_star)) ** 2                     # exact parabola in log w
+        assert refine_log_argmin(grid, err) == pytest.approx(w_star, rel=1e-9)
+    # batched over leading axes; a minimum at an end of the grid stays there
+    err = np.stack([(np.log(grid) - np.log(5.3)) ** 2, np.log(grid), -np.log(grid)])
+    np.testing.assert_allclose(refine_log_argmin(grid, err), [5.3, grid[0], grid[-1]], rtol=1e-9)
+
+
+def test_isotropic_window_tuned_per_seed_on_sets_apart_from_the_evaluation_set():
+    """Each seed's tuning set is its own (different errors per seed), none is the evaluation set, and the window
+    tuned on it is within 2 % of the best window of the grid measured on the evaluation set itself."""
+    from softmax_icl.figures.low_rank.rivals import SCALE_GRID, tuned_scales, tuning_errors
+    d, k, n = 6, 2, 12
+    spec = InputSpec(d=d, k=k, task_seed=3)
+    rows = [dict(function_class=c, L=1.0, sigma=0.0, n=n) for c in ("lowrank_linear", "lowrank_cosine")]
+    w, err = tuned_scales(np.eye(d), rows, spec, eval_seed=5, seeds=3, n_tasks=1500)
+    assert w.shape == (2, 3) and err.shape == (2, 3, len(SCALE_GRID))
+    assert not np.allclose(err[:, 0], err[:, 1]) and not np.allclose(err[:, 1], err[:, 2])
+    grid = np.asarray(SCALE_GRID)
+    on_eval, _ = icl_error_of_matrices("softmax", np.tile(grid[:, None, None] * np.eye(d), (2, 1, 1)),
+                                       [r for r in rows for _ in grid], spec, n_tasks=1500, eval_seed=5)
+    on_eval = on_eval.reshape(2, len(grid))
+    assert not any(np.allclose(on_eval[i], err[i, s]) for i in range(2) for s in range(3))
+    tuned, _ = icl_error_of_matrices("softmax", w.reshape(-1)[:, None, None] * np.eye(d),
+                                     [r for r in rows for _ in range(3)], spec, n_tasks=4000, eval_seed=5)
+    best, _ = icl_error_of_matrices("softmax", grid[on_eval.argmin(1)][:, None, None] * np.eye(d), rows, spec,
+                                    n_tasks=4000, eval_seed=5)
+    assert np.all(tuned.reshape(2, 3) <= 1.02 * best[:, None])
+    # the tuning errors of one seed are those of one set evaluated alone (batching over seeds changes nothing)
+    from softmax_icl.base import derive_seed
+    from softmax_icl.figures.low_rank.rivals import TUNE_KEY
+    Ms = np.stack([2.0 * np.eye(d), 9.0 * np.eye(d)])
+    both = tuning_errors("softmax", Ms, rows, spec, [derive_seed(5, TUNE_KEY, s) for s in range(2)], 700)
+    alone = tuning_errors("softmax", Ms, rows, spec, [derive_seed(5, TUNE_KEY, 1)], 700)
+    np.testing.assert_allclose(both[1], alone[0], rtol=1e-6)
+
+
+def test_the_subspace_window_beats_the_isotropic_window_by_the_designs_margin_on_the_linear_class():
+    """What the rival must lose to: on F_B^lin (sigma = 0) the best c B B^T has an ICL error well below 0.9 times the
+    best w I (both tuned on a tuning set), so the check can pass for a unit that learned the subspace."""
+    from softmax_icl.figures.low_rank.rivals import tuned_scales
+    d, k, n = 10, 2, 20
+    spec = InputSpec(d=d, k=k, task_seed=2)
+    B = low_rank_basis(d, k, 2).numpy()
+    rows = [dict(function_class="lowrank_linear", L=1.0, sigma=0.0, n=n)]
+    w, _ = tuned_scales(np.eye(d), rows, spec, eval_seed=1, seeds=1, n_tasks=2000)
+    c, _ = tuned_scales(B @ B.T, rows, spec, eval_seed=1, seeds=1, n_tasks=2000)
+    err, _ = icl_error_of_matrices("softmax", np.stack([w[0, 0] * np.eye(d), c[0, 0] * B @ B.T]), rows * 2, spec,
+                                   n_tasks=4000, eval_seed=3)
+    assert np.log(err[1] / err[0]) < np.log(0.9) - np.log(1 / 0.9)
+
+
+def test_a_cell_with_its_trajectory_is_the_final_value_per_seed_and_the_seed_mean_per_step():
+    from softmax_icl.figures.low_rank.claims import along, with_curve
+    x = np.arange(12.0).reshape(4, 3)                                       # (T, S)
+    final, steps, means = along(x, [0, 10, 20, 30])
+    np.testing.assert_array_equal(final, x[-1])
+    np.testing.assert_array_equal(means, x.mean(-1))
+    final, steps, means = with_curve(np.ones(3), x, [0, 10, 20, 30])
+    np.testing.assert_array_equal(final, np.ones(3))
+    np.testing.assert_array_equal(means, x.mean(-1))
+
+
+# -- the window in the range of the projection (window.py, the window sweep) ----------------------------------------
+
+def test_subspace_scale_is_c_on_a_constructed_M_whatever_lies_outside_colB():
+    """c = tr(B^T M B) / k is exactly c for M = c BB^T plus anything with B^T N B = 0 (the complement block and the
+    cross blocks), signed, batched, and the same for any orthonormal basis of col(B)."""
+    from softmax_icl.figures.low_rank.window import subspace_scale
+    B, Bp = _bases(5)
+    rng = np.random.default_rng(4)
+    cs = np.array([[0.5, 7.0, -3.0], [12.0, -0.1, 2.0]])                                   # (2, 3)
+    N = np.einsum("da,...ab,eb->...de", Bp, rng.standard_normal((2, 3, D - K, D - K)), Bp)  # in B_perp
+    X = np.einsum("da,...ab,eb->...de", Bp, rng.standard_normal((2, 3, D - K, K)), B)      # cross block
+    M = cs[..., None, None] * (B @ B.T) + 4.0 * N + X + np.swapaxes(X, -1, -2)
+    np.testing.assert_allclose(subspace_scale(M, B), cs, rtol=1e-12)
+    Q, _ = np.linalg.qr(rng.standard_normal((K, K)))
+    np.testing.assert_allclose(subspace_scale(M, B @ Q), cs, rtol=1e-12)
+    np.testing.assert_allclose(subspace_scale(-M[1, 2], B), -cs[1, 2], rtol=1e-12)
+    # an uneven block: the mean of its eigenvalues
+    A = np.diag([2.0, 6.0])
+    assert subspace_scale(B @ A @ B.T, B) == pytest.approx(4.0, rel=1e-12)
+
+
+def test_on_the_even_cosine_link_M_and_minus_M_attend_equally_well():
+    """The reason the window statistic is |c|: on the cosine link -c BB^T errs as c BB^T does (up to the evaluation
+    set's sampling), while on the linear class -c BB^T is far worse."""
+    d, k, n = 6, 2, 12
+    spec = InputSpec(d=d, k=k, task_seed=3)
+    B = low_rank_basis(d, k, 3).numpy()
+    Ms = np.stack([8.0 * B @ B.T, -8.0 * B @ B.T])
+    for cls, same in (("lowrank_cosine", True), ("lowrank_linear", False)):
+        rows = [dict(function_class=cls, L=1.0, sigma=0.1, n=n)] * 2
+        err, _ = icl_error_of_matrices("softmax", Ms, rows, spec, n_tasks=20000, eval_seed=2)
+        if same:
+            assert abs(np.log(err[1] / err[0])) < 0.03
+        else:
+            assert err[1] > 2.0 * err[0]
+
+
+def test_the_window_sweep_trains_as_the_main_units_at_its_settings():
+    from softmax_icl.figures.low_rank.sweeps import window_settings, window_sweep
+    cfg = FIGURES.resolve("low_rank", "smoke")
+    sw, main = window_sweep(cfg), sweep_for(cfg, "softmax")
+    for field in ("steps", "batch_size", "lr", "lr_schedule", "seeds", "param", "log_every", "d", "k", "n",
+                  "task_seed", "data_seed", "init_seed"):
+        assert getattr(sw, field) == getattr(main, field), field
+    assert sw.model == "softmax" and sw.classes == ("lowrank_cosine",)
+    omega_sigma = [(4 * L, s) for L, s in sw.settings()]
+    assert omega_sigma == ([(om, cfg["link_sigma"]) for om in cfg["link_omegas"]]
+                           + [(cfg["noise_omega"], s) for s in cfg["noise_sigmas"]])
+    assert len(sw.configs()) == len(omega_sigma) * cfg["seeds"]
+    # a noise setting already on the omega grid is trained once
+    shared = window_settings({**cfg, "noise_omega": cfg["link_omegas"][1], "noise_sigmas": [cfg["link_sigma"], 1.0]})
+    assert len(shared) == len(cfg["link_omegas"]) + 1
+    with pytest.raises(ParameterError, match="link_omegas"):
+        FIGURES.resolve("low_rank", "smoke", {"link_omegas": [3.0, 1.5]})
+    with pytest.raises(ParameterError, match="noise_sigmas"):
+        FIGURES.resolve("low_rank", "smoke", {"noise_sigmas": [1.0, 0.1]})
+
+
+def test_window_cells_are_the_log_ratios_of_the_scale_and_rho2_per_seed():
+    """A window that doubles |c| per omega step gives log 2 per seed (and -log 2 read as widening); the untrained
+    control's cells are the same ratio at the first logged step; rho_2 cells carry the final values and the
+    trajectory of their seed mean."""
+    from softmax_icl.figures.low_rank.claims import window_cells
+    from softmax_icl.figures.low_rank.window import WindowUnits
+    T, P, S = 4, 3, 5
+    rng = np.random.default_rng(0)
+    base = rng.uniform(1.0, 2.0, (T, 1, S))
+    scale = base * (2.0 ** np.arange(P))[None, :, None]
+    scale[0] = 0.01                                                     # the initial M: the same for every setting
+    rho = rng.uniform(0.0, 0.2, (T, P, S))
+    w = WindowUnits(omega=np.array([1.5, 3.0, 6.0]), sigma=np.full(P, 0.2), log_steps=np.arange(T) * 10,
+                    scale=scale, rho2=rho, best_scale=np.ones(P), best_over_mean=np.ones(P), lipschitz=(0, 1, 2),
+                    noise=(0, 1))
+    cells, control = window_cells(w, [(0, 1), (1, 2)], "ω", w.omega, widens=False)
+    assert list(cells) == ["window: ω = 1.5 -> 3", "window: ω = 3 -> 6", "rho2: ω = 1.5", "rho2: ω = 3",
+                           "rho2: ω = 6"]
+    x, steps, means = cells["window: ω = 3 -> 6"]
+    np.testing.assert_allclose(x, np.log(2.0), rtol=1e-12)
+    np.testing.assert_allclose(means[1:], np.log(2.0), rtol=1e-12)
+    np.testing.assert_allclose(cells["rho2: ω = 3"][0], rho[-1, 1])
+    np.testing.assert_allclose(cells["rho2: ω = 3"][2], rho[:, 1].mean(-1))
+    np.testing.assert_allclose(control["window: ω = 1.5 -> 3"], 0.0, atol=1e-12)
+    widen, _ = window_cells(w, [(0, 1)], "σ", w.sigma, widens=True)
+    np.testing.assert_allclose(widen["window: σ = 0.2 -> 0.2"][0], -np.log(2.0), rtol=1e-12)

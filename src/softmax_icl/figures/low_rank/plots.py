@@ -18,7 +18,8 @@ HEAT = dict(cmap="RdBu_r", vmin=-1, vmax=1)
 
 def plot_dynamics(run: Run, a: LowRankAnalysis):
     """rho_1, rho_2 and ICL error (columns) against the pretraining step, one row per class; softmax vs linear
-    (seed mean, min-max band), with the error of predicting 0 and of the best M = w I and M = c B B^T."""
+    (seed mean, min-max band), with the error of predicting 0, of the best M = w I (w tuned per seed: the seed mean
+    of its error) and of the best M = c B B^T."""
     classes, steps = a.classes, a.log_steps
     fig, axes = plotting.subplots(len(classes), 3, row_height=1.7, sharex=True)
     for j, c in enumerate(classes):
@@ -28,7 +29,7 @@ def plot_dynamics(run: Run, a: LowRankAnalysis):
             ax.set(title=short(c), ylabel=ylabel)
         ax = axes[j, 2]
         ax.axhline(a.zero_curve_set[j], color="0.5", ls=":", lw=1, label="predict 0")
-        ax.axhline(a.oracle_wI_curve_set[j], color="0.4", ls="-.", lw=1, label="best M = w I")
+        ax.axhline(a.oracle_wI_curve_set[j].mean(), color="0.4", ls="-.", lw=1, label="best M = w I")
         ax.axhline(a.oracle_cBB_curve_set[j], color="k", ls="--", lw=1, label="best M = c B Bᵀ")
         for ax in axes[j]:
             plotting.log_axis(ax)

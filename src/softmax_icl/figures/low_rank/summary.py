@@ -32,11 +32,14 @@ def key_numbers_table(a: LowRankAnalysis) -> str:
         note="Distance: $\\min_c \\lVert M - cBB^\\top\\rVert_F / \\lVert M\\rVert_F$; in brackets the sign of the "
              f"best $c$, one sign per seed. {NORM} at initialisation: {init}.")
     rows = [[short(c), fmt(a.softmax.final[i].mean()), fmt(a.linear.final[i].mean()), fmt(a.zero[i]),
-             fmt(a.oracle_cBB[i]), fmt(a.oracle_wI[i])] for i, c in enumerate(a.classes)]
-    errors = table(["Class", "Softmax", "Linear", "Predict 0", "Best $M = cBB^\\top$", "Best $M = wI$"], rows,
+             fmt(a.mean[i]), fmt(a.oracle_cBB[i]), fmt(a.oracle_wI[i].mean())] for i, c in enumerate(a.classes)]
+    errors = table(["Class", "Softmax", "Linear", "Predict 0", "Plain average", "Best $M = cBB^\\top$",
+                    "Best $M = wI$"], rows,
                    title="ICL error of the pretrained units and of the reference predictors (seed means)",
-                   note="The references: predicting 0, and the softmax unit at the best multiple of $BB^\\top$ and "
-                        "of the identity.")
+                   note="The references: predicting 0, the plain average of the context labels (softmax with "
+                        "$M = 0$), and the softmax unit at the best multiple of $BB^\\top$ (tuned per class) and of "
+                        "the identity (tuned per class and seed, each seed on a tuning set of its own: the mean over "
+                        "the seeds).")
     return subspace + "\n\n" + errors
 
 
@@ -62,3 +65,24 @@ def theorem_table(a: LowRankAnalysis) -> str:
                    f"= {mant} \\times 10^{{{int(exp)}}}$ "
                    "(the same units: the softmax weights sum to one).")
     return "\n\n".join(out)
+
+
+def window_table(a: LowRankAnalysis) -> str:
+    """The window sweep on the cosine link: per setting (omega, sigma) the trained units' |c| = |tr(B^T M B)| / k
+    (seed mean and range), at initialisation, the best window M = c BB^T with its error over the plain average's,
+    and rho_2 of the trained units."""
+    w = a.window
+    s, r = w.scale, w.rho2
+    order = list(w.lipschitz) + [p for p in w.noise if p not in w.lipschitz]
+    rows = [[f"{w.omega[p]:g}", f"{w.sigma[p]:g}", f"{fmt(s[-1, p].mean())} ({fmt(s[-1, p].min())}–"
+             f"{fmt(s[-1, p].max())})", fmt(s[0, p].mean()), fmt(w.best_scale[p]), fmt(w.best_over_mean[p]),
+             fmt(r[-1, p].mean())] for p in order]
+    c = "$\\lvert c\\rvert$"
+    return table(["$\\omega$", "$\\sigma$", f"Trained {c} (range over seeds)", f"{c} at initialisation",
+                  "Best $c$ of $M = cBB^\\top$", "Its error / plain average's", "Trained $\\rho_2(M, B)$"], rows,
+                 title="The window in $\\mathrm{col}(B)$ on the cosine link $\\cos(\\omega a^\\top B^\\top x)$: "
+                       f"{c[:-1]} = \\lvert\\mathrm{{tr}}(B^\\top M B)\\rvert / k$ of the trained softmax units "
+                       "(seed means)",
+                 note="Best $c$: the window $M = cBB^\\top$ tuned on the first seed's tuning set; its ICL error over "
+                      "the plain average's ($M = 0$) on the evaluation set says how much a window buys there. The "
+                      "first rows are the $\\omega$ grid, the last the noise levels at their $\\omega$.")

@@ -2,7 +2,8 @@
 
 Tasks depend on the input only through a k-dimensional projection: f(x) = g(a^T B^T x) with a fixed orthonormal
 B in R^(d x k), a ~ U^k, and the links g (linear, affine +2, quadratic, cos(4 .)). One softmax and one
-linear unit are pretrained per class and seed (two batched sweeps); their M is logged during pretraining.
+linear unit are pretrained per class and seed (two batched sweeps); their M is logged during pretraining. A window
+sweep trains softmax units on the cosine link cos(omega a^T B^T x) at several omega and noise levels.
 """
 
 from __future__ import annotations
@@ -50,12 +51,31 @@ def floor_sweep(cfg: dict, steps: int, schedule: str) -> Sweep:
                  **_common(cfg, steps, schedule))
 
 
+def window_settings(cfg: dict) -> tuple:
+    """The (L, sigma) settings of the window sweep, as pairs: the cosine link cos(4 L a^T B^T x) has Lipschitz
+    constant omega = 4 L. First every omega of ``link_omegas`` at ``link_sigma``, then every sigma of
+    ``noise_sigmas`` at ``noise_omega`` (a setting already listed is not repeated)."""
+    pairs = [(om / 4.0, cfg["link_sigma"]) for om in cfg["link_omegas"]]
+    pairs += [(cfg["noise_omega"] / 4.0, s) for s in cfg["noise_sigmas"]]
+    return tuple(dict.fromkeys((float(L), float(s)) for L, s in pairs))
+
+
+def window_sweep(cfg: dict) -> Sweep:
+    """Softmax units on the cosine link at the settings of :func:`window_settings` (the chapter's n, steps, batch
+    and learning-rate schedule: nothing tuned for this sweep)."""
+    pairs = window_settings(cfg)
+    common = {**_common(cfg, cfg["steps"], cfg["lr_schedule"]), "L": tuple(sorted({L for L, _ in pairs}))}
+    return Sweep(model="softmax", classes=("lowrank_cosine",), pairs=pairs, n=(cfg["n"],),
+                 sigma=tuple(sorted({s for _, s in pairs})), **common)
+
+
 def train(run: Run) -> dict[str, SweepResult]:
-    """The two main sweeps (softmax, linear), the Theorem 4.4 sweep and the rho-floor sweeps (one program each),
-    through the cache."""
+    """The two main sweeps (softmax, linear), the Theorem 4.4 sweep, the window sweep and the rho-floor sweeps (one
+    program each), through the cache."""
     cfg = run.cfg
     out = {m: run.train(f"train_{m}", sweep_for(cfg, m)) for m in MODELS}
     out["theory"] = run.train("train_theory", theory_sweep(cfg))
+    out["window"] = run.train("train_window", window_sweep(cfg))
     for sch in FLOOR_SCHEDULES:
         for T in cfg["floor_steps"]:
             out[f"floor_{sch}_{T}"] = run.train(f"train_floor_{sch}_{T}", floor_sweep(cfg, T, sch))
