@@ -127,3 +127,76 @@ def test_theory_sweeps_cover_both_L_and_every_n():
                                                             for n in ns}
     with pytest.raises(ParameterError, match="L_prime_factors"):
         FIGURES.resolve("generalization", "smoke", {"L_prime_factors": [2.0, 5.0]})
+
+
+def test_matched_bound_is_the_slides_formula():
+    """Theorem 3.5's matched bound L^(2-2/(d+2)) (sigma^2/n)^(1/(d+2)), constant 1, and its upper half of n."""
+    from softmax_icl.figures.generalization.analysis import matched_bound, upper_half
+    np.testing.assert_allclose(matched_bound(1.0, 0.5, [512], 2), [(0.25 / 512) ** 0.25], rtol=1e-12)
+    b = matched_bound(np.array([1.0, 4.0]), 0.3, 100, 5)
+    np.testing.assert_allclose(b[1] / b[0], 4.0 ** (2 - 2 / 7), rtol=1e-12)
+    np.testing.assert_allclose(matched_bound(1.0, 0.3, [100, 800], 5)[1] / matched_bound(1.0, 0.3, [100], 5)[0],
+                               8.0 ** (-1 / 7), rtol=1e-12)
+    assert upper_half([32, 64, 128, 256, 512]) == [128, 256, 512] and upper_half([64, 256, 1024]) == [256, 1024]
+
+
+def test_identical_units_at_M_zero_make_the_variance_of_f_their_error():
+    """The identical-units rival M = 0 predicts the context mean of the labels: on ReLU tasks at d = 2 its error is
+    Var_x(f) (1 + 1/n) + sigma^2 / n with Var_x(f) = L^2 (1/6 - 2 / (3 pi^2)) (coefficients ~ U[-L, L])."""
+    L, sigma, ns = 1.5, 0.5, [4, 16, 64]
+    err, _ = icl_error_grid("softmax", np.zeros((1, 2, 2)), [dict(function_class="relu", L=L, sigma=sigma)], ns,
+                            InputSpec(d=2), n_tasks=40000)
+    var_f = L**2 * (1 / 6 - 2 / (3 * np.pi**2))
+    np.testing.assert_allclose(err[0, 0], var_f * (1 + 1 / np.array(ns)) + sigma**2 / np.array(ns), rtol=0.04)
+
+
+def test_units_evaluated_in_blocks_are_the_units_evaluated_at_once(monkeypatch):
+    """The curve set's blocks of units (memory only) give the numbers of one call on the same tasks."""
+    from softmax_icl.figures.generalization import analysis
+    M = np.random.default_rng(1).standard_normal((7, 2, 2)) * 2
+    one, _ = icl_error_grid("softmax", M, TESTS, [4, 16], InputSpec(d=2), n_tasks=600)
+    monkeypatch.setattr(analysis, "CURVE_ELEMENTS", 3 * 256 * 17 * 3)            # blocks of 3 units
+    blocks = analysis.blocked_error(M, TESTS, [4, 16], InputSpec(d=2), 600, 3, "cpu")
+    np.testing.assert_allclose(blocks, one, rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def smoke_checks(tmp_path_factory):
+    """The chapter's checks at the smoke profile, as its notebook runs them."""
+    from softmax_icl.book.run import Run
+    from softmax_icl.figures.generalization import FIGURE, analysis, claims, sweeps
+    run = Run(FIGURE, "smoke", "cpu", output_dir=str(tmp_path_factory.mktemp("generalization")))
+    a = analysis.analyse(run, sweeps.train(run))
+    claims.check_claims(run, a)
+    return run, a
+
+
+def test_every_designed_check_is_decided_on_every_seed_with_its_rivals(smoke_checks):
+    """Each design entry of the chapter is decided on every seed of the run, followed along training where the design
+    says so, and each rival it names is decided as its control; nothing else is recorded."""
+    from softmax_icl.book import design
+    run, a = smoke_checks
+    by = {c.id: c for c in run.claims}
+    expected = set()
+    for e in design.load().of_figure("generalization"):
+        cid = e.key.split("/", 1)[1]
+        expected |= {cid, *e.controls}
+        dec = by[cid].decision
+        assert dec["design"] == e.key and dec["seeds"] == run.cfg["seeds"] >= 2, cid
+        for cell in dec["cells"]:
+            assert ("trajectory" in cell) == bool(e.trajectory), (cid, cell["label"])
+            if e.trajectory:
+                assert len(cell["trajectory"]["steps"]) == len(a.log_steps)
+        for ctrl in e.controls:
+            assert by[ctrl].kind == "control" and by[ctrl].control_of in (cid, by[ctrl].control_of)
+    assert set(by) == expected
+
+
+def test_the_trajectory_ends_where_the_verdict_is_measured(smoke_checks):
+    """The curve set is the evaluation set's first tasks: the trajectory's last point (curve set) and the seed mean
+    of the samples (whole evaluation set) estimate the same log ratio; and the M = 0 rival is one value per seed."""
+    run, a = smoke_checks
+    by = {c.id: c for c in run.claims}
+    for cell in by["matched-L-curves-coincide"].decision["cells"] + by["mismatched-L-large-worse"].decision["cells"]:
+        assert abs(cell["trajectory"]["means"][-1] - cell["mean"]) < 0.15, cell["label"]
+    assert all(c["sd"] == 0 for c in by["matched-L-curves-coincide-identical"].decision["cells"])

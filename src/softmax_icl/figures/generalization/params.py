@@ -38,6 +38,9 @@ def _generalization_validate(cfg: dict) -> None:
     if sorted(set(f)) != f or not (f[0] < 1 < f[-1]) or 1.0 not in f:
         raise ParameterError(f"parameter 'L_prime_factors' = {f!r} must be increasing, contain 1 and values on both "
                              "sides of 1 (the two branches of Theorem 3.5)")
+    if cfg["curve_tasks"] > cfg["eval_tasks"]:
+        raise ParameterError(f"parameter 'curve_tasks' = {cfg['curve_tasks']} must be at most eval_tasks = "
+                             f"{cfg['eval_tasks']} (the curve set is the evaluation set's first tasks)")
     if cfg["large_d"] and cfg["large_d"] <= cfg["d"]:
         raise ParameterError(f"parameter 'large_d' = {cfg['large_d']} must be 0 (none) or larger than d = {cfg['d']}")
 
@@ -92,8 +95,16 @@ FIGURE = Figure(
         "large_d_n": Param("list[int]", {"smoke": [32, 128], "default": [64, 256, 1024]},
                            "context lengths of the Theorem 3.5 units at large_d", check=at_least(2),
                            check_text="increasing integers >= 2"),
+        "curve_tasks": Param("int", {"smoke": 512, "default": 2000, "paper": 4000},
+                             "tasks of the curve evaluation set (the first tasks of the evaluation set, "
+                             "n <= n_train) on which the units of the trajectory checks are evaluated at every "
+                             "logged step",
+                             check=positive, check_text="an integer >= 1, at most eval_tasks"),
         **training_params(),
-        **seed_params(),
+        **{**seed_params(), "seeds": Param("int", {"smoke": 2, "default": 15, "paper": 10},
+                                           "independent pretraining runs per configuration, a batch axis of every "
+                                           "sweep: every check's verdict rests on all of them", check=positive,
+                                           check_text="an integer >= 1")},
     },
     notes=(
         "Generalisation: d = 2 (inputs on the circle), sigma = 0.5 and pretraining context n = 128 are chosen so "
@@ -105,19 +116,21 @@ FIGURE = Figure(
         "learning rate along a cosine to 0. Chosen before the seed audit, for two reasons: at large L the loss along "
         "M = wI has a second, spurious minimum at w < 0, and a random start with tr(M) ~ 0 can fall into it (a "
         "fresh seed set ended a cosine L = 10 unit at M ~ -wI); a constant Adam step leaves the iterate jittering "
-        "at a scale set by the step, so the loss never settles. Convergence is checked (the loss slope over the "
-        "last quarter of pretraining).",
+        "at a scale set by the step, so the loss never settles.",
         "Generalisation: Theorem 3.5 is tested quantitatively on its own class (ReLU, F_L^+): units pretrained at "
         "L_test and at L_pretrain[0] for every n in theory_n (d) and large_d_n (large_d), tested at L' = factor x "
         "L_test and at every n.",
         "Generalisation: every unit is pretrained at one context length n_train and tested at every n in n_test "
-        "(test settings differ from training in class, L and n). The claims compare units at n = n_train.",
+        "(test settings differ from training in class, L and n). The mismatched-L claims compare units at "
+        "n = n_train, the matched-L claim at every n <= n_train.",
         "Generalisation: the grid pretraining class x L is trained in full (one batched sweep), so panel (b)'s "
         "mismatch is also reported for the other classes.",
         "Generalisation: linear attention reference = a linear unit pretrained on the test class at L_test; "
         "Nadaraya-Watson oracle = M = w I with w tuned per test class and n on a separate tuning set (24 values of w, "
         "log-spaced in [0.1, 1000]).",
         "Generalisation: errors at all test n come from one pass over the evaluation set (prefix sums over the "
-        "context), drawing exactly the tasks metrics.icl_error draws at n = max(n_test).",
+        "context), drawing exactly the tasks metrics.icl_error draws at n = max(n_test). The checks followed along "
+        "training (book/design.yml: trajectory) evaluate their units' logged M on the curve set, the first "
+        "curve_tasks tasks of the same evaluation set.",
     ),
 )

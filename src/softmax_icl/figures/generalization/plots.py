@@ -139,7 +139,7 @@ def plot_theory(run: Run, a: GeneralizationAnalysis):
     """Theorem 3.5, one row per d. Left: error at the largest n against the test L' of units pretrained at a small
     L (pink) and at L_test (blue), with the fitted two-branch curves a L'^2 + b and their crossovers (dotted), and
     the re-tuned oracle. Right: error against n at L' = L_test of units pretrained at each n, of the small-L unit
-    pretrained at the largest n, the oracle, and the theorem's rate n^(-1/(d+2))."""
+    pretrained at the largest n, the oracle, and the theorem's matched bound (constant 1)."""
     colors = (QUALITATIVE[3], QUALITATIVE[0])
     fig, axes = plotting.subplots(len(a.theory), 2, row_height=2.6)
     for row, th in zip(axes, a.theory):
@@ -161,9 +161,8 @@ def plot_theory(run: Run, a: GeneralizationAnalysis):
         ax.plot(th.n, th.error[0, -1, :, f1, :].mean(0), "s-", color=colors[0], ms=3,
                 label=f"pretrained at L = {th.L_unit[0]:g} and the largest n")
         ax.plot(th.n, th.oracle[f1], "k--", lw=1)
-        ns = np.asarray(th.n, dtype=float)
-        ax.plot(ns, r.mean(0)[0] * (ns / ns[0]) ** (-1.0 / (th.d + 2)), color="0.5", ls="-.", lw=1,
-                label=r"theorem's rate $n^{-1/(d+2)}$")
+        ax.plot(th.n, th.bound, color="0.5", ls="-.", lw=1,
+                label=r"theorem's bound $L^{2-2/(d+2)}(\sigma^2/n)^{1/(d+2)}$")
         ax.set(xscale="log", xlabel="context length n", title=f"d = {th.d}, L' = {th.L_unit[1]:g}")
         plotting.value_ticks(ax, th.n)
         plotting.log_axis(ax)
