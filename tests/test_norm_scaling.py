@@ -137,3 +137,119 @@ def test_growth_rate_is_the_early_slope_of_log_norm_and_the_ordering_takes_the_w
     ok = dynamics.ordering([dynamics.growth(_growth_result([[0.001, 0.002, 0.004]]), "iso", 0.2)], ["relu"],
                            [0.1, 0.3, 1.0], "early_slope")
     assert ok.worst_step == pytest.approx(0.001)
+
+
+# -- the design's statistics ----------------------------------------------------------------------------------
+
+def test_full_weights_trainer_trains_as_the_sweep_does_and_logs_the_weights():
+    from softmax_icl.training import train_sweep
+    sweep = Sweep(classes=("relu",), L=(1.0,), sigma=(0.1,), n=(10,), seeds=2, d=3, param="full", steps=6,
+                  batch_size=8, lr=0.03, log_every=3)
+    plain = train_sweep(sweep, "cpu")
+    logged = sw_mod.FullWeights(sweep).train("cpu")
+    np.testing.assert_allclose(logged.M_history, plain.M_history, rtol=1e-6, atol=1e-7)
+    assert logged.to_dict()["sweep"] == sweep.to_dict() and sw_mod.FullWeights(sweep).to_dict()["log"]
+    h = logged.weights_history
+    assert h["WK"].shape == (3, 2, 4, 4)                                 # log points 0, 3, 6; two seeds; d + 1
+    for k in ("WK", "WQ", "WV"):
+        np.testing.assert_allclose(h[k][-1], logged.final_state[k], rtol=1e-6)
+    A = np.swapaxes(h["WK"], -1, -2) @ h["WQ"]
+    np.testing.assert_allclose(A[..., :3, :3], logged.M_history, rtol=1e-5, atol=1e-6)
+    bh = an.block_history(logged)
+    assert bh.label_row_ratio.shape == (3, 2)
+    assert an.block_history(plain) is None                              # no weights logged: no history
+    with pytest.raises(ValueError, match="param='full'"):
+        sw_mod.FullWeights(Sweep(param="KQ")).train("cpu")
+
+
+def test_pooled_scan_and_jackknife_give_the_mean_and_its_standard_error():
+    from softmax_icl import theory as th
+    from softmax_icl.figures.norm_scaling import theorem34 as t34
+    assert t34.batch_sizes(10, 4) == [3, 3, 2, 2]
+    rng = np.random.default_rng(0)
+    vals = rng.normal(1.0, 0.3, size=(6, 2, 5))                          # 6 batches of equal size, (n, w) terms
+    batches = [th.WindowScan(3, (10, 20), np.arange(5.0), v, 2 * v, 0 * v, 0 * v, 16) for v in vals]
+    p = t34.pooled(batches)
+    np.testing.assert_allclose(p.bias, vals.mean(0)) and np.testing.assert_allclose(p.noise, 2 * vals.mean(0))
+    loo = t34._leave_one_out(batches)
+    np.testing.assert_allclose(loo[2][0], np.delete(vals, 2, 0).mean(0))
+    # for the mean itself the delete-one jackknife is the standard error of the batch means
+    reps = np.array([b[0][0, 0] for b in loo])
+    assert t34.jackknife_se(reps) == pytest.approx(vals[:, 0, 0].std(ddof=1) / np.sqrt(6))
+    assert t34.edge_distance([0.25, 0.5, 0.1], (0.2, 0.4)).tolist() == pytest.approx([0.05, -0.1, -0.1])
+
+
+def test_an_exact_check_with_its_monte_carlo_error_needs_the_whole_interval_inside(tmp_path):
+    from softmax_icl import stats
+    from softmax_icl.book.run import Run
+    run = Run(FIGURES["norm_scaling"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    kw = dict(kind="claim", source="test", ledger="theorem-3-4-window-scale")
+    z = stats.normal_quantile(0.95)
+    ok = run.decide("theorem34-slides-range", "x", {"d = 3": stats.Estimate(0.03, 0.01)}, **kw)
+    assert ok.status == "pass" and ok.value == pytest.approx(0.03 - z * 0.01)
+    near = run.decide("theorem34-slides-range", "x", {"d = 3": stats.Estimate(0.01, 0.01)}, **kw)
+    assert near.status == "inconclusive"                                 # inside, but not by its Monte Carlo error
+    out = run.decide("theorem34-slides-range", "x", {"d = 3": stats.Estimate(-0.03, 0.01)}, **kw)
+    assert out.status == "fail"
+
+
+def test_the_late_growth_rival_fails_where_the_norms_have_settled(tmp_path):
+    from softmax_icl.book.run import Run
+    from softmax_icl.figures.norm_scaling import claims
+    rates = [[0.001, 0.002, 0.004]] * 3 + [[0.0011, 0.0021, 0.0043]] * 3       # rate doubles per step of L
+    g = dynamics.growth(_growth_result(rates), "isotropic", early=0.2)
+    early = dynamics.ordering([g], ["relu"], [0.1, 0.3, 1.0], "early_slope")
+    late = dynamics.ordering([g], ["relu"], [0.1, 0.3, 1.0], "late_slope")
+    claim, rival, whole = claims.growth_steps(early, late, {("isotropic", "relu"): 1.0})
+    assert set(claim) == set(whole) and len(claim) == 2
+    np.testing.assert_allclose(claim["relu/isotropic, L = 0.1 -> 0.3"], [1.0] * 3 + [0.1 / 0.11] * 3)
+    np.testing.assert_allclose(rival["relu/isotropic, L = 0.1 -> 0.3"], 0.0, atol=1e-9)   # plateau: no growth
+    run = Run(FIGURES["norm_scaling"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    c = run.decide("growth-rate-orders-with-L", "x", claim, kind="claim", source="t", ledger="norm-grows-faster")
+    r = run.decide("growth-rate-orders-with-L-late", "x", rival, kind="control", source="t",
+                   control_of="growth-rate-orders-with-L")
+    assert c.status == "pass" and r.status == "fail"
+    # a step of L at which the rate does not grow: the claim fails there
+    gf = [dynamics.growth(_growth_result([[0.002, 0.002, 0.004]] * 4), "isotropic", 0.2)]
+    flat = [dynamics.ordering(gf, ["relu"], [0.1, 0.3, 1.0], stat) for stat in ("early_slope", "late_slope")]
+    steps = claims.growth_steps(*flat, {("isotropic", "relu"): 1.0})[0]
+    assert run.decide("growth-rate-orders-with-L", "x", steps, kind="claim", source="t",
+                      ledger="norm-grows-faster").status == "fail"
+
+
+def test_trajectory_keeps_the_logged_steps_where_every_seed_is_defined():
+    from softmax_icl.figures.norm_scaling import claims
+    w = np.array([[-0.1, 0.2], [0.5, 1.0], [1.0, 2.0]])                  # (T, seeds): w <= 0 at the first log
+    lr = claims.log_ratio(w, np.ones_like(w))
+    steps, means = claims.trajectory([0, 10, 20], lr)
+    assert steps.tolist() == [10, 20] and means == pytest.approx([np.log(0.5 * 1.0) / 2, np.log(2.0) / 2])
+    with pytest.raises(ValueError, match="no log"):
+        claims.defined(lr[0], "w-falls-with-sigma", "here")
+
+
+def test_inner_dimension_compares_per_seed_with_the_nearer_neighbour_L():
+    Ls, seeds, d = [0.3, 1.0, 3.0], 2, 2
+    cfg = dict(L_values=Ls, sigma=0.1, n=50, classes=["relu"], regime_w=2.0, average_last=0.0, d=d)
+    grid = Grid(("relu",), tuple((L, 0.1) for L in Ls), (50,), seeds)
+    scale = {0.3: 1.0, 1.0: 4.0, 3.0: 4.5}                                # M_d = scale I; 1.0's nearer neighbour: 3.0
+    M_d = np.stack([scale[L] * np.eye(d) for L in Ls for _ in range(seeds)])
+    M_r = M_d * np.repeat([[1.0, 1.1]], len(Ls), 0).ravel()[:, None, None]   # seed 1 of the r x d units: 10 % off
+    res = SimpleNamespace(M_history=M_r[None], log_steps=np.array([0]), grid=grid,
+                          sweep={"inner_dim": 4, "seeds": seeds})
+    u = SimpleNamespace(grid=grid, w_pop=np.repeat([1.0, 5.0, 5.0], seeds))   # L = 0.3 has no window
+    inner = an.inner_dimension(cfg, {"inner": res}, M_d, u)
+    assert inner.keys == [("relu", 1.0), ("relu", 3.0)] and inner.neighbour == [3.0, 1.0]
+    np.testing.assert_allclose(inner.dist, [[0.0, 0.1], [0.0, 0.1]])
+    assert inner.gap == pytest.approx([0.5 / 4.5, 0.5 / 4.0])
+    np.testing.assert_allclose(inner.dist_next[0], [0.5 / 4.5, abs(4.4 - 4.5) / 4.5])
+
+
+def test_running_final_is_final_M_had_training_stopped_at_each_log():
+    T, C, d = 9, 2, 3
+    rng = np.random.default_rng(1)
+    hist = rng.normal(size=(T, C, d, d))
+    run_M = an.running_final(hist, 0.25)
+    for j in range(T):
+        res = SweepResult(sweep={}, configs=[{}] * C, log_steps=np.arange(j + 1), M_history=hist[:j + 1],
+                          loss_history=np.zeros((j + 1, C)), final_state={})
+        np.testing.assert_allclose(run_M[j], an.final_M(res, 0.25))

@@ -64,8 +64,13 @@ class Units:
     w: np.ndarray             # best multiple of the predicted direction (I or Sigma^-1)
     resid: np.ndarray
     norm: np.ndarray          # final ||M||_2
-    norm_history: np.ndarray  # (T, C)
+    norm_history: np.ndarray  # (T, C): ||M||_2 of the logged M
     steps: np.ndarray
+    # (T, C): the statistics of the final M as it stood at every logged step (:func:`running_final`)
+    norm_running: np.ndarray  # ||M||_2
+    w_history: np.ndarray     # best multiple of the predicted direction
+    resid_iso: np.ndarray     # (C,): ||M - (tr M / d) I||_F / ||M||_F of the final M (its distance from isotropy)
+    resid_iso_history: np.ndarray   # (T, C): the same of the final M at every logged step
     snr: np.ndarray
     w_pop: np.ndarray
     loss_pop: np.ndarray
@@ -81,6 +86,8 @@ class Units:
     p_cost: np.ndarray | None = None
     dist_cov: np.ndarray | None = None
     dist_iso: np.ndarray | None = None
+    dist_cov_history: np.ndarray | None = None  # (T, C): dist_cov of the final M at every logged step
+    dist_iso_history: np.ndarray | None = None  # (T, C): dist_iso of the final M at every logged step
 
 
 @dataclass(frozen=True)
@@ -109,14 +116,18 @@ class FitEntry:
 
 @dataclass(frozen=True)
 class InnerDim:
-    """Units with M_K, M_Q in R^(r x d) against the d x d units of the same (class, L) at sigma, n (seed means of the
-    final M), at the (class, L) whose population-optimal w is at least ``regime_w``."""
+    """Units with M_K, M_Q in R^(r x d) against the d x d units of the same (class, L) at sigma, n, per seed, at every
+    (class, L) whose population-optimal w is at least ``regime_w``. The rival of each (class, L) is the d x d units of
+    its neighbouring L on the grid (the previous or the next, whichever learns the nearer seed-mean M)."""
 
     r: int
-    keys: list                # (class, L) compared
-    dist: np.ndarray          # ||M_r - M_d||_F / ||M_d||_F
-    dist_next: np.ndarray     # the same against the d x d units of the next L of the grid (the last: the previous)
-    w: np.ndarray             # the r x d units' best multiple of I (seed means)
+    keys: list                # (class, L)
+    neighbour: list           # the neighbouring L of each key
+    dist: np.ndarray          # (keys, seeds): ||M_r,s - mean_s M_d|| / ||mean_s M_d||
+    dist_next: np.ndarray     # (keys, seeds): the same against the neighbour's d x d units
+    self_dist: np.ndarray     # (keys,): seed mean of ||M_d,s - mean_s M_d|| / ||mean_s M_d||, the d x d units' spread
+    gap: np.ndarray           # (keys,): ||mean M_d(L) - mean M_d(L')|| / ||mean M_d(L')||, how far the rival sits
+    w: np.ndarray             # (keys,): the r x d units' best multiple of I (seed means)
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,7 @@ class Analysis:
     M_init: dict = field(default_factory=dict)  # sweep -> initial M (C, d, d): the untrained baselines
     block_init: th.BlockForm | None = None      # the full-weight units at initialisation
     inner: InnerDim | None = None               # the inner-dimension units (when the "inner" sweep ran)
+    block_history: th.BlockForm | None = None   # the full-weight units at every logged step (arrays (T, C))
 
 
 # -- helpers --------------------------------------------------------------------------------------------
@@ -143,6 +155,17 @@ def final_M(res: SweepResult, frac: float) -> np.ndarray:
     T = len(res.log_steps)
     k = max(1, int(round(frac * (T - 1))))
     return res.M_history[-k:].mean(0)
+
+
+def running_final(history, frac: float) -> np.ndarray:
+    """The final value as it stood at every logged step: at log ``j`` (of ``T``, along the first axis), the mean of
+    the logged values over the last ``max(1, round(frac * j))`` logs up to ``j`` -- what :func:`final_M` returns had
+    training stopped there (so the last one is the final M). (T, ...) -> (T, ...)."""
+    H = np.asarray(history, dtype=np.float64)
+    c = np.concatenate([np.zeros_like(H[:1]), np.cumsum(H, axis=0)])
+    j = np.arange(H.shape[0])
+    k = np.maximum(1, np.rint(frac * j).astype(int))
+    return (c[j + 1] - c[j + 1 - k]) / k.reshape(-1, *[1] * (H.ndim - 1))
 
 
 def w_grid(cfg: dict) -> np.ndarray:
@@ -238,10 +261,13 @@ def _units(cfg: dict, key: str, r: SweepResult, M: np.ndarray, base: np.ndarray,
     cov = nonisotropic_covariance(d).numpy()
     cfgs = r.configs
     w, resid = th.best_multiple(M, base)
+    Mt = running_final(r.M_history, cfg["average_last"])                      # (T, C, d, d)
     sig = np.array([c["sigma"] for c in cfgs])
     common = dict(configs=cfgs, grid=r.grid, w=w, resid=resid, norm=spectral_norm(M),
-                  norm_history=spectral_norm(r.M_history),
-                  steps=r.log_steps, snr=th.snr([c["n"] for c in cfgs], [c["L"] for c in cfgs], sig))
+                  norm_history=spectral_norm(r.M_history), steps=np.asarray(r.log_steps),
+                  norm_running=spectral_norm(Mt), w_history=th.best_multiple(Mt, base)[0],
+                  resid_iso=th.best_multiple(M, np.eye(d))[1], resid_iso_history=th.best_multiple(Mt, np.eye(d))[1],
+                  snr=th.snr([c["n"] for c in cfgs], [c["L"] for c in cfgs], sig))
     if key in ("iso", "n", "full"):
         sc, rows = scans.iso_scan, scans.iso_rows
         ri = np.array([row_index(rows)[row_key(c)] for c in cfgs])
@@ -277,7 +303,9 @@ def _units(cfg: dict, key: str, r: SweepResult, M: np.ndarray, base: np.ndarray,
                  norm_pop=np.array([bw[j] * np.max(cov ** -P_GRID[j]) for bw, j in zip(best_w, jb)]),
                  loss_trained=cs.trained.loss(sig), loss_pop_p1=best_l[:, j1], loss_by_p=best_l, p_star=p_star,
                  p_trained=p_trained, p_cost=p_cost, dist_cov=th.normalized_distance(M, base),
-                 dist_iso=th.normalized_distance(M, np.eye(d)))
+                 dist_iso=th.normalized_distance(M, np.eye(d)),
+                 dist_cov_history=th.normalized_distance(Mt, base),
+                 dist_iso_history=th.normalized_distance(Mt, np.eye(d)))
 
 
 def analyse(run: Run, res: dict[str, SweepResult]) -> Analysis:
@@ -308,12 +336,21 @@ def analyse(run: Run, res: dict[str, SweepResult]) -> Analysis:
     return Analysis(cfg, wg, scans, Ms, cov, units, block, fs["WV"], trained_curves,
                     slope_fits(cfg, units["iso"], units["n"]), M_init={k: res[k].M_history[0] for k in MAIN_SWEEPS},
                     block_init=th.block_form(f0["WK"], f0["WQ"], f0["WV"]),
-                    inner=inner_dimension(cfg, res, Ms["iso"], units["iso"]) if "inner" in res else None)
+                    inner=inner_dimension(cfg, res, Ms["iso"], units["iso"]) if "inner" in res else None,
+                    block_history=block_history(res["full"]))
+
+
+def block_history(res: SweepResult) -> th.BlockForm | None:
+    """The block form of full-weight units at every logged step (arrays (T, C)), where their training logged the
+    weights (:class:`softmax_icl.figures.norm_scaling.sweeps.FullWeights`); else None."""
+    h = getattr(res, "weights_history", None)
+    return th.block_form(h["WK"], h["WQ"], h["WV"]) if h else None
 
 
 def inner_dimension(cfg: dict, res: dict[str, SweepResult], M_iso: np.ndarray, u_iso: Units) -> InnerDim:
-    """The rebuttal's inner dimension: seed-mean final M of the r x d units against the d x d units of the iso
-    sweep at the same (class, L, sigma, n), and (the baseline) at the next L of the grid."""
+    """The rebuttal's inner dimension: per seed, the final M of the r x d units against the seed-mean final M of the
+    d x d units of the iso sweep at the same (class, L, sigma, n), and (the rival) against that of the neighbouring
+    L of the grid whose seed-mean M is nearer (the previous or the next L)."""
     r_inner = res["inner"]
     M_r = final_M(r_inner, cfg["average_last"])
     sigma, n, Ls = cfg["sigma"], cfg["n"], list(cfg["L_values"])
@@ -321,18 +358,30 @@ def inner_dimension(cfg: dict, res: dict[str, SweepResult], M_iso: np.ndarray, u
     def mean_M(M, grid, cls, L):
         return M[grid.units(function_class=cls, L=L, sigma=sigma, n=n)].mean(0)
 
-    keys, dist, dist_next, w = [], [], [], []
+    def rel(A, B):                       # ||A - B||_F / ||B||_F over the leading axes of A
+        return np.linalg.norm(A - B, axis=(-2, -1)) / np.linalg.norm(B)
+
+    keys, neighbour, dist, dist_next, gap, w, spread = [], [], [], [], [], [], []
     for cls in cfg["classes"]:
         for j, L in enumerate(Ls):
             if seed_mean(u_iso.w_pop, u_iso.grid, [(cls, L, sigma, n)])[0] < cfg["regime_w"]:
                 continue
-            Mr, Md = mean_M(M_r, r_inner.grid, cls, L), mean_M(M_iso, u_iso.grid, cls, L)
-            Mn = mean_M(M_iso, u_iso.grid, cls, Ls[j + 1] if j + 1 < len(Ls) else Ls[j - 1])
+            Mr = M_r[r_inner.grid.units(function_class=cls, L=L, sigma=sigma, n=n)]     # (seeds, d, d)
+            Md = mean_M(M_iso, u_iso.grid, cls, L)
+            near = [Ls[k] for k in (j - 1, j + 1) if 0 <= k < len(Ls)]
+            gaps = [rel(Md, mean_M(M_iso, u_iso.grid, cls, Lk)) for Lk in near]
+            Ln = near[int(np.argmin(gaps))]
+            Mn = mean_M(M_iso, u_iso.grid, cls, Ln)
             keys.append((cls, L))
-            dist.append(np.linalg.norm(Mr - Md) / np.linalg.norm(Md))
-            dist_next.append(np.linalg.norm(Mr - Mn) / np.linalg.norm(Mn))
-            w.append(float(np.trace(Mr)) / cfg["d"])
-    return InnerDim(int(r_inner.sweep["inner_dim"]), keys, np.array(dist), np.array(dist_next), np.array(w))
+            neighbour.append(Ln)
+            dist.append(rel(Mr, Md))
+            dist_next.append(rel(Mr, Mn))
+            gap.append(min(gaps))
+            w.append(float(np.trace(Mr.mean(0))) / cfg["d"])
+            spread.append(float(rel(M_iso[u_iso.grid.units(function_class=cls, L=L, sigma=sigma, n=n)], Md).mean()))
+    seeds = int(r_inner.sweep["seeds"])
+    return InnerDim(int(r_inner.sweep["inner_dim"]), keys, neighbour, np.array(dist).reshape(-1, seeds),
+                    np.array(dist_next).reshape(-1, seeds), np.array(spread), np.array(gap), np.array(w))
 
 
 def sweep_index(u: Units, cls: str, sweep: str, cfg: dict) -> np.ndarray:

@@ -8,6 +8,7 @@ and one legend.
 
 from __future__ import annotations
 
+import math
 
 import matplotlib.ticker as mticker
 import numpy as np
@@ -17,14 +18,18 @@ from matplotlib.patches import Patch
 from ... import plotting
 from ... import theory as th
 from ...plotting import QUALITATIVE
+from ...book import design
 from ...book.run import Run
 from .analysis import P_GRID, SETTING_LABEL, SETTING_OF, Analysis, row_index, seed_mean, sweep_index
-from .claims import COV_DIST_TOL, W_RATIO_TOL
 from .dynamics import Growth
 from .sweeps import whitened_L
 from .theorem34 import Theorem34, TrainedLargeN
 from .trends import L_trend, n_trend, panels, sigma_trend
 
+#: The checks' thresholds, from the statistical design: trained w within this factor of the optimum; the covariance
+#: lemma's distance from Sigma^-1.
+W_RATIO_TOL = round(math.exp(design.load().entry("norm_scaling", "trained-w-near-optimum").test.threshold), 6)
+COV_DIST_TOL = design.load().entry("norm_scaling", "covariance-lemma-whitened").metrics["distance"].threshold
 CLASS_COLORS = {"relu": QUALITATIVE[0], "cosine": QUALITATIVE[1]}
 RANGE_COLORS = {"slides": "#9467bd", "sphere": "#2ca02c", "sketch": "#d62728"}
 #: Marker and line style of each input setting, the same in every panel of the covariance figure.

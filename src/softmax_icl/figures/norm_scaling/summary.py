@@ -14,7 +14,7 @@ from ... import theory as th
 from ...book.chapter import table
 from .analysis import SETTING_LABEL, SETTING_OF, Analysis
 from .dynamics import Growth, Ordering
-from .theorem34 import NEFF_MIN, NOISE_FIT_W, Theorem34, TrainedLargeN
+from .theorem34 import NEFF_MIN, NOISE_FIT_W, Theorem34, TrainedLargeN, jackknife_se
 from .trends import L_trend, n_trend, panels, sigma_trend
 
 NORM = "$\\lVert M\\rVert_2$"
@@ -138,12 +138,15 @@ def theorem34_table(t: Theorem34) -> str:
                  title=f"Theorem 3.4: the range of the exponent {EXPONENT} in each version")]
     for rho in t.rhos:
         mine = rho == t.rho_check
-        rows = [[str(n)] + [f"{t.exponent[(d, n, rho)]:.3f}" for d in t.ds] for n in t.ns]
+        rows = [[str(n)] + [f"{t.exponent[(d, n, rho)]:.3f} ± {jackknife_se(t.exponent_jack[(d, n, rho)]):.3f}"
+                            for d in t.ds] for n in t.ns]
         out.append(table(["$n$"] + [f"$d = {d}$" for d in t.ds], rows,
                          title=f"Local exponent {EXPONENT} of the population-optimal $w$ (ReLU) at "
                                f"$L/\\sigma = {rho ** 0.5:g}$" + (" (the chapter's; the checks read it)" if mine
                                                                    else ""),
-                         folded=not mine or len(rows) > 8, note="Read at $s = nL^2/\\sigma^2$."))
+                         folded=not mine or len(rows) > 8,
+                         note="Read at $s = nL^2/\\sigma^2$; ± its Monte Carlo standard error (the delete-one-batch "
+                              "jackknife over the scan's batches)."))
     rows = [[str(n)] + [_g(t.curves[(d, n)].w_sat) for d in t.ds] for n in t.ns]
     out.append(table(["$n$"] + [f"$d = {d}$" for d in t.ds], rows,
                      title="Noiseless saturation $w_{\\mathrm{sat}} = \\arg\\min_w \\mathrm{bias}(w)$",

@@ -6,7 +6,8 @@ The batched pretraining programs (one per input distribution / parameterisation 
 * ``n``: ReLU x [(L, sigma) for L in n_sweep_L] x n_values x seeds (one task stream per context length);
 * ``noniso``: classes x L_values x seeds with the book's non-isotropic inputs;
 * ``whitened``: the same with tasks that are functions of the whitened input (the covariance lemma's symmetry);
-* ``full``: classes x full_L x seeds with full W_K, W_Q, W_V on raw tokens;
+* ``full``: classes x full_L x seeds with full W_K, W_Q, W_V on raw tokens, trained by :class:`FullWeights`,
+  which logs the full weights at every log point (the block-form checks follow them along training);
 * ``inner``: classes x L_values x seeds at sigma, n with M_K, M_Q in R^(r x d), r = inner_factor * d (the
   authors' rebuttal on the inner dimension);
 * ``t34_d<d>``: ReLU x t34_train_L x seeds at n = t34_train_n, one program per d of t34_d (Theorem 3.4);
@@ -16,11 +17,56 @@ The batched pretraining programs (one per input distribution / parameterisation 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...base import optimise, resolve_device
 from ...book.run import Run
-from ...training import Sweep, SweepResult
+from ...training import Sweep, SweepProgram, SweepResult
 
 WHITENED_L = (0.1, 0.3, 1.0, 3.0)                    # L of the whitened-task units (subset of L_values)
 DYN_SETTINGS = {"iso": "isotropic", "noniso": "nonisotropic"}      # the dynamics panels' input distributions
+
+
+@dataclass
+class FullWeightsResult(SweepResult):
+    """A :class:`SweepResult` of full-weight units with their weights at every log point: ``weights_history`` name ->
+    (T, C, d+1, d+1) for ``WK``, ``WQ``, ``WV`` (configurations in the order of ``configs``)."""
+
+    weights_history: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FullWeights:
+    """The full W_K, W_Q, W_V units of a :class:`Sweep` (``param="full"``), trained as :func:`train_sweep` trains them
+    (the same program, data and steps) while logging the three weight matrices at every log point beside ``M``, so the
+    block form can be followed along training. Its cache key is the sweep's with ``"log": "full_weights"``."""
+
+    sweep: Sweep
+
+    def to_dict(self) -> dict:
+        return {**self.sweep.to_dict(), "log": "full_weights"}
+
+    def train(self, device="auto", desc: str | None = None) -> FullWeightsResult:
+        sw = self.sweep
+        if sw.param != "full":
+            raise ValueError(f"FullWeights trains full-weight units (param='full'); got param={sw.param!r}")
+        dev = resolve_device(device) if isinstance(device, str) else device
+        prog = SweepProgram(sw, dev)
+        unit, back = prog.unit, prog.back_device
+
+        def snapshot() -> dict:
+            return {"M": prog.matrices(), **{k: getattr(unit, k).detach()[back] for k in ("WK", "WQ", "WV")}}
+
+        hist, seconds = optimise(list(unit.parameters()), prog.step_loss, sw.steps, sw.lr, sw.log_every, snapshot,
+                                 lr_factor=sw.lr_factor(), desc=desc or "full weights", step_tensor=prog.step_t)
+        state = {k: v.detach().cpu()[prog.back].numpy() for k, v in unit.state_dict().items()}
+        return FullWeightsResult(sweep=sw.to_dict(), configs=prog.configs, log_steps=hist["steps"],
+                                 M_history=hist["M"], loss_history=hist["loss"][:, prog.back.numpy()],
+                                 final_state=state, timings={"train_seconds": seconds, "configs": len(prog.configs),
+                                                             "device": str(dev), "cuda_graph": hist["graph"]},
+                                 weights_history={k: np.asarray(hist[k]) for k in ("WK", "WQ", "WV")})
 
 
 def _sweep(cfg: dict, **kw) -> Sweep:
@@ -71,5 +117,6 @@ def sweeps(cfg: dict) -> dict[str, Sweep]:
 
 
 def train(run: Run) -> dict[str, SweepResult]:
-    """Every sweep of the figure, each one batched program, through the cache."""
-    return {k: run.train(f"train_{k}", s) for k, s in sweeps(run.cfg).items()}
+    """Every sweep of the figure, each one batched program, through the cache (the full-weight units through
+    :class:`FullWeights`, which logs their weights along training)."""
+    return {k: run.train(f"train_{k}", FullWeights(s) if k == "full" else s) for k, s in sweeps(run.cfg).items()}

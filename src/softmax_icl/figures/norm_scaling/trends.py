@@ -11,7 +11,8 @@ import numpy as np
 
 from ... import theory as th
 from ...metrics import spectral_norm
-from .analysis import Analysis, row_index, row_key, seed_mean
+from .analysis import P_GRID, Analysis, row_index, row_key, seed_mean
+from .sweeps import whitened_L
 
 
 @dataclass(frozen=True)
@@ -137,17 +138,31 @@ def key_numbers(a: Analysis) -> dict:
 
 
 def w_pop_other_L(a: Analysis, key: str) -> np.ndarray:
-    """Control counterpart of each isotropic unit: the population-optimal w of the *next* L of its own sweep
-    (cyclic; same class, n and sigma), from the same scan."""
+    """Control counterpart of each unit of sweep ``key`` ("iso", "n" or "whitened"): the population-optimal w of the
+    *next* L of its own sweep's L grid (the previous L for the grid's last; same class, n and sigma), from the same
+    scan (the whitened-task units: the scan over M = w Sigma^-p at p = 1). A unit off the grid (the sigma sweep's,
+    at L_sigma) takes the L after L_sigma."""
     cfg, u = a.cfg, a.units[key]
-    sc, rows, wg = a.scans.iso_scan, a.scans.iso_rows, a.w_grid
-    grid = cfg["L_values"] if key == "iso" else cfg["n_sweep_L"]
-    position = {float(L): k for k, L in enumerate(grid)}      # a unit off this grid (the sigma sweep's): from 0
-    row_of = row_index(rows)
+    grid = {"iso": cfg["L_values"], "n": cfg["n_sweep_L"], "whitened": list(whitened_L(cfg))}[key]
+    position = {float(L): k for k, L in enumerate(grid)}
+
+    def other(L: float) -> float:
+        j = position.get(float(L), 0)
+        return grid[j + 1] if j + 1 < len(grid) else grid[j - 1]
+
     out = []
+    if key == "whitened":
+        cs = a.scans.cov["whitened"]
+        row_of, j1 = row_index(cs.rows), int(np.argmin(np.abs(P_GRID - 1.0)))
+        W = len(a.scans.cov_w)
+        for c in u.configs:
+            i = row_of[row_key(dict(c, L=other(c["L"])))]
+            loss = (cs.scan.bias[i] + c["sigma"] ** 2 * cs.scan.noise[i]).reshape(len(P_GRID), W)[j1]
+            out.append(th.refine_minimum(a.scans.cov_w, loss)[0])
+        return np.array(out)
+    sc, rows, wg = a.scans.iso_scan, a.scans.iso_rows, a.w_grid
+    row_of = row_index(rows)
     for c in u.configs:
-        j = position.get(float(c["L"]), 0)
-        other = dict(c, L=grid[(j + 1) % len(grid)])
-        i = row_of[row_key(other)]
+        i = row_of[row_key(dict(c, L=other(c["L"])))]
         out.append(th.refine_minimum(wg, sc.bias[i] + c["sigma"] ** 2 * sc.noise[i])[0])
     return np.array(out)
