@@ -174,8 +174,9 @@ def test_window_adaptation_tables(window):
     a = window
     tables = check(summary.key_numbers_table(a), [f"{a.w['softmax'][0, 0].mean():.3g}",
                                                   f"{a.halfwidth['linear'][1, 2].mean():.3g}°",
-                                                  f"{a.oracle[0, 3, -1]:.2g}"], n_tables=len(a.families))
-    assert len(tables[0]["rows"]) == 1 + 3 * len(a.settings)
+                                                  f"{a.mean_error('oracle')[0, 3, -1]:.2g}",
+                                                  f"{a.mean_error('fixed')[1, 2, 0]:.2g}"], n_tables=len(a.families))
+    assert len(tables[0]["rows"]) == 1 + 4 * len(a.settings)
     r = a.ratio("softmax", "linear")
     tables = check(summary.ratio_table(a), [f"{r[0, 1, 0]:.2f}", f"{r[1, 3, -1]:.2f}"], n_tables=len(a.families))
     assert [row[0] for row in tables[0]["rows"][1:]] == [str(n) for n in a.n]
@@ -200,6 +201,10 @@ def test_low_rank_tables(low_rank):
     check(text, [fmt(a.theorem.rho2[0, -1].mean()), fmt(a.theorem.rho2_other_basis[-1, 0].mean()),
                  fmt(a.floor.rho2[1, -1].mean())], n_tables=2)
     assert f"{a.affine_minus_linear:.1e}".split("e")[0] + " \\times 10^{" in text
+    w = a.window
+    tables = check(summary.window_table(a), [fmt(w.scale[-1, w.noise[1]].mean()), fmt(w.best_scale[0]),
+                                             fmt(w.rho2[-1, w.lipschitz[-1]].mean())], n_tables=1)
+    assert len(tables[0]["rows"]) == 1 + len(w.omega)
 
 
 # -- generalization ---------------------------------------------------------------------------------------------
