@@ -95,3 +95,15 @@ def test_a_deficit_of_twice_the_margin_fails_and_none_passes(key):
         if enough:
             assert stats.decide(t, good - base).verdict == stats.PASS, f"{key}: no deficit does not pass"
             assert stats.decide(t, bad - base).verdict == stats.FAIL, f"{key}: twice the margin does not fail"
+
+
+def test_the_design_page_is_written_from_the_committed_design_and_records(tmp_path):
+    """book/design.md is what tools/design_power.py --page-only writes from book/design.yml and the records (rerun it
+    after a regeneration)."""
+    import subprocess
+    import sys
+    out = tmp_path / "design.md"
+    subprocess.run([sys.executable, str(ROOT / "tools" / "design_power.py"), "--page-only", "--page", str(out)],
+                   check=True, capture_output=True, cwd=ROOT)
+    assert out.read_text() == (ROOT / "book" / "design.md").read_text(), \
+        "book/design.md is stale: run python tools/design_power.py --page-only"

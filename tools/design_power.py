@@ -8,8 +8,9 @@ statistic ("log" or "identity" of the checks' values), the spread of the check's
 audit's fresh seed sets (each of ``seeds`` seeds) gives a per-seed standard deviation (the set-to-set standard
 deviation times the square root of the seeds per set: the values are seed means or close to them); the power and
 false-pass rate of the design's test then follow at the design's seed counts (``softmax_icl.stats.power``). Written
-once, before the records of the design were computed; later records do not change it (``--page-only`` rewrites the
-page from it).
+once, before the records of the design were computed; later records do not change it. ``--page-only`` rewrites the
+page from it and from what the committed records decided at each scale (run it after a regeneration; a test holds the
+page to it).
 """
 
 from __future__ import annotations
@@ -81,7 +82,10 @@ def decided_checks(results: Path) -> list[str]:
     return out
 
 
-def _decided_text(decided: list[str]) -> str:
+def _decided_text(decided: list[str], total: int | None = None) -> str:
+    if total is not None and decided and len(decided) == total:
+        return (f"**Every check of the book's records ({total}, claims, findings and rivals) is decided by it**, on "
+                "the pooled seeds of its run, at both scales.")
     if not decided:
         return ("**The chapters' verdicts are not yet decided by it**: they still come from each check's own rule, "
                 "stated in its chapter and in the claims ledger's scope, on the seeds of one run (with the seed "
@@ -96,15 +100,57 @@ def _decided_text(decided: list[str]) -> str:
         "fresh sets beside them); read its power below as what the pooled-seed rerun can resolve.")
 
 
-def page(design: dict, power: dict, decided: list[str] = ()) -> str:
-    """The design page: the rules, then one table per chapter (statistic, test, threshold, margin, seeds, power)."""
+def recorded_checks(results: Path) -> int:
+    """How many checks the committed default-profile records hold."""
+    return sum(len(json.loads(p.read_text()).get("claims", [])) for p in sorted(results.glob("*.json")))
+
+
+def achieved(results: Path, key: str, design: dict, with_power: bool = True) -> str:
+    """What the committed record of ``results`` decided for design key ``key``: status, seeds, the deciding cell's
+    mean and bound against the threshold, and the power of its test at the run's seeds and its largest per-cell seed
+    spread (empty when the record has no decision for it)."""
+    figure, cid = key.split("/", 1)
+    try:
+        rec = json.loads((results / f"{figure}.json").read_text())
+    except OSError:
+        return ""
+    c = next((x for x in rec.get("claims", []) if x["id"] == cid and x.get("decision")), None)
+    if c is None:
+        return ""
+    d = c["decision"]
+    cells = d.get("cells") or []
+    worst = min(cells, key=stats.margin_over_threshold) if cells else None
+    out = f"{c['status'].upper()}"
+    if worst is None:
+        return out
+    seeds = d.get("seeds")
+    if worst.get("exact"):
+        out += f" (exact; {len(cells)} cell{'s' * (len(cells) > 1)}"
+    else:
+        out += f" on {seeds if not isinstance(seeds, list) else '/'.join(map(str, seeds))} seeds ({len(cells)} cell" \
+               f"{'s' * (len(cells) > 1)}"
+    out += (f"; deciding cell {_cell(worst['label'])}: mean {worst['mean']:.3g}, bound "
+            f"{stats.worst_bound(worst):.3g} vs {worst['threshold']:.3g}, margin over the threshold "
+            f"{stats.margin_over_threshold(worst):+.3g}")
+    sds = [x["sd"] for x in cells if not x.get("exact") and x.get("n", 0) >= 2 and x.get("sd") == x.get("sd")]
+    if sds and not worst.get("exact") and with_power:
+        test = stats.Test(worst["test"], worst["threshold"], worst["margin"])
+        out += f"; per-seed sd up to {max(sds):.2g}, power {stats.power(test, int(worst['n']), max(sds))[0]:.2f}"
+    return out + ")"
+
+
+def page(design: dict, power: dict, decided: list[str] = (), results: Path | None = None) -> str:
+    """The design page: the rules, then one item per check (statistic, test, threshold, margin, seeds, power, and
+    what the committed records decided at each scale)."""
     seeds = design["seeds"]
     lines = ["# Statistical design", "",
              "This page fixes, before any record is computed under it, the test that is to decide each verdict of "
              "the book on pooled seeds: the statistic, its threshold and margin, the rival and the seeds. "
-             + _decided_text(decided) + " This page is written from `book/design.yml` (the data the "
-             "package reads, `softmax_icl.book.design`) and the seed spread of the records committed "
-             "before the design.", "",
+             + _decided_text(decided, recorded_checks(results) if results is not None else None)
+             + " This page is written from `book/design.yml` (the data the "
+             "package reads, `softmax_icl.book.design`), the seed spread of the records committed "
+             "before the design (the prospective power) and the records it decided (the result at each scale, with "
+             "the power its test had at the run's seeds and spread).", "",
              "## The rules", "",
              f"* **Seeds.** Seeds are one more batch axis of every figure's sweeps: {seeds['default']} at the default "
              f"profile, {seeds['paper']} at the paper profile. A seed is a pretraining run with its own task stream and "
@@ -174,6 +220,18 @@ def page(design: dict, power: dict, decided: list[str] = ()) -> str:
                       + (f" **Rival.** {_cell(controls)}." if controls else ""),
                       f"  **Test.** {_cell(test_txt)}; {'followed along training' if e['trajectory'] else 'at the end'}"
                       f"; {pw}.", f"  **Why this margin.** {_cell(e['why'])}"]
+            if results is not None:
+                got = {scale: achieved(results / sub, key, design) for scale, sub in (("default", "."),
+                                                                                      ("paper", "paper"))}
+                if any(got.values()):
+                    lines.append("  **Result.** " + "; ".join(f"{scale} scale: {g}" for scale, g in got.items() if g)
+                                 + ".")
+                for rid in e.get("controls") or {}:
+                    rival = {scale: achieved(results / sub, f"{fig}/{rid}", design, with_power=False)
+                             for scale, sub in (("default", "."), ("paper", "paper"))}
+                    if any(rival.values()):
+                        lines.append(f"  **Rival `{rid}`** (must fail). " + "; ".join(
+                            f"{scale} scale: {g}" for scale, g in rival.items() if g) + ".")
         lines.append("")
     return "\n".join(lines)
 
@@ -190,8 +248,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     design = yaml.safe_load(args.design.read_text())
     if args.page_only:
-        args.page.write_text(page(design, json.loads(args.out.read_text()), decided_checks(args.results)))
-        print(f"wrote {args.page.relative_to(ROOT)} from {args.out.relative_to(ROOT)}")
+        args.page.write_text(page(design, json.loads(args.out.read_text()), decided_checks(args.results),
+                                  args.results))
+        print(f"wrote {args.page} from {args.out}")
         return 0
     seeds = design["seeds"]
     out = {}
@@ -213,7 +272,7 @@ def main(argv=None) -> int:
         out[key] = row
     args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     if args.page is not None:
-        args.page.write_text(page(design, out, decided_checks(args.results)))
+        args.page.write_text(page(design, out, decided_checks(args.results), args.results))
     have = sum("power_default" in r for r in out.values())
     print(f"wrote {args.out.relative_to(ROOT)}: prospective power for {have} of {len(out)} checks")
     low = [(k, r["power_default"]) for k, r in out.items() if r.get("power_default", 1) < 0.8]
