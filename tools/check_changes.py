@@ -2,12 +2,13 @@
 the ledger entry that justifies it and its verdict before and after: the record of a re-scoping, for the changelog.
 
 usage: python tools/check_changes.py OLD_REV [--results book/results] [--figures f1 f2 ...]
+       python tools/check_changes.py OLD_REV --results book/results/paper   (the paper scale's records)
 
-OLD_REV is a git revision whose ``book/results/<figure>.json`` are the records before the change (read with
-``git show``); the records after are the files in ``--results``. Prints MyST markdown: one folded table per chapter
-(check, what changed, before, after, the ledger entry) and the checks that were removed or added. A check whose id
-changed is matched by the ledger (its entry's checks) only where the entry says so; otherwise it is listed as removed
-and added.
+OLD_REV is a git revision whose records in the folder of ``--results`` (``<folder>/<figure>.json``) are the records
+before the change (read with ``git show``); the records after are the files in ``--results``. Prints MyST markdown:
+one folded table per chapter (check, what changed, before, after, the ledger entry) and the checks that were removed
+or added. A check whose id changed is matched by the ledger (its entry's checks) only where the entry says so;
+otherwise it is listed as removed and added.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from softmax_icl.profiles import fmt  # noqa: E402
 from softmax_icl.figures import FIGURES  # noqa: E402
 
 
-def old_record(rev: str, figure: str) -> dict | None:
-    out = subprocess.run(["git", "show", f"{rev}:book/results/{figure}.json"], cwd=ROOT, capture_output=True,
+def old_record(rev: str, figure: str, folder: str = "book/results") -> dict | None:
+    """The record of ``figure`` in ``folder`` (relative to the checkout: ``book/results``, ``book/results/paper``) at
+    git revision ``rev``."""
+    out = subprocess.run(["git", "show", f"{rev}:{folder}/{figure}.json"], cwd=ROOT, capture_output=True,
                          text=True)
     return json.loads(out.stdout) if out.returncode == 0 else None
 
@@ -69,7 +72,9 @@ def markdown(rev: str, results: Path, figures: list[str]) -> str:
     led = lg.load()
     out = []
     for fig in figures:
-        old, new = old_record(rev, fig), json.loads((results / f"{fig}.json").read_text())
+        folder = results.resolve().relative_to(ROOT).as_posix() if results.resolve().is_relative_to(ROOT) \
+            else "book/results"
+        old, new = old_record(rev, fig, folder), json.loads((results / f"{fig}.json").read_text())
         if old is None:
             continue
         changed, removed, added = changes(old, new)
