@@ -432,3 +432,24 @@ def test_overview_figure_fills_its_cells_from_the_palette_and_groups_rows_by_pap
     assert abs(width_in - COLUMN_WIDTH_IN) < 0.3            # nothing cut off, nothing sticking out of the column
     assert [k for k, _ in by_paper(book)] == [k for k in book.ledger.papers if any(
         ev.entry.paper == k for ev in book.entries)]
+
+
+def test_a_decided_check_reads_as_its_bound_against_the_threshold():
+    """A log-ratio statistic reads as a factor, with the deciding cell and by how much it clears or misses."""
+    import math
+
+    from softmax_icl.book.deciding import decided_number
+
+    def check(hi, key="window_adaptation/softmax-near-oracle", cells=2):
+        cell = {"label": "L = 8, n = 128", "test": "below", "threshold": math.log(1.25), "margin": math.log(1.25),
+                "mean": hi - 0.01, "lo": hi - 0.02, "hi": hi, "exact": False}
+        other = dict(cell, label="L = 2, n = 16", hi=hi - 0.5, mean=hi - 0.51, lo=hi - 0.52)
+        return {"decision": {"design": key, "cells": [cell, other][:cells]}}
+
+    assert decided_number(check(math.log(1.19))) == \
+        "1.19 (upper bound at L = 8, n = 128; required < 1.25; clears by 5.0%)"
+    assert decided_number(check(math.log(5.0))).endswith("misses by a factor 4)")
+    plain = check(0.14, key="low_rank/links-rho1-to-zero", cells=1)
+    plain["decision"]["cells"][0].update(threshold=0.1, margin=0.05, label="quadratic")
+    assert decided_number(plain) == "0.14 (upper bound; required < 0.1; misses by 0.04)"
+    assert decided_number({"value": 1.0}) is None                  # a check of its own rule

@@ -74,7 +74,8 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
     scale" column). Columns: claim (rendered maths) · verdict · value (required) · fresh seeds · paper scale.
     """
     from . import ledger as lg
-    from .pages import SHORT, _short_threshold, _title, badge
+    from .deciding import decided_number
+    from .pages import SHORT, _short_threshold, _title, badge, typeset
     from .verdicts import FigureVerdicts, check_word
 
     checks = [_as_dict(c) for c in claims]
@@ -94,11 +95,15 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
         pc = fv.paper_check(c["id"])
         return "no record" if pc is None else f"{check_word(pc)} ({_cell(fmt(pc.get('value')))})"
 
+    def value_cell(c: dict) -> str:
+        decided = decided_number(c)
+        if decided is not None:
+            return _cell(typeset(decided))
+        return f"{_cell(fmt(c.get('value')))} (required {_cell(_short_threshold(c.get('threshold', '')))})"
+
     def row(c: dict, label: str) -> list[str]:
         word = check_word(c, fv.status(c) if c.get("kind") == "claim" else None)
-        return [f"* - {label}", f"  - {word}",
-                f"  - {_cell(fmt(c.get('value')))} (required {_cell(_short_threshold(c.get('threshold', '')))})",
-                f"  - {fresh_cell(c)}", f"  - {paper_cell(c)}"]
+        return [f"* - {label}", f"  - {word}", f"  - {value_cell(c)}", f"  - {fresh_cell(c)}", f"  - {paper_cell(c)}"]
 
     def table(cls: str) -> list[str]:
         return ["```{list-table}", ":header-rows: 1", f":class: verdict-table {cls}", ":widths: 32 17 19 16 16", "",

@@ -1,0 +1,39 @@
+"""How the deciding number of a check decided by the statistical design reads on the book's pages: its deciding
+cell's bound against the threshold and by how much it clears or misses it, as a factor where the design states the
+statistic as a log ratio (``log(x)`` thresholds)."""
+
+from __future__ import annotations
+
+import math
+
+from .. import stats
+from ..profiles import fmt
+from . import design
+
+
+def decided_number(check: dict) -> str | None:
+    """A check decided by the statistical design, as a reader checks it at a glance: the deciding cell's bound against
+    the threshold and by how much it clears or misses it, as a factor where the statistic is a log ratio (``0.887,
+    upper bound; required < 0.9; clears by 1.5 %``), with the cell where the check has several; None for a check
+    decided by a rule of its own."""
+    d = check.get("decision") or {}
+    if not d.get("cells"):
+        return None
+    worst = min(d["cells"], key=stats.margin_over_threshold)
+    entry = design.load().entries.get(d.get("design", ""))
+    raw = entry.raw if entry is not None else {}
+    raw = (raw.get("metrics") or {}).get(worst["label"].split(": ", 1)[0], raw)
+    is_log = str(raw.get("threshold", "")).replace(" ", "").lstrip("-").startswith("log(")
+    b, c, m, test = stats.worst_bound(worst), worst["threshold"], stats.margin_over_threshold(worst), worst["test"]
+    kind = "value" if worst.get("exact") else {"below": "upper bound", "above": "lower bound",
+                                                "equal": "bound"}[test]
+    if is_log and test == "equal":
+        shown, need = f"within a factor {math.exp(b):.3g}", f"within {math.exp(c):.3g}"
+    elif is_log:
+        shown, need = f"{math.exp(b):.3g}", f"{'<' if test == 'below' else '>'} {math.exp(c):.3g}"
+    else:
+        shown, need = fmt(b), f"{ {'below': '<', 'above': '>', 'equal': '|.| <'}[test]} {fmt(c)}".strip()
+    factor = math.exp(abs(m))
+    by = (f"a factor {factor:.3g}" if factor >= 2 else f"{factor - 1:.1%}") if is_log else fmt(abs(m))
+    cell = f" at {worst['label']}" if len(d["cells"]) > 1 else ""
+    return f"{shown} ({kind}{cell}; required {need}; {'clears' if m >= 0 else 'misses'} by {by})"
