@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     if len(argv) != 1 or not Path(argv[0]).is_dir():
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
-    html = Path(argv[0])
+    html = Path(argv[0]).resolve()
     chapters = sorted(p for p in tb.pages(html) if tb.page_kind(p.relative_to(html).as_posix()) == "chapter")
     gen = tb.browser.__wrapped__() if hasattr(tb.browser, "__wrapped__") else tb.browser()
     driver = next(gen)

@@ -137,7 +137,7 @@ def adaptive_rate(run) -> str:
             miss = [f"{METRIC_WORDS[m]} {row[m]:.3g}" for m, t in metrics.items()
                     if (row[m] < t.threshold if t.kind == "above" else row[m] > t.threshold)]
             apart[row["n"]] = miss
-    far = [f"$n = {n}$ ({', '.join(m)})" for n, m in sorted(apart.items()) if m]
+    far = [f"$n = {n}$ ({len(m)} of the {len(metrics)} metrics)" for n, m in sorted(apart.items()) if m]
     near = [str(n) for n, m in sorted(apart.items()) if not m]
     out.append("Per context, on the uniform reading, the fixed-rate step's predictions differ from kernel GD's by more "
                "than the softmax alignment claim's thresholds at " + ("; ".join(far) if far else "no $n$")

@@ -150,7 +150,7 @@ def _alignment(run: Run, ev: Evaluation) -> None:
 
 
 def log_deviation(learned, searched: float) -> np.ndarray:
-    """|log(learned / searched)| per seed; a learned value <= 0 (the wrong sign) counts as 10^-6 times the searched
+    """``|log(learned / searched)|`` per seed; a learned value <= 0 (the wrong sign) counts as 10^-6 times the searched
     one (the design's statistic of the learned-hyperparameter checks)."""
     x = np.asarray(learned, dtype=np.float64)
     return np.abs(np.log(np.where(x > 0, x / searched, 1e-6)))

@@ -21,11 +21,11 @@ from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, MODELS, Search, label
 ALG_SHORT = {"gd": "GD", "kernel_gd": "kernel GD", "exp_fixed": "exp, fixed rate", "linear_norm": "linear, adaptive"}
 SYMBOL = {"tau": "\\tau"}
 #: the comparison tables' columns after the task (and its n or shape)
-CMP_HEAD = ["Softmax", "Linear", "Ratio [95% bounds]", "No worse by 5%"]
+CMP_HEAD = ["Softmax", "Linear", "Ratio [bounds]", "≥ linear"]
 CMP_NOTE = ("Test cross-entropy (accuracy) of the trained units, mean over seeds and contexts. Ratio: the exponential "
             "of the seed mean of the per-seed log CE ratio softmax / linear, with its one-sided 95% $t$-bounds over "
-            "the seeds (each seed pairs the two units); *no worse by 5%*: the statistical design's non-inferiority "
-            "test of softmax ≥ linear on those bounds (pass: upper bound below 1.05; fail: lower bound above it).")
+            "the seeds (each seed pairs the two units); *≥ linear*: the statistical design's non-inferiority "
+            "test of softmax ≥ linear (no worse by 5%) on those bounds (pass: upper bound below 1.05; fail: lower bound above it).")
 #: The design's check whose test every comparison row is read with (softmax >= linear: non-inferiority).
 GE_CHECK = ("classification_kernel_gd", "softmax-ge-linear-uniform")
 
@@ -75,11 +75,11 @@ def readings_table(run: Run, ev: Evaluation) -> str:
     and the other (C, d) of the uniform task (another)."""
     cfg = run.cfg
     rows = [[task(r.task), str(r.n)] + _cmp_cells(r) for r in compare(ev.readings)]
-    readings = table(["Task", "$n$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[22, 6, 16, 16, 26, 14],
+    readings = table(["Task", "$n$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[22, 6, 15, 15, 25, 17],
                      title=f"Softmax against linear units on every reading of the task, $C = {cfg['C']}$, "
                            f"$d = {cfg['d']}$", note=CMP_NOTE)
     rows = [[task(r.task), f"$({r.C}, {r.d})$"] + _cmp_cells(r) for r in compare(ev.extras) + compare(ev.shapes)]
-    others = table(["Task", "$(C, d)$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[19, 9, 15, 15, 28, 14],
+    others = table(["Task", "$(C, d)$"] + CMP_HEAD, rows, folded=len(rows) > 8, widths=[19, 9, 14, 14, 27, 17],
                    title=f"Softmax against linear units on the local and subspace tasks, and on the uniform task at "
                          f"other $(C, d)$; $n = {cfg['n_main']}$", note=CMP_NOTE)
     return readings + "\n\n" + others
@@ -123,14 +123,14 @@ def mixture_table(run: Run, ev: Evaluation) -> str:
     lo, hi = run.cfg["mix_lengths"]
     out = []
     for b, name, col in (("linear", "linear units ($1/n$)", "Linear ($1/n$)"),
-                         ("linear_sum", "unnormalised linear units", "Unnormalised")):
+                         ("linear_sum", "unnormalised linear units", "Linear (sum)")):
         cmp = compare(ev.mixture, "softmax", b)
         rows = [[task(r.task) if k == 0 or r.task != cmp[k - 1].task else "", str(r.n)] + _cmp_cells(r)
                 for k, r in enumerate(cmp)]
         shape = "; ".join(f"$C = {C}$, $d = {d}$" for C, d in sorted({(r.C, r.d) for r in cmp}))
         unseen = [str(n) for n in dict.fromkeys(r.n for r in cmp) if not lo <= n <= hi]
         out.append(table(["Task", "Test $n$", CMP_HEAD[0], col] + CMP_HEAD[2:], rows, folded=len(rows) > 8,
-                         widths=[18, 8, 16, 19, 25, 14],
+                         widths=[18, 8, 15, 18, 24, 17],
                          title=f"Trained over lengths $n$ from {lo} to {hi}: softmax against {name}, {shape}",
                          note=f"Lengths {lo} to {hi} were seen in training" + (
                              f"; {', '.join(unseen)} were not. " if unseen else ". ") + CMP_NOTE))
@@ -148,10 +148,9 @@ def kernel_table(run: Run, ev: Evaluation) -> str:
         rows.append([str(s), f"{k.frac_sub[i]:.3f}", f"{k.cos_iso_sub[i]:.3f}", f"{k.cos_aniso_sub[i]:.3f}"] + u)
     return table(["Seed", "Share, subspace", "Isotropic, subspace", "Anisotropic, subspace", "Share, uniform",
                   "Isotropic, uniform", "Anisotropic, uniform"], rows, folded=len(rows) > 8,
-                 title=f"Shape of the softmax kernel: its share on the first $k = {k.k}$ coordinates, and kernel "
-                       "GD read off the weights, per seed: subspace task and uniform task (control)",
-                 widths=[8, 14, 15, 16, 14, 15, 18],
-                 note="Share: $\\mathrm{tr}(A_{SS}) / \\mathrm{tr}(A_{xx})$, "
-                      f"{k.k / run.cfg['d']:.2f} for an isotropic kernel. Isotropic, anisotropic: the mean logit "
+                 title="The softmax kernel's shape and kernel GD read off it, per seed",
+                 widths=[6, 14, 15, 18, 14, 15, 18],
+                 note=f"Share: $\\mathrm{{tr}}(A_{{SS}}) / \\mathrm{{tr}}(A_{{xx}})$ on the first $k = {k.k}$ "
+                      f"coordinates, {k.k / run.cfg['d']:.2f} for an isotropic kernel. Isotropic, anisotropic: the mean logit "
                       "cosine of the unit with kernel GD whose kernel is read off its weights, isotropic "
                       "($\\beta = \\mathrm{tr}A_{xx}/d$) or anisotropic ($\\beta_S$, $\\beta_\\perp$).")

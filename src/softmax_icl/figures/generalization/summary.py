@@ -39,8 +39,8 @@ def convergence_table(a: GeneralizationAnalysis) -> str:
     are judged by the design's settling rule on their own statistics)."""
     rows = [[f"`{k}`", str(len(v)), f"{np.abs(v).max():.3f}", f"{np.median(v):.3f}"] for k, v in a.loss_change.items()]
     return table(["Sweep", "Units", "Largest change (absolute)", "Median change"], rows,
-                 title="Convergence: fitted relative change of the training loss over the last quarter of pretraining",
-                 folded=len(rows) > 8)
+                 title="The training loss over the last quarter of pretraining", folded=True,
+                 note="The fitted relative change of each unit's training loss over the last quarter of pretraining.")
 
 
 def theory_table(a: GeneralizationAnalysis) -> str:
@@ -63,16 +63,14 @@ def theory_table(a: GeneralizationAnalysis) -> str:
                       f"({np.exp(x['control_over_bound'][:, -1].mean()):.2g})"])
     L_u = a.theory[0].L_unit
     branches = table(["Setting", "Unit", "Slope, $L' > L_u$", "Slope, $L' < L_u$", "Crossover $L_c$"], fits,
-                     title="Theorem 3.5: log-log slopes of the error in the test $L'$ on either side of the "
-                           "pretraining $L_u$, and where the two branches meet", folded=len(fits) > 8,
+                     title="Theorem 3.5: the error's slopes in $L'$ and where its branches meet", folded=True,
                      widths=[18, 28, 18, 18, 18],
                      note="Units pretrained and tested at the largest $n$ of each $d$, on "
                           + ("; ".join(f"{t} at $d = {th.d}$" for t, th in zip(tested, a.theory))
                              if len(set(tested)) > 1 else tested[0]) + ".")
-    rates = table(["Setting", "Matched units (seed range)", "Theorem's rate", "Sketch", "NW oracle",
+    rates = table(["Setting", "Matched units (seed range)", "Bound's rate", "Sketch", "NW oracle",
                    f"Unit at $L = {L_u[0]:g}$", "Error over the bound, largest $n$"], decay,
-                  title="Theorem 3.5: log-log slope of the error in $n$, and the error against the bound",
-                  folded=len(decay) > 8, widths=[17, 18, 12, 10, 11, 12, 20],
+                  title="Theorem 3.5: the error's slope in $n$ and the bound", folded=True, widths=[17, 18, 12, 10, 11, 12, 20],
                   note=f"Matched units: pretrained and tested at $L = {L_u[1]:g}$ (mean over seeds, then the range "
                        f"over seeds); the unit pretrained at $L = {L_u[0]:g}$ and tested at $L = {L_u[1]:g}$ is the "
                        "control. Last column: the matched units' error over the bound "

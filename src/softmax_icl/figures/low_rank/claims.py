@@ -208,8 +208,8 @@ def window_cells(w: WindowUnits, steps_of: list, axis: str, values: np.ndarray, 
 
 
 def window_checks(run: Run, w: WindowUnits) -> None:
-    """The rebuttal's suspicion on the cosine link, decided by the design: the softmax window in col(B) (scale |c| =
-    |tr(B^T M B)| / k; the sign is immaterial on an even link) narrows as omega grows and widens with sigma, while
+    """The rebuttal's suspicion on the cosine link, decided by the design: the softmax window in col(B) (scale ``|c|`` =
+    ``|tr(B^T M B)| / k``; the sign is immaterial on an even link) narrows as omega grows and widens with sigma, while
     rho_2(M, B) stays below the chapter's bar (the window lies in the range of the projection)."""
     S = w.scale.shape[-1]
     lip, (lo, hi) = list(w.lipschitz), w.noise

@@ -28,8 +28,8 @@ TUNE_KEY = 104729
 def refine_log_argmin(grid, err) -> np.ndarray:
     """The minimiser of ``err`` over the log-spaced ``grid`` (G,), refined by a parabola in log s.
 
-    ``err`` (..., G). At the grid minimum j (0 < j < G - 1) the vertex of the parabola through (log s_{j-1},
-    log s_j, log s_{j+1}) and their errors, clipped to [s_{j-1}, s_{j+1}]; at an end of the grid, that end.
+    ``err`` (..., G). At the grid minimum j (0 < j < G - 1) the vertex of the parabola through (log s[j-1],
+    log s[j], log s[j+1]) and their errors, clipped to [s[j-1], s[j+1]]; at an end of the grid, that end.
     Returns (...,) scales."""
     g = np.log(np.asarray(grid, dtype=np.float64))
     err = np.asarray(err, dtype=np.float64)

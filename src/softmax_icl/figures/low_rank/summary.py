@@ -21,21 +21,22 @@ def key_numbers_table(a: LowRankAnalysis) -> str:
     for i, c in enumerate(a.classes):
         for j, m in enumerate(MODELS):
             x = a.model(m)
-            signs = "".join("+" if v > 0 else "−" for v in x.align[-1, i])      # sign of <M, BB^T> per seed
+            pos = int((x.align[-1, i] > 0).sum())                          # seeds whose <M, BB^T> > 0
+            signs = f"{pos}+ {x.align.shape[-1] - pos}−"
             rows.append([short(c) if j == 0 else "", m, fmt(x.rho1[-1, i].mean()), fmt(x.rho2[-1, i].mean()),
                          f"{fmt(distance_to_cBB(x.M[i], a.B).mean())} ({signs})", fmt(x.norm[-1, i].mean())])
     init = ", ".join(f"{m} {fmt(a.model(m).norm[0].mean())}" for m in MODELS)
     subspace = table(
         ["Class", "Model", "$\\rho_1(M, B)$", "$\\rho_2(M, B)$", "Distance to $cBB^\\top$ (sign of $c$)", NORM], rows,
-        title="The learned $M$ against the tasks' subspace $B$ (end of pretraining, seed means)",
+        title="The learned $M$ against the subspace $B$ (seed means)", folded=True,
         widths=[14, 12, 16, 16, 26, 16],
-        note="Distance: $\\min_c \\lVert M - cBB^\\top\\rVert_F / \\lVert M\\rVert_F$; in brackets the sign of the "
-             f"best $c$, one sign per seed. {NORM} at initialisation: {init}.")
+        note="Distance: $\\min_c \\lVert M - cBB^\\top\\rVert_F / \\lVert M\\rVert_F$; in brackets how many "
+             f"seeds' best $c$ is positive (+) and negative (−). {NORM} at initialisation: {init}.")
     rows = [[short(c), fmt(a.softmax.final[i].mean()), fmt(a.linear.final[i].mean()), fmt(a.zero[i]),
              fmt(a.mean[i]), fmt(a.oracle_cBB[i]), fmt(a.oracle_wI[i].mean())] for i, c in enumerate(a.classes)]
     errors = table(["Class", "Softmax", "Linear", "Predict 0", "Plain average", "Best $M = cBB^\\top$",
                     "Best $M = wI$"], rows,
-                   title="ICL error of the pretrained units and of the reference predictors (seed means)",
+                   title="ICL error of the units and of the references (seed means)", folded=True,
                    note="The references: predicting 0, the plain average of the context labels (softmax with "
                         "$M = 0$), and the softmax unit at the best multiple of $BB^\\top$ (tuned per class) and of "
                         "the identity (tuned per class and seed, each seed on a tuning set of its own: the mean over "
@@ -68,7 +69,7 @@ def theorem_table(a: LowRankAnalysis) -> str:
 
 
 def window_table(a: LowRankAnalysis) -> str:
-    """The window sweep on the cosine link: per setting (omega, sigma) the trained units' |c| = |tr(B^T M B)| / k
+    """The window sweep on the cosine link: per setting (omega, sigma) the trained units' ``|c| = |tr(B^T M B)| / k``
     (seed mean and range), at initialisation, the best window M = c BB^T with its error over the plain average's,
     and rho_2 of the trained units."""
     w = a.window
@@ -78,11 +79,11 @@ def window_table(a: LowRankAnalysis) -> str:
              f"{fmt(s[-1, p].max())})", fmt(s[0, p].mean()), fmt(w.best_scale[p]), fmt(w.best_over_mean[p]),
              fmt(r[-1, p].mean())] for p in order]
     c = "$\\lvert c\\rvert$"
-    return table(["$\\omega$", "$\\sigma$", f"Trained {c} (range over seeds)", f"{c} at initialisation",
+    return table(["$\\omega$", "$\\sigma$", f"Trained {c} (range over seeds)", f"{c}, untrained",
                   "Best $c$ of $M = cBB^\\top$", "Its error / plain average's", "Trained $\\rho_2(M, B)$"], rows,
-                 title="The window in $\\mathrm{col}(B)$ on the cosine link $\\cos(\\omega a^\\top B^\\top x)$: "
-                       f"{c[:-1]} = \\lvert\\mathrm{{tr}}(B^\\top M B)\\rvert / k$ of the trained softmax units "
-                       "(seed means)",
-                 note="Best $c$: the window $M = cBB^\\top$ tuned on the first seed's tuning set; its ICL error over "
-                      "the plain average's ($M = 0$) on the evaluation set says how much a window buys there. The "
-                      "first rows are the $\\omega$ grid, the last the noise levels at their $\\omega$.")
+                 title="The window in $\\mathrm{col}(B)$ on the cosine link (seed means)", folded=True,
+                 note=f"{c[:-1]} = \\lvert\\mathrm{{tr}}(B^\\top M B)\\rvert / k$ of the trained softmax units on "
+                      "$\\cos(\\omega a^\\top B^\\top x)$. Best $c$: the window $M = cBB^\\top$ tuned on the first "
+                      "seed's tuning set; its ICL error over the plain average's ($M = 0$) on the evaluation set says "
+                      "how much a window buys there. The first rows are the $\\omega$ grid, the last the noise levels "
+                      "at their $\\omega$.")

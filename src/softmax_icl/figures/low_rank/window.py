@@ -3,9 +3,9 @@
 The authors' rebuttal suspects that for a nonlinear link preceded by the shared projection the attention learns the
 projection and a nearest-neighbour window in its range, sized by the link's Lipschitz constant and the noise. On the
 cosine link f(x) = cos(omega a^T B^T x) (Lipschitz constant omega) a learned M = c BB^T + (small) weighs context
-point i by exp(c <B^T x_i, B^T x_q>): the larger |c|, the narrower the window in col(B). The link is even and the
+point i by exp(c <B^T x_i, B^T x_q>): the larger ``|c|``, the narrower the window in col(B). The link is even and the
 inputs are symmetric, so M and -M attend equally well (-M to the antipodal projections, whose labels are the same):
-the sign of c is immaterial and the window's scale is |c|.
+the sign of c is immaterial and the window's scale is ``|c|``.
 
 Axes: T logged steps, P settings (omega, sigma) of the sweep, S seeds.
 """
@@ -60,7 +60,7 @@ def _best_windows(run: Run, B: np.ndarray) -> dict:
 
 
 def analyse_window(run: Run, res: SweepResult, B: np.ndarray, sweep_key: dict) -> WindowUnits:
-    """|c| and rho_2 of every logged snapshot of the window sweep's units, and the best windows (cached)."""
+    """``|c|`` and rho_2 of every logged snapshot of the window sweep's units, and the best windows (cached)."""
     cfg = run.cfg
     settings = window_settings(cfg)
     idx = np.stack([res.select(setting=s) for s in settings])                      # (P, S)

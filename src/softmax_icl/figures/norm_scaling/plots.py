@@ -56,7 +56,7 @@ def plot_training(run: Run, a: Analysis):
     be told apart)."""
     cfg = run.cfg
     Ls = cfg["L_values"]
-    fig, axes = plotting.subplots(2, len(cfg["classes"]), row_height=2.4, sharex=True, sharey=True)
+    fig, axes = plotting.subplots(2, len(cfg["classes"]), row_height=2.0, sharex=True, sharey=True)
     shown = highlighted(len(Ls))
     colors = dict(zip(shown, plotting.qualitative(len(shown))))
     for ax, (key, cls) in zip(axes.flat, panels(a)):

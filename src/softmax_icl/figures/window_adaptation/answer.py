@@ -1,6 +1,6 @@
 """The window chapter's answer, from its run: a short answer for above the headline figure (``short``) and the
 sentences that follow it under the figure (``lead``), every number read from the run's decided checks (their cells'
-seed means and one-sided 95 % bounds of per-seed log ratios, printed as factors)."""
+seed means and 95 % bounds of per-seed log ratios, printed as factors)."""
 
 from __future__ import annotations
 
