@@ -103,6 +103,7 @@ def test_render_quote_sets_extracted_tex_as_maths():
                                   "results will not change.")
     kept = "the bound $w < (nL^2/\\sigma^2)^{2/d}$ holds"
     assert lg.render_quote(kept) == kept                  # maths already delimited is left alone
-    for _, quote in lg.load().quotes():                   # no quote of the ledger leaves a backslash outside maths
-        prose = re.sub(r"\$\$.*?\$\$|\$.*?\$", "", lg.render_quote(quote.quote))
-        assert "\\" not in prose, quote.quote
+    assert lg.render_quote("where $$w < n^{2/d}$$ holds") == "where $\\displaystyle w < n^{2/d}$ holds"
+    for _, quote in lg.load().quotes():                   # no backslash outside maths, no $$ inside a sentence
+        shown = lg.render_quote(quote.quote)
+        assert "$$" not in shown and "\\" not in re.sub(r"\$.*?\$", "", shown), quote.quote

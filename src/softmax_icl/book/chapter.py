@@ -264,8 +264,8 @@ def answer_markdown(run: Any, registry: Mapping[str, Figure], lead: str = "") ->
 
 def answer_details_markdown(run: Any, registry: Mapping[str, Figure], lead: str = "") -> str:
     """The rest of the answer, under the headline figure: ``lead`` (sentences with the run's numbers, from the
-    figure's ``answer.lead``) and one line per claim of the papers tested here, with its verdict at both scales, the
-    run's deciding numbers and a link to its paragraph. This is where the chapter states each claim's verdict."""
+    figure's ``answer.lead``) and one line per claim of the papers tested here (its short label; the claim in full
+    heads its paragraph), with its verdict at both scales, the run's deciding numbers and a link to its paragraph. This is where the chapter states each claim's verdict."""
     from .pages import badge, reason
 
     book = run_verdicts(run, registry)
@@ -277,8 +277,8 @@ def answer_details_markdown(run: Any, registry: Mapping[str, Figure], lead: str 
         e = ev.entry
         paper = f"; paper scale {badge(ev.paper.status)}" if ev.paper else ""
         link = f"{{ref}}`why <{e.anchor}>`" if e.chapter == run.figure else f"{{doc}}`its chapter <{e.chapter}>`"
-        lines.append(f"* {badge(ev.default.status if ev.default else None)}{paper} **{e.claim}** "
-                     f"{_cell(reason(book, ev))} ({link})")
+        lines.append(f"* {badge(ev.default.status if ev.default else None)}{paper} **{e.label}**: "
+                     f"{_cell(reason(book, ev, cell=False))} ({link})")
     return "\n".join(lines)
 
 

@@ -11,11 +11,11 @@ from ..profiles import fmt
 from . import design
 
 
-def decided_number(check: dict) -> str | None:
+def decided_number(check: dict, cell: bool = True) -> str | None:
     """A check decided by the statistical design, as a reader checks it at a glance: the deciding cell's bound against
     the threshold and by how much it clears or misses it, as a factor where the statistic is a log ratio (``0.887,
-    upper bound; required < 0.9; clears by 1.5 %``), with the cell where the check has several; None for a check
-    decided by a rule of its own."""
+    upper bound; required < 0.9; clears by 1.5 %``), with the cell where the check has several (``cell``); None for a
+    check decided by a rule of its own."""
     d = check.get("decision") or {}
     if not d.get("cells"):
         return None
@@ -35,5 +35,6 @@ def decided_number(check: dict) -> str | None:
         shown, need = fmt(b), f"{ {'below': '<', 'above': '>', 'equal': '|.| <'}[test]} {fmt(c)}".strip()
     factor = math.exp(abs(m))
     by = (f"a factor {factor:.3g}" if factor >= 2 else f"{factor - 1:.1%}") if is_log else fmt(abs(m))
-    cell = f" at {worst['label']}" if len(d["cells"]) > 1 else ""
-    return f"{shown} ({kind}{cell}; required {need}; {'clears' if m >= 0 else 'misses'} by {by})"
+    label = worst["label"].replace(" -> ", " → ").replace("/", " / ")           # breakable in a narrow column
+    where = f" at {label}" if cell and len(d["cells"]) > 1 else ""
+    return f"{shown} ({kind}{where}; required {need}; {'clears' if m >= 0 else 'misses'} by {by})"

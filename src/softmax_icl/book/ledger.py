@@ -201,13 +201,17 @@ def authors_words(papers_dir: str | Path | None = None) -> dict[str, str]:
 
 
 def render_quote(text: str) -> str:
-    """A quote for a MyST page: whitespace collapsed, its ``$...$`` maths kept (it renders).
+    """A quote for a MyST page: whitespace collapsed, its ``$...$`` maths kept (it renders), its ``$$...$$`` set as
+    ``$\\displaystyle ...$``.
 
     Outside maths, a run of tokens holding backslashes is TeX that the source file kept from a PDF's extraction,
     glued to the extraction's plain-text copy of the same symbols (``MKMQ\\mathbf{M}_K^\\top \\mathbf{M}_Q``): the
     plain copy before the first backslash is dropped and the TeX set as maths (``$\\mathbf{M}_K^\\top
     \\mathbf{M}_Q$``), trailing punctuation left outside, so the page shows the symbols and no raw TeX. The quote in
     the ledger stays verbatim (:func:`quote_found` compares that)."""
+    # display maths inside a sentence ($$...$$) is set inline ($\displaystyle ...$): the page's MyST reads $$ as
+    # display maths only where it opens a block, and would leave the outer dollars as text
+    text = re.sub(r"\$\$(.+?)\$\$", lambda m: "$\\displaystyle " + m.group(1).strip() + "$", " ".join(text.split()))
     out, in_math, run = [], False, []
 
     def flush():

@@ -39,7 +39,7 @@ def overview_figure(book: BookVerdicts, path: Path) -> list[Path]:
     for key, evs in groups:
         rows.append(("paper", book.ledger.papers[key]["short"], None))
         rows += [("entry", ev.entry.label, ev) for ev in evs]
-    row_in = 0.135
+    row_in = 0.128
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH_IN, row_in * len(rows) + 0.08), layout="none")
     # the labels' column takes what the cells leave: two cells wide enough for their longest word
     cell_w, label_w = 0.215, 0.57

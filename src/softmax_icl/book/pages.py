@@ -100,11 +100,12 @@ def _what(check: dict, limit: int = 48) -> str:
     return tail[1].strip() if len(tail) == 2 and 0 < len(tail[1].strip()) <= limit else ""
 
 
-def decisive(check: dict, required: bool = True, fresh: tuple[int, int] | None = None, what: bool = False) -> str:
+def decisive(check: dict, required: bool = True, fresh: tuple[int, int] | None = None, what: bool = False,
+             cell: bool = True) -> str:
     """A check's deciding number: its title, its value (with ``what``: what the value is, :func:`_what`), its
     threshold (with ``required``) and by how much the value clears or misses it; ``fresh``: (agreeing, all) fresh seed
     sets, said where they disagree. A check decided by the design says its deciding bound (:func:`decided_number`)."""
-    decided = decided_number(check)
+    decided = decided_number(check, cell)
     if decided is not None:
         note = f"; {fresh[0]}/{fresh[1]} fresh seed sets agree" if fresh and fresh[0] < fresh[1] else ""
         return f"{_title(check)}: {decided}{note}"
@@ -150,17 +151,18 @@ def deciding_checks(book: BookVerdicts, ev, scale: str = "default") -> list[tupl
     return sorted(found, key=lambda x: _closeness(x[0]))[:1]
 
 
-def reason(book: BookVerdicts, ev, scale: str = "default") -> str:
+def reason(book: BookVerdicts, ev, scale: str = "default", cell: bool = True) -> str:
     """One line on why an entry has its verdict, printed from the records: the deciding checks
     (:func:`deciding_checks`) with their values, thresholds and by how much they clear or miss them; for a map, the
-    readings each way too; then how many baselines fail."""
+    readings each way too; then how many baselines fail. ``cell``: name the cell that decides a check decided by
+    the design."""
     v = ev.default if scale == "default" else ev.paper
     if v is None:
         return "no record at this scale"
     checks = deciding_checks(book, ev, scale)
     thresholds = {str(c.get("threshold")) for c, _ in checks}
     one = len(thresholds) == 1 and len(checks) > 1            # one requirement for all: said once, at the end
-    text = "; ".join(decisive(c, not one, fresh) for c, fresh in checks)
+    text = "; ".join(decisive(c, not one, fresh, cell=cell) for c, fresh in checks)
     if one:
         text += f" (required {thresholds.pop()})"
     n_parts = len(v.parts)
@@ -267,13 +269,13 @@ def paper_sentence(book: BookVerdicts, key: str, evs: list) -> str:
         numeric = bool(_THRESHOLD.match(str(c.get("threshold", ""))))
         more = f"{len(checks) - 1} more in the table" if len(checks) > 1 else ""
         notes = "; ".join(x for x in (what, more) if x)
-        number = (f" — {_md(decisive(shown, numeric, fresh))}" + (f" ({_md(notes)})" if notes else ""))
+        number = (f" — {_md(decisive(shown, numeric, fresh, cell=False))}" + (f" ({_md(notes)})" if notes else ""))
     n = len(evs)
     verdicts = {s: [ev.default if s == "default" else ev.paper for ev in evs] for s in ("default", "paper")}
     count = {s: sum(v is not None and v.status == lg.REPRODUCED for v in vs) for s, vs in verdicts.items()}
     missing = {s: sum(v is None for v in vs) for s, vs in verdicts.items()}
-    if missing["default"] == missing["paper"]:
-        note = f" ({missing['default']} without a record)" if missing["default"] else ""
+    if missing["default"] == missing["paper"] or not missing["default"]:
+        note = f" ({missing['paper']} without a record there)" if missing["paper"] else ""
         counts = (f"{count['default']} of its {n} claims reproduced at the default scale, {count['paper']} at the "
                   f"paper scale{note}")
     else:
