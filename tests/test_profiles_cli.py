@@ -201,3 +201,20 @@ def test_a_paper_run_on_the_cpu_says_how_long_it_takes_and_how_to_resume(capsys,
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cli.paper_on_cpu_note("paper", "auto")
     assert capsys.readouterr().out == ""                                # the note goes to stderr only
+
+
+def test_seed_offset_moves_every_seed_of_the_figure_but_the_ones_set(capsys, monkeypatch, tmp_path):
+    """``softmax-icl run FIGURE --seed-offset K``: every ``*_seed`` parameter moves by K, a ``-p`` value stays; a bad K
+    is refused before any compute, and the book cannot be overwritten with other seeds."""
+    from softmax_icl.figures import FIGURES
+    fig = FIGURES["low_rank"]
+    got = cli.seed_offset_params(fig, "default", 7, {"init_seed": 99})
+    seeds = {n: p.value("default") for n, p in fig.params.items() if n.endswith("_seed")}
+    assert got["init_seed"] == 99 and {n: got[n] - v for n, v in seeds.items() if n != "init_seed"} == \
+        {n: 7 for n in seeds if n != "init_seed"} and len(seeds) >= 4        # data, init, eval and basis seeds
+    monkeypatch.setattr("softmax_icl.book.runner.execute_notebook", lambda *a, **k: pytest.fail("executed"))
+    monkeypatch.chdir(ROOT)
+    assert cli_main(["run", "low_rank", "--seed-offset", "0", "--output", str(tmp_path)]) == 2
+    assert "--seed-offset must be an integer >= 1" in capsys.readouterr().err
+    assert cli_main(["run", "low_rank", "--seed-offset", "5", "--in-place"]) == 2
+    assert "--in-place" in capsys.readouterr().err

@@ -142,9 +142,20 @@ def check_in_place(profile: str, params: dict) -> None:
                              "write this run to its own folder")
 
 
+def seed_offset_params(fig: Figure, profile: str, offset: int, params: dict) -> dict:
+    """``params`` with every ``*_seed`` parameter of ``fig`` that ``params`` does not set moved by ``offset`` from its
+    ``profile`` value: a rerun of the whole figure, every verdict included, on seeds of the reader's own."""
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 1:
+        raise ParameterError(f"--seed-offset must be an integer >= 1 (0 is the book's own seeds); got {offset!r}")
+    return {**{name: p.value(profile) + offset for name, p in fig.params.items()
+               if name.endswith("_seed") and name not in params}, **params}
+
+
 def cmd_run(args) -> int:
     root = project_root()
     params = {k: parse_value(v) for k, v in args.param}
+    if args.seed_offset is not None:
+        params = seed_offset_params(args.registry.figure(args.figure), args.profile, args.seed_offset, params)
     if args.in_place:
         check_in_place(args.profile, params)
     run_figure(root, args.registry.figure(args.figure), args.profile, params, args.device, not args.no_cache,
@@ -368,6 +379,9 @@ def build_parser(registry: Registry) -> argparse.ArgumentParser:
     common(p)
     p.add_argument("-p", "--param", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                    help="override one parameter (repeatable), e.g. -p sigma 0.5 -p L_values '[1, 4, 16]'")
+    p.add_argument("--seed-offset", type=int, metavar="K",
+                   help="rerun on seeds of your own: add K (>= 1) to every *_seed parameter the -p options do not "
+                        "set (then compare: softmax-icl compare book runs/<figure>-<profile>-custom)")
     p.add_argument("--output", type=Path, help="directory for the executed notebook, its figures and record "
                                                "(default: runs/<figure>-<profile>/)")
     p.add_argument("--in-place", action="store_true",
