@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,8 +45,13 @@ def _verdict(c: dict | None) -> str:
 
 
 def _cell(x) -> str:
-    """One list-table cell: one line, word-internal hyphens non-breaking (list-tables need no escaped pipes)."""
-    return nobreak(" ".join(str(x).split()).replace("->", "→"))
+    """One list-table cell: one line (list-tables need no escaped pipes) whose tokens a narrow column keeps whole: a
+    token of more than 20 characters split into words at its hyphens, other word-internal hyphens non-breaking, and
+    no line break inside a token that holds a ``|``, ``/``, ``(`` or ``*`` (word joiners between its characters)."""
+    words = [" ".join(w.split("-")) if len(w) > 20 and "-" in w.strip("-") else w
+             for w in " ".join(str(x).split()).replace("->", "→").split(" ")]
+    return " ".join("\u2060".join(w) if re.search(r"[|/(*]", w) and len(w) <= 20 else w
+                    for w in nobreak(" ".join(words)).split(" "))
 
 
 def _words(cid: str) -> str:
@@ -78,7 +84,7 @@ def markdown(rev: str, results: Path, figures: list[str]) -> str:
         if old is None:
             continue
         changed, removed, added = changes(old, new)
-        out += [f"````{{admonition}} {FIGURES[fig].title}: {len(changed)} checks changed, {len(removed)} removed, "
+        out += [f"````{{admonition}} {FIGURES[fig].title.split(':')[0]}: {len(changed)} checks changed, {len(removed)} removed, "
                 f"{len(added)} added", ":class: dropdown", "", "```{list-table}", ":header-rows: 1",
                 ":class: check-table", ":widths: 17 13 27 27 16", "",
                 "* - Check", "  - What changed", "  - Before", "  - After", "  - Ledger entry"]
