@@ -265,17 +265,20 @@ def answer_markdown(run: Any, registry: Mapping[str, Figure], lead: str = "") ->
 def answer_details_markdown(run: Any, registry: Mapping[str, Figure], lead: str = "") -> str:
     """The rest of the answer, under the headline figure: ``lead`` (sentences with the run's numbers, from the
     figure's ``answer.lead``) and one line per claim of the papers tested here (its short label; the claim in full
-    heads its paragraph), with its verdict at both scales, the run's deciding numbers and a link to its paragraph. This is where the chapter states each claim's verdict."""
+    heads its paragraph), with its verdict (one badge where the two scales agree, default → paper where they
+    differ), the run's deciding numbers and a link to its paragraph. This is where the chapter states each claim's
+    verdict."""
     from .pages import badge, reason
 
     book = run_verdicts(run, registry)
-    lines = ([lead, ""] if lead else []) + ["The claims of the papers tested here, at the default and at the paper "
-                                            "scale:", ""]
+    lines = ([lead, ""] if lead else []) + ["The claims of the papers tested here, with their verdict (at the "
+                                            "default scale → at the paper scale, where the two differ):", ""]
     for ev in book.entries:
         if not any(k.startswith(run.figure + "/") for k in ev.entry.all_checks()):
             continue
         e = ev.entry
-        paper = f"; paper scale {badge(ev.paper.status)}" if ev.paper else ""
+        differs = ev.paper and (ev.default is None or ev.paper.status != ev.default.status)
+        paper = f" → {badge(ev.paper.status)}" if differs else ""
         link = f"{{ref}}`why <{e.anchor}>`" if e.chapter == run.figure else f"{{doc}}`its chapter <{e.chapter}>`"
         lines.append(f"* {badge(ev.default.status if ev.default else None)}{paper} **{e.label}**: "
                      f"{_cell(reason(book, ev, cell=False))} ({link})")
@@ -296,8 +299,7 @@ def claim_markdown(run: Any, entry_id: str, registry: Mapping[str, Figure]) -> s
     why = scale_difference(book, ev)
     fold = ["", "```{dropdown} Why the verdict changes with scale", ":class-container: scale-change", "", _cell(why),
             "```"]
-    return "\n".join([f"> {render_quote(e.source.quote)}", ">", f"> — {paper}, `{e.source.file}`"]
-                      + (fold if why else []))
+    return "\n".join([f"> {render_quote(e.source.quote)} — {paper}, `{e.source.file}`"] + (fold if why else []))
 
 
 def provenance_markdown(run: Any) -> str:
