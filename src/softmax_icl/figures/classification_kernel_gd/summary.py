@@ -146,11 +146,11 @@ def kernel_table(run: Run, ev: Evaluation) -> str:
         j = uni.get(s)
         u = ["–"] * 3 if j is None else [f"{k.frac_uni[j]:.3f}", f"{k.cos_iso_uni[j]:.3f}", f"{k.cos_aniso_uni[j]:.3f}"]
         rows.append([str(s), f"{k.frac_sub[i]:.3f}", f"{k.cos_iso_sub[i]:.3f}", f"{k.cos_aniso_sub[i]:.3f}"] + u)
-    return table(["Seed", "Share, subspace", "Isotropic, subspace", "Anisotropic, subspace", "Share, uniform",
-                  "Isotropic, uniform", "Anisotropic, uniform"], rows, folded=len(rows) > 8,
-                 title="The softmax kernel's shape and kernel GD read off it, per seed",
-                 widths=[6, 14, 15, 18, 14, 15, 18],
-                 note=f"Share: $\\mathrm{{tr}}(A_{{SS}}) / \\mathrm{{tr}}(A_{{xx}})$ on the first $k = {k.k}$ "
-                      f"coordinates, {k.k / run.cfg['d']:.2f} for an isotropic kernel. Isotropic, anisotropic: the mean logit "
+    return table(["Seed", "Share (S)", "Iso. (S)", "Aniso. (S)", "Share (U)", "Iso. (U)", "Aniso. (U)"], rows,
+                 folded=len(rows) > 8, title="The softmax kernel's shape and kernel GD read off it, per seed",
+                 widths=[10, 15, 15, 15, 15, 15, 15],
+                 note=f"(S): the subspace task; (U): the uniform task. "
+                      f"Share: $\\mathrm{{tr}}(A_{{SS}}) / \\mathrm{{tr}}(A_{{xx}})$ on the first $k = {k.k}$ "
+                      f"coordinates, {k.k / run.cfg['d']:.2f} for an isotropic kernel. Iso., aniso.: the mean logit "
                       "cosine of the unit with kernel GD whose kernel is read off its weights, isotropic "
                       "($\\beta = \\mathrm{tr}A_{xx}/d$) or anisotropic ($\\beta_S$, $\\beta_\\perp$).")
