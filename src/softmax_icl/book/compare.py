@@ -30,6 +30,7 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Iterator
 
+from .verdicts import verdict_word
 from ..profiles import DEFAULT_ATOL, DEFAULT_RTOL, SE_UNITS, Figure, fmt
 
 
@@ -145,23 +146,17 @@ def compare_records(reference: dict, new: dict, tolerances: dict | None = None) 
             rows.append(Row(f"claims.{cid}.verdict", c["passed"], None, None, False, "check missing in the new record"))
             continue
         n = new_claims[cid]
-        rows.append(Row(f"claims.{cid}.verdict", _verdict(c), _verdict(n), None, _verdict(c) == _verdict(n)))
+        was, now = verdict_word(c), verdict_word(n)
+        rows.append(Row(f"claims.{cid}.verdict", was, now, None, was == now))
         if mask_measured(c.get("statement")) != mask_measured(n.get("statement")):   # printed in the verdict line
             rows.append(Row(f"claims.{cid}.statement", c.get("statement"), n.get("statement"), None, False,
                             "the statement differs (a measured number in it?)"))
         rows += _leaves(f"claims.{cid}.value", c.get("value"), n.get("value"), None, tolerances)
     for cid, n in new_claims.items():
         if cid not in ref_claims:
-            rows.append(Row(f"claims.{cid}.verdict", None, _verdict(n), None, False, "not in the reference record"))
+            rows.append(Row(f"claims.{cid}.verdict", None, verdict_word(n), None, False, "not in the reference record"))
     rows += _leaves("key_numbers", reference.get("key_numbers", {}), new.get("key_numbers", {}), None, tolerances)
     return rows
-
-
-def _verdict(claim: dict) -> str:
-    """PASS / FAIL, or a decided check's status in capitals (INCONCLUSIVE, NOT SETTLED)."""
-    if claim.get("status"):
-        return str(claim["status"]).upper()
-    return "PASS" if claim.get("passed") else "FAIL"
 
 
 def figure_tolerances(fig: Figure | None) -> dict:

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from .myst import nobreak
-from .verdicts import fingerprint, same_code
+from .verdicts import fingerprint, same_code, verdict_word
 
 #: Where the paper-profile records sit, relative to the results folder.
 PAPER_SUBDIR = "paper"
@@ -56,10 +56,10 @@ def _value(v) -> str:
 
 
 def _verdict(check: dict) -> str:
-    """PASS / FAIL; a control says whether it failed as it must."""
-    word = "PASS" if check.get("passed") else "FAIL"
+    """The verdict word; a control says whether it failed as it must."""
+    word = verdict_word(check)
     if check.get("kind") == "control":
-        return word + (" (as it must)" if not check.get("passed") else " (control broken)")
+        return word + {"FAIL": " (as it must)", "PASS": " (control broken)"}.get(word, " (not rejected)")
     return word
 
 
@@ -133,7 +133,7 @@ def compare_scales(default: dict, paper: dict) -> list[dict]:
     for cid in [*a, *(k for k in b if k not in a)]:
         ca, cb = a.get(cid), b.get(cid)
         kind = (ca or cb).get("kind", "claim")
-        changes = ca is not None and cb is not None and bool(ca.get("passed")) != bool(cb.get("passed"))
+        changes = ca is not None and cb is not None and verdict_word(ca) != verdict_word(cb)
         rows.append({"id": cid, "kind": kind, "default": ca, "paper": cb, "changes": changes})
     return rows
 
@@ -190,7 +190,7 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
 
     for f in both:
         n_changed = sum(r["changes"] for r in rows[f])
-        out += ["## " + str(titles.get(f, f)).replace("|", "\\|"), "", _run_line("default", default[f]), _run_line("paper", paper[f]), "",
+        out += ["## " + str(titles.get(f, f)).replace("|", "\\|"), "",
                 f"````{{admonition}} Every check at both scales ({len(rows[f])} checks, {n_changed} change with "
                 "scale)", ":class: dropdown", "", "```{list-table}", ":header-rows: 1", ":class: check-table",
                 ":widths: 34 22 22 22", "", "* - Check", "  - Default", "  - Paper", "  - Required"]
@@ -199,7 +199,8 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
             cell = lambda c: "not in this record" if c is None else f"{_verdict(c)} ({_value(c.get('value'))})"  # noqa: E731
             out += [f"* - {_name(r)} ({r['kind']})", f"  - {cell(ca)}",
                     f"  - {'**' + cell(cb) + '**' if r['changes'] else cell(cb)}", f"  - {_required(r)}"]
-        out += ["```", "````", ""]
+        out += ["```", "", "How the two runs ran:", "", _run_line("default", default[f]), _run_line("paper", paper[f]),
+                "````", ""]
 
     if other_code:
         out += ["## Records of other code, not compared", ""]
