@@ -84,7 +84,8 @@ def markdown(rev: str, results: Path, figures: list[str]) -> str:
         if old is None:
             continue
         changed, removed, added = changes(old, new)
-        out += [f"````{{admonition}} {FIGURES[fig].title.split(':')[0]}: {len(changed)} checks changed, {len(removed)} removed, "
+        chapter = FIGURES[fig].title.split(":")[0]            # the short name: the folded title fits one line
+        out += [f"````{{admonition}} {chapter}: {len(changed)} checks changed, {len(removed)} removed, "
                 f"{len(added)} added", ":class: dropdown", "", "```{list-table}", ":header-rows: 1",
                 ":class: check-table", ":widths: 17 13 27 27 16", "",
                 "* - Check", "  - What changed", "  - Before", "  - After", "  - Ledger entry"]
