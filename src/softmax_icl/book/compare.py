@@ -30,7 +30,6 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Iterator
 
-from .verdicts import verdict_word
 from ..profiles import DEFAULT_ATOL, DEFAULT_RTOL, SE_UNITS, Figure, fmt
 
 
@@ -43,6 +42,13 @@ MEASURED = re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?|-?\d+e[-+]?\d+")
 def mask_measured(text: Any) -> Any:
     """``text`` with every decimal number replaced by ``#`` (other values unchanged)."""
     return MEASURED.sub("#", text) if isinstance(text, str) else text
+
+
+def verdict_word(check: dict) -> str:
+    """A check's verdict in capitals: its status where the statistical design decided it (PASS, FAIL, INCONCLUSIVE,
+    NOT SETTLED), else PASS / FAIL from ``passed``."""
+    status = check.get("status")
+    return str(status).upper() if status else ("PASS" if check.get("passed") else "FAIL")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from .myst import nobreak
-from .verdicts import fingerprint, same_code, verdict_word
+from .compare import verdict_word
+from .verdicts import fingerprint, same_code
 
 #: Where the paper-profile records sit, relative to the results folder.
 PAPER_SUBDIR = "paper"

@@ -34,13 +34,6 @@ def _load(path: Path) -> dict | None:
         return None
 
 
-def verdict_word(check: dict) -> str:
-    """A check's verdict in capitals: its status where the statistical design decided it (PASS, FAIL, INCONCLUSIVE,
-    NOT SETTLED), else PASS / FAIL from ``passed``."""
-    status = check.get("status")
-    return str(status).upper() if status else ("PASS" if check.get("passed") else "FAIL")
-
-
 def fingerprint(record: dict | None) -> str | None:
     return None if record is None else (record.get("provenance") or {}).get("code_fingerprint")
 
