@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from softmax_icl.book import ledger as lg  # noqa: E402
+from softmax_icl.book.compare import verdict_word  # noqa: E402
 from softmax_icl.book.pages import nobreak  # noqa: E402
 from softmax_icl.profiles import fmt  # noqa: E402
 from softmax_icl.figures import FIGURES  # noqa: E402
@@ -40,8 +41,7 @@ def old_record(rev: str, figure: str, folder: str = "book/results") -> dict | No
 def _verdict(c: dict | None) -> str:
     if c is None:
         return "—"
-    word = (c.get("status") or ("pass" if c.get("passed") else "fail")).upper()
-    return f"{word} ({fmt(c.get('value'))})"
+    return f"{verdict_word(c)} ({fmt(c.get('value'))})"
 
 
 def _cell(x) -> str:
