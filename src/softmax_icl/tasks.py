@@ -35,11 +35,118 @@ INPUT_DISTRIBUTIONS = ("isotropic", "nonisotropic", "nonisotropic_whitened")
 from .profiles import FUNCTION_CLASSES, LOW_RANK_CLASSES  # noqa: E402
 
 
+class FunctionClass:
+    """A function class of one's own: subclass it, give it a ``name`` and a ``__call__``, and every part of the package
+    that takes a class name takes it (the batched trainer :class:`softmax_icl.training.Sweep`, the evaluation
+    :mod:`softmax_icl.metrics`, the Nadaraya-Watson oracle :mod:`softmax_icl.baselines`)::
+
+        class Sawtooth(FunctionClass):
+            name = "sawtooth"
+            def __call__(self, x, task, L):
+                t = (x * task.u).sum(-1)                       # the input's projection on the task's direction
+                return L * task.coef[..., 0] * (t - torch.round(t))  # slope L |coef_0| <= L, jumps at half-integers
+
+    ``__call__(x, task, L)`` evaluates a batch of tasks at their inputs, with broadcasting: ``x`` (..., m, d) the
+    inputs (m points per task), ``task`` a :class:`TaskDraws` whose tensors broadcast against (..., m) (``task.u``
+    (..., 1, d), ``task.coef`` (..., 1, 3), ``task.phase`` (..., 1), ``task.a`` (..., 1, k) and, for a class with
+    ``low_rank = True``, ``task.w = B a`` (..., 1, d) with the run's fixed basis ``B``), ``L`` (..., 1) the Lipschitz
+    constant of each configuration. It returns ``f(x)`` (..., m). The draws are the built-in classes' own (the same
+    counter-based streams), so a class of one's own shares the inputs, tasks and noise of the built-in classes at the
+    same seed: comparisons across classes are on common random numbers.
+
+    ``lipschitz(L)`` is the class's Lipschitz constant on the sphere at parameter ``L`` (default: ``L``); the tests
+    and the oracle's reading of a window against ``L`` use it. Classes of one's own run on the PyTorch training path
+    (the compiled CPU engine knows the built-in classes by code): the draws still come from the engine, the readout
+    and its gradient from PyTorch.
+    """
+
+    name: str = ""
+    low_rank: bool = False
+    description: str = ""
+
+    def __call__(self, x: torch.Tensor, task: "TaskDraws", L: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError(f"{type(self).__name__} must define __call__(x, task, L)")
+
+    def lipschitz(self, L: float) -> float:
+        return float(L)
+
+
+@dataclass(frozen=True)
+class TaskDraws:
+    """One batch of tasks' random draws, shaped to broadcast against the inputs' leading axes (see
+    :class:`FunctionClass`): ``u`` a unit direction, ``coef`` three uniforms on [-1, 1), ``phase`` a uniform on
+    [0, 2 pi), ``a`` a unit vector of the rank-k space, ``w = B a`` (None unless the class is ``low_rank``)."""
+
+    u: torch.Tensor
+    coef: torch.Tensor
+    phase: torch.Tensor
+    a: torch.Tensor
+    w: torch.Tensor | None = None
+
+
+#: Function classes of one's own, by name (:func:`register_class`).
+_CUSTOM: dict[str, FunctionClass] = {}
+
+
+def register_named(obj, base: type, registry: dict, builtins, where: str) -> str:
+    """Put ``obj``, an instance of ``base`` (``where``: the module that defines it, for the message), in ``registry``
+    under its ``name`` (returned), after checking the name: a string without spaces that no built-in (``builtins``)
+    has. The same name again replaces the entry (a notebook cell run twice). Any other input is a ValueError."""
+    kind = base.__name__
+    if not isinstance(obj, base):
+        raise ValueError(f"expected a {kind} instance (a subclass of {where}.{kind} with a name and __call__), "
+                         f"got {type(obj).__name__}")
+    name = getattr(obj, "name", "")
+    if not isinstance(name, str) or not name.strip() or any(ch.isspace() for ch in name):
+        raise ValueError(f"a {kind} needs a name without spaces (its `name` attribute), got {name!r}")
+    if name in builtins:
+        raise ValueError(f"name={name!r} is a built-in of {where} ({', '.join(builtins)}); choose another name "
+                         f"for {type(obj).__name__}")
+    registry[name] = obj
+    return name
+
+
+def register_class(fc: FunctionClass) -> str:
+    """Make a :class:`FunctionClass` instance known by its ``name`` (returned) to every part of the package that takes
+    a class name. Registering the same name again replaces the class (a notebook cell run twice); a built-in name, an
+    empty name or an object that is not a :class:`FunctionClass` is a ValueError."""
+    return register_named(fc, FunctionClass, _CUSTOM, tuple(FUNCTION_CLASSES), "softmax_icl.tasks")
+
+
+def custom_class(name: str) -> FunctionClass | None:
+    """The registered class of one's own called ``name`` (None for a built-in or unknown name)."""
+    return _CUSTOM.get(name)
+
+
+def known_classes() -> list[str]:
+    """Every class name the package takes now: the built-in classes, then the registered ones."""
+    return [*FUNCTION_CLASSES, *_CUSTOM]
+
+
+def check_class(name) -> str:
+    """``name`` itself when it names a built-in or registered class (a :class:`FunctionClass` instance is registered
+    and its name returned); else a ValueError naming the classes there are."""
+    if isinstance(name, FunctionClass):
+        return register_class(name)
+    if name not in FUNCTION_CLASSES and name not in _CUSTOM:
+        raise ValueError(f"function_class={name!r} is not one of {known_classes()} (a class of one's own: subclass "
+                         "softmax_icl.tasks.FunctionClass and pass the instance, or register_class it)")
+    return name
+
+
+def needs_basis(name: str) -> bool:
+    """Whether the class reads the run's low-rank basis B."""
+    fc = _CUSTOM.get(name)
+    return bool(fc.low_rank) if fc is not None else name in LOW_RANK_CLASSES
+
+
 def lipschitz_constant(function_class: str, L: float) -> float:
     """Lipschitz constant of the class on the unit sphere: the largest derivative along the sphere (w.r.t. the
     great-circle distance, which close pairs' Euclidean distance approaches)."""
+    if function_class in _CUSTOM:
+        return float(_CUSTOM[function_class].lipschitz(L))
     if function_class not in FUNCTION_CLASSES:
-        raise ValueError(f"function_class={function_class!r} is not one of {sorted(FUNCTION_CLASSES)}")
+        raise ValueError(f"function_class={function_class!r} is not one of {known_classes()}")
     if function_class == "lowrank_quadratic":
         return L**2  # d/dt (L cos t)^2 on a great circle peaks at L^2
     if function_class == "lowrank_cosine":
@@ -254,6 +361,8 @@ def task_values(function_class: str, x: torch.Tensor, raw: dict, L: torch.Tensor
     centred cosine class's ``sphere_cos_mean(L, d)``, when the caller keeps it (else computed here).
     """
     Lc = L[:, :, None, None]
+    if function_class in _CUSTOM:
+        return _custom_values(_CUSTOM[function_class], x, raw, Lc, basis)
     coef = raw["coef"][:, None, :, None, :]                        # (R, 1, B, 1, 3)
     if function_class in ("affine", "relu", "cosine", "cosine_centered"):
         proj = dot_last(x, raw["u"].unsqueeze(-2)).unsqueeze(1)                     # (R, 1, B, m)
@@ -280,7 +389,27 @@ def task_values(function_class: str, x: torch.Tensor, raw: dict, L: torch.Tensor
         if function_class == "lowrank_quadratic":
             return proj**2
         return torch.cos(4.0 * proj)
-    raise ValueError(f"function_class={function_class!r} is not one of {sorted(FUNCTION_CLASSES)}")
+    raise ValueError(f"function_class={function_class!r} is not one of {known_classes()}")
+
+
+def _custom_values(fc: FunctionClass, x: torch.Tensor, raw: dict, Lc: torch.Tensor, basis) -> torch.Tensor:
+    """A class of one's own at ``x`` (R, B, m, d) for the (R, G) Lipschitz constants ``Lc`` (R, G, 1, 1): its draws laid
+    out as (R, 1, B, 1, ...) so that one call evaluates every configuration; returns (R, G, B, m)."""
+    if fc.low_rank and basis is None:
+        raise ValueError(f"the class {fc.name!r} is low_rank: it needs the basis B")
+    row = lambda t: t[:, None, :, None]  # noqa: E731
+    w = row(torch.matmul(raw["a"], basis.T)) if fc.low_rank else None
+    task = TaskDraws(u=row(raw["u"]), coef=row(raw["coef"]), phase=row(raw["phase"]), a=row(raw["a"]), w=w)
+    f = fc(x.unsqueeze(1), task, Lc)
+    R, G = Lc.shape[:2]
+    shape = (R, G, *x.shape[1:3])
+    if not isinstance(f, torch.Tensor):
+        raise TypeError(f"{type(fc).__name__}.__call__ must return a tensor, got {type(f).__name__}")
+    try:
+        return torch.broadcast_to(f.to(x.dtype), shape)
+    except RuntimeError as e:
+        raise ValueError(f"{type(fc).__name__}.__call__ returned shape {tuple(f.shape)}, which does not broadcast to "
+                         f"the batch's {shape} (x (..., m, d) -> f (..., m))") from e
 
 
 def evaluate_class(function_class: str, x: torch.Tensor, raw: dict, L: torch.Tensor, basis=None) -> torch.Tensor:
@@ -349,7 +478,7 @@ def make_batch(spec: InputSpec, raw: dict, blocks: list[ClassBlock], L: torch.Te
     """
     x = raw["x"]
     xt = raw.get("x_task", x)       # where the task is evaluated (the whitened input, if any)
-    basis = spec.basis(x.device) if any(b.name in LOW_RANK_CLASSES for b in blocks) else None
+    basis = spec.basis(x.device) if any(needs_basis(b.name) for b in blocks) else None
     if len(blocks) == 1:
         f = task_values(blocks[0].name, xt, raw, L, basis, cos_mean)
     else:

@@ -34,8 +34,8 @@ import torch
 
 from . import streams
 from .engine import regression as engine
-from .tasks import (LOW_RANK_CLASSES, ClassBlock, InputSpec, TaskBatch, class_blocks, draw_plan, draw_rows,
-                    make_batch, raw_buffers, sphere_cos_mean)
+from .tasks import (ClassBlock, FunctionClass, InputSpec, TaskBatch, check_class, register_class, class_blocks, draw_plan, draw_rows, make_batch,
+                    needs_basis, raw_buffers, sphere_cos_mean)
 from .models import AttentionUnit
 from .base import derive_seed, optimise, resolve_device
 
@@ -70,6 +70,13 @@ class Sweep:
     #: fields left out of ``to_dict`` (and so of cache keys) while at their default, so adding them changed no key
     OPTIONAL = {"init_identity": 0.0, "lr_schedule": "constant", "inner_dim": 0}
 
+    def __post_init__(self):
+        # a class of one's own may be given as its FunctionClass instance: registered here, the sweep keeps its name
+        if isinstance(self.classes, (str, FunctionClass)):
+            object.__setattr__(self, "classes", (self.classes,))
+        object.__setattr__(self, "classes", tuple(register_class(c) if isinstance(c, FunctionClass) else c
+                                                  for c in self.classes))
+
     def settings(self) -> tuple:
         """The (L, sigma) settings of the grid: ``pairs``, else every L with every sigma."""
         return self.pairs or tuple(itertools.product(self.L, self.sigma))
@@ -92,9 +99,10 @@ class Sweep:
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if not (k in self.OPTIONAL and v == self.OPTIONAL[k])}
 
-    def train(self, device="auto", desc: str = "training") -> "SweepResult":
-        """Train the whole grid (:func:`train_sweep`)."""
-        return train_sweep(self, device, desc=desc)
+    def train(self, device="auto", desc: str = "training", progress=None) -> "SweepResult":
+        """Train the whole grid (:func:`train_sweep`; ``progress``: True/False shows/hides the progress bar, None
+        leaves it to ``SOFTMAX_ICL_PROGRESS`` and whether the output is interactive)."""
+        return train_sweep(self, device, desc=desc, progress=progress)
 
     def lr_factor(self):
         """The learning-rate factor of each step (None: constant)."""
@@ -251,7 +259,7 @@ class TaskStream:
                          if any("cosine_centered" in r for r in self.slot_classes) else None)
         spec.sqrt_cov(self.device)                    # the sampler's fixed tensors: made on the device now, once,
         draw_plan(spec.d, spec.k, self.n, self.device)                  # not in the training loop
-        if any(b.name in LOW_RANK_CLASSES for b in self.blocks):
+        if any(needs_basis(b.name) for b in self.blocks):
             spec.basis(self.device)
         if self.device.type != "cpu":
             self.blocks = [ClassBlock(b.name, *(t.to(self.device) if isinstance(t, torch.Tensor) else t
@@ -278,7 +286,7 @@ class TaskStream:
             self._fused[key] = engine.FusedStream(
                 spec.input_dist, self.keys, self.n, batch_size, spec.d, spec.k, self.slot_classes, self.L, self.sigma,
                 torch.zeros_like(self.L) if self.cos_mean is None else self.cos_mean, kind == "softmax",
-                spec.sqrt_cov("cpu"), spec.basis("cpu") if any(b.name in LOW_RANK_CLASSES for b in self.blocks)
+                spec.sqrt_cov("cpu"), spec.basis("cpu") if any(needs_basis(b.name) for b in self.blocks)
                 else None) if ok else None
         return self._fused[key]
 
@@ -381,6 +389,8 @@ def train_sweep(sweep: Sweep, device="auto", configs: list[dict] | None = None, 
     Configurations are grouped by context length; every step draws one batch per group (a handful of
     groups, never a loop over configurations) and sums the per-configuration losses.
     """
+    for c in sweep.classes:                      # an unknown class name fails here, before any compute
+        check_class(c)
     dev = resolve_device(device) if isinstance(device, str) else device
     prog = SweepProgram(sweep, dev, configs)
     torch_path = prog.fused is None                             # the step optimise may capture as a CUDA graph
@@ -392,4 +402,4 @@ def train_sweep(sweep: Sweep, device="auto", configs: list[dict] | None = None, 
     return SweepResult(sweep=sweep.to_dict(), configs=prog.configs, log_steps=hist["steps"], M_history=hist["M"],
                        loss_history=hist["loss"][:, prog.back.numpy()], final_state=state,
                        timings={"train_seconds": seconds, "configs": len(prog.configs), "device": str(dev),
-                                "cuda_graph": hist["graph"]})
+                                "engine": "torch" if torch_path else "compiled", "cuda_graph": hist["graph"]})

@@ -24,7 +24,7 @@ from .metrics import masked_ce
 from ..engine import classification as engine
 from ..engine.classification import FusedLoss, FusedStep, library
 from .plan import context_lengths
-from .tasks import ClsBatch, ClsStream, take
+from .tasks import ClsBatch, ClsStream, ContextProcess, ProcessStream, task_spec, take, uses_process
 
 
 MODELS = ("softmax", "linear")
@@ -166,6 +166,11 @@ class ClsSweep:
     lr_schedule: str = "cosine"              # constant | cosine (decay to lr_final_frac * lr)
     lr_final_frac: float = 0.05
 
+    def __post_init__(self):
+        # a process of one's own may be given as its ContextProcess instance: registered here, kept as a task spec
+        tasks = (self.tasks,) if isinstance(self.tasks, ContextProcess) else self.tasks
+        object.__setattr__(self, "tasks", tuple(task_spec(t) if isinstance(t, ContextProcess) else t for t in tasks))
+
     def configs(self) -> list[dict]:
         """Flattened grid, seed varying fastest."""
         rows = itertools.product(self.models, self.tasks, self.shapes, self.n, range(self.seeds))
@@ -181,9 +186,9 @@ class ClsSweep:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def train(self, device="auto", desc: str = "training") -> "ClsResult":
-        """Train the whole grid (:func:`train_cls_sweep`)."""
-        return train_cls_sweep(self, device, desc=desc)
+    def train(self, device="auto", desc: str = "training", progress=None) -> "ClsResult":
+        """Train the whole grid (:func:`train_cls_sweep`; ``progress`` as :meth:`softmax_icl.training.Sweep.train`)."""
+        return train_cls_sweep(self, device, desc=desc, progress=progress)
 
 
 @dataclass
@@ -249,7 +254,10 @@ def train_cls_sweep(sweep: ClsSweep, device="auto", configs: list[dict] | None =
     dev = resolve_device(device) if isinstance(device, str) else device
     configs = sweep.configs() if configs is None else configs
     dims = sweep.dims
-    stream = ClsStream(configs, dims, [derive_seed(sweep.data_seed, s) for s in range(sweep.seeds)], dev)
+    for t in sweep.tasks:                        # an unknown reading fails here, before any compute
+        task_spec(*t)
+    seeds = [derive_seed(sweep.data_seed, s) for s in range(sweep.seeds)]
+    stream = (ProcessStream(configs, dims, seeds, dev) if uses_process(configs) else ClsStream(configs, dims, seeds, dev))
     WK, WQ, WV = init_weights(configs, dims, sweep.init_seed, sweep.init_scale, dev)
     if sweep.lr_schedule not in ("constant", "cosine"):
         raise ValueError(f"lr_schedule={sweep.lr_schedule!r} is not one of ('constant', 'cosine')")

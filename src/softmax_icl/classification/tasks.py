@@ -67,14 +67,67 @@ import torch
 
 from ..base import derive_seed
 from ..engine import classification as _engine
+from ..tasks import register_named
 from .builder import draw_torch
 from .plan import POOL_FACTOR, READINGS, Keys, TaskPlan, Tasks, context_lengths
 
 
-def task_spec(reading: str = "uniform", P: int = 1, tau: float = 0.0, k: int = 0) -> tuple:
-    """A task as a hashable tuple ``(reading, P, tau, k)`` (the form sweeps and cache keys carry)."""
-    if reading not in READINGS:
-        raise ValueError(f"reading={reading!r} is not one of {tuple(READINGS)}")
+class ContextProcess:
+    """A classification task of one's own: subclass it, give it a ``name`` and a ``__call__`` that draws contexts, and
+    the batched trainer (:class:`.models.ClsSweep`), the evaluation sets (:func:`fixed_batch`) and the algorithms
+    (:mod:`.algorithms`: one GD step, kernel GD) take it::
+
+        class Halfspaces(ContextProcess):
+            name = "halfspaces"
+            def __call__(self, gen, contexts, n, C, d):
+                x = torch.nn.functional.normalize(torch.randn(contexts, n + 1, d, generator=gen), dim=-1)
+                w = torch.randn(contexts, 1, d, generator=gen)          # one random direction per context
+                labels = ((x * w).sum(-1) > 0).long() % C
+                return x, labels
+
+    ``__call__(gen, contexts, n, C, d)`` draws ``contexts`` independent contexts of ``n`` examples and one query each
+    from the CPU generator ``gen`` and returns ``x`` (contexts, n + 1, d), float, and ``labels`` (contexts, n + 1),
+    integers in ``0 .. C - 1``: the first ``n`` points are the examples, the last one the query. The generator is
+    seeded from the sweep's data seed, the seed index and the step (:func:`process_generator`), so a run is
+    reproducible and configurations that share a seed share their contexts. Processes of one's own run on the
+    PyTorch path (the compiled engine draws the paper's readings only).
+    """
+
+    name: str = ""
+    description: str = ""
+
+    def __call__(self, gen: torch.Generator, contexts: int, n: int, C: int, d: int):
+        raise NotImplementedError(f"{type(self).__name__} must define __call__(gen, contexts, n, C, d)")
+
+
+#: Context processes of one's own, by name (:func:`register_process`).
+_PROCESSES: dict[str, ContextProcess] = {}
+
+
+def register_process(proc: ContextProcess) -> str:
+    """Make a :class:`ContextProcess` instance known by its ``name`` (returned); the same name again replaces it.
+    A name of the paper's readings, an empty name or an object that is not a ContextProcess is a ValueError."""
+    return register_named(proc, ContextProcess, _PROCESSES, tuple(READINGS), "softmax_icl.classification.tasks")
+
+
+def custom_process(reading: str) -> ContextProcess | None:
+    """The registered process called ``reading`` (None for the paper's readings)."""
+    return _PROCESSES.get(reading)
+
+
+def process_generator(stream_seed: int, step: int) -> torch.Generator:
+    """The CPU generator a process of one's own draws step ``step`` of a seed's stream from (step 0: evaluation sets)."""
+    return torch.Generator().manual_seed(derive_seed(int(stream_seed), int(step)))
+
+
+def task_spec(reading="uniform", P: int = 1, tau: float = 0.0, k: int = 0) -> tuple:
+    """A task as a hashable tuple ``(reading, P, tau, k)`` (the form sweeps and cache keys carry). ``reading`` is one
+    of the paper's readings or a registered :class:`ContextProcess` (an instance is registered here)."""
+    if isinstance(reading, ContextProcess):
+        return (register_process(reading), 1, 0.0, 0)
+    if reading not in READINGS and reading not in _PROCESSES:
+        raise ValueError(f"reading={reading!r} is not one of {(*READINGS, *_PROCESSES)} (a process of one's own: "
+                         "subclass softmax_icl.classification.tasks.ContextProcess and pass the instance)")
     return (reading, int(P), float(tau), int(k))
 
 
@@ -248,10 +301,78 @@ class ClsStream:
 _CHUNK_VALUES = 1 << 24
 
 
+class ProcessStream:
+    """:class:`ClsStream`'s interface for configurations whose task is a process of one's own
+    (:class:`ContextProcess`), on the PyTorch path: every step, each distinct (seed, process, C, d, n) draws its
+    contexts once from :func:`process_generator` (configurations that share them read the same contexts), padded to
+    the sweep's ``dims``."""
+
+    native = False
+    drawer = None
+
+    def __init__(self, configs: list[dict], dims, seeds: list[int], device, dtype=torch.float32):
+        self.device, self.dtype, self.dims = torch.device(device), dtype, tuple(dims)
+        if any(int(c.get("n_min", 0) or 0) > 0 for c in configs):
+            raise ValueError("n_min (a mixture of context lengths) is not available with a process of one's own")
+        unknown = sorted({c["reading"] for c in configs if c["reading"] not in _PROCESSES})
+        if unknown:
+            raise ValueError(f"reading(s) {unknown} are not registered processes; a sweep mixes the paper's readings "
+                             "with processes of one's own only in separate sweeps")
+        self.configs, self.seeds = configs, seeds
+        self.groups: dict[tuple, list[int]] = {}
+        for i, c in enumerate(configs):
+            key = (int(c["seed"]), c["reading"], int(c["C"]), int(c["d"]), int(c["n"]))
+            self.groups.setdefault(key, []).append(i)
+        self.step_tensor = torch.zeros((), dtype=torch.int64)
+
+    def draw_batch(self, step: int, T: int, first: int = 0) -> ClsBatch:
+        """Contexts ``first .. first + T - 1`` of ``step`` of every configuration, as a :class:`ClsBatch`."""
+        n_max, C_max, P_max, d_max = self.dims
+        K = len(self.configs)
+        x_ctx = torch.zeros(K, T, n_max, d_max, dtype=self.dtype)
+        x_q = torch.zeros(K, T, d_max, dtype=self.dtype)
+        lab_ctx = torch.zeros(K, T, n_max, dtype=torch.long)
+        lab_q = torch.zeros(K, T, dtype=torch.long)
+        for (seed, reading, C, d, n), idx in self.groups.items():
+            proc = _PROCESSES[reading]
+            gen = process_generator(self.seeds[seed], step)
+            x, lab = proc(gen, first + T, n, C, d)
+            x, lab = torch.as_tensor(x)[first:], torch.as_tensor(lab)[first:]
+            if tuple(x.shape) != (T, n + 1, d) or tuple(lab.shape) != (T, n + 1):
+                raise ValueError(f"{type(proc).__name__}.__call__ returned x {tuple(x.shape)} and labels "
+                                 f"{tuple(lab.shape)}; expected ({first + T}, {n + 1}, {d}) and ({first + T}, {n + 1})")
+            lab = lab.long()
+            if lab.numel() and (int(lab.min()) < 0 or int(lab.max()) >= C):
+                raise ValueError(f"{type(proc).__name__} returned labels outside 0 .. C - 1 = {C - 1}")
+            x_ctx[idx, :, :n, :d] = x[:, :n].to(self.dtype)
+            x_q[idx, :, :d] = x[:, n].to(self.dtype)
+            lab_ctx[idx, :, :n] = lab[:, :n]
+            lab_q[idx] = lab[:, n]
+        ns = torch.tensor([int(c["n"]) for c in self.configs])
+        Cs = torch.tensor([int(c["C"]) for c in self.configs])
+        ctx_mask = (torch.arange(n_max).view(1, 1, -1) < ns.view(-1, 1, 1)) if bool((ns < n_max).any()) else None
+        cls_mask = (torch.arange(C_max).view(1, 1, -1) < Cs.view(-1, 1, 1)) if bool((Cs < C_max).any()) else None
+        dev = self.device
+        to = lambda t: None if t is None else t.to(dev)  # noqa: E731
+        return ClsBatch(to(x_ctx), to(_one_hot(lab_ctx, C_max, self.dtype)), to(x_q), to(lab_q), to(lab_ctx),
+                        to(ctx_mask), to(cls_mask), None)
+
+    def sample(self, batch_size: int, step=1) -> ClsBatch:
+        return self.draw_batch(int(step), batch_size)
+
+
+def uses_process(configs: list[dict]) -> bool:
+    """Whether any configuration's task is a process of one's own."""
+    return any(c.get("reading", "uniform") not in READINGS for c in configs)
+
+
 def fixed_batch(settings: list[dict], dims, seed: int, n_contexts: int, device="cpu", dtype=torch.float32) -> ClsBatch:
     """A fixed set of contexts for each setting (dicts with reading, P, tau, k, C, d, n), all from one seed
     (common random numbers across settings): the evaluation and search sets. Contexts ``0 .. n_contexts - 1`` of
     step 0 of the stream of ``derive_seed(seed, 0)``, drawn in chunks (every context is its own stream)."""
+    if uses_process(settings):
+        return ProcessStream([dict(s, seed=0) for s in settings], dims, [derive_seed(seed, 0)], device,
+                             dtype).draw_batch(0, int(n_contexts))
     stream = ClsStream([dict(s, seed=0) for s in settings], dims, [derive_seed(seed, 0)], device, dtype)
     plan, T = stream.plan, int(n_contexts)
     n_max, C_max, _, d_max = plan.dims

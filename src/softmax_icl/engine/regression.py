@@ -249,10 +249,10 @@ class FusedStream:
 
     @staticmethod
     def usable(classes, L: torch.Tensor, d: int, k: int, device) -> bool:
-        """Whether the engine can train these configurations (:func:`usable`, and cosine classes with
-        ``|L| <= COSINE_L_MAX``). Reads ``L`` on the host: call it outside training loops."""
-        if not usable(device, d, k):
-            return False
+        """Whether the engine can train these configurations (:func:`usable`, built-in classes only, and cosine
+        classes with ``|L| <= COSINE_L_MAX``). Reads ``L`` on the host: call it outside training loops."""
+        if not usable(device, d, k) or any(c not in CLASS_CODES for row in classes for c in row):
+            return False                         # a class of one's own (softmax_icl.tasks.FunctionClass): PyTorch
         cosine = torch.tensor([[c in ("cosine", "cosine_centered", "lowrank_cosine") for c in row] for row in classes])
         return not (cosine.any() and bool((L.detach().abs().cpu() * cosine).max() > COSINE_L_MAX))
 
