@@ -31,7 +31,9 @@ DURATIONS ?= --durations=8
 # so both passes execute every notebook.
 NOTEBOOKS ?= notebooks/generalization.ipynb notebooks/classification_kernel_gd.ipynb notebooks/norm_scaling.ipynb \
   notebooks/low_rank.ipynb notebooks/window_adaptation.ipynb
-NOTEBOOKS_auto ?= $(NOTEBOOKS)
+# The tutorial (book/tutorial.ipynb, a class of one's own) runs under nbval in the compiled-engine pass; it is no
+# figure, so the PyTorch pass (softmax-icl run FIGURE) has nothing to run of it (its own class trains in PyTorch).
+NOTEBOOKS_auto ?= $(NOTEBOOKS) book/tutorial.ipynb
 NOTEBOOKS_torch ?= $(NOTEBOOKS)
 # `make audit`: fresh seed sets per figure (see `softmax-icl audit --help`); EXECUTOR: auto | serial | cores | local |
 # slurm | gpus

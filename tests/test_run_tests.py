@@ -125,7 +125,8 @@ def test_the_makefiles_test_command_parses(tmp_path):
     argv = argv[argv.index("tools/run_tests.py") + 1:]
     args = rt.parser().parse_args(argv)
     assert args.durations == "--durations=8" and args.nb_args.startswith("--nbval-lax") and args.unit == "tests"
-    assert args.backends == ["auto", "torch"] and len(args.notebooks_torch) == 5 == len(args.notebooks_auto)
+    assert args.backends == ["auto", "torch"] and len(args.notebooks_torch) == 5
+    assert args.notebooks_auto == args.notebooks_torch + ["book/tutorial.ipynb"]
 
 
 def test_a_terminated_run_stops_its_jobs(tmp_path):

@@ -52,7 +52,7 @@ EXPECTED = {
     "torch classification_kernel_gd": 112, "torch norm_scaling": 86, "torch generalization": 80,
     "torch low_rank": 72, "torch window_adaptation": 58,
     "auto norm_scaling": 49, "auto classification_kernel_gd": 46, "auto generalization": 37,
-    "auto low_rank": 22, "auto window_adaptation": 17,
+    "auto low_rank": 22, "auto window_adaptation": 17, "auto tutorial": 20,
 }
 #: The profile of the PyTorch pass's notebook runs.
 TORCH_PROFILE = "smoke"
