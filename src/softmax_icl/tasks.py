@@ -40,11 +40,11 @@ class FunctionClass:
     that takes a class name takes it (the batched trainer :class:`softmax_icl.training.Sweep`, the evaluation
     :mod:`softmax_icl.metrics`, the Nadaraya-Watson oracle :mod:`softmax_icl.baselines`)::
 
-        class Sawtooth(FunctionClass):
-            name = "sawtooth"
+        class Kink(FunctionClass):
+            name = "kink"
             def __call__(self, x, task, L):
-                t = (x * task.u).sum(-1)                       # the input's projection on the task's direction
-                return L * task.coef[..., 0] * (t - torch.round(t))  # slope L |coef_0| <= L, jumps at half-integers
+                t = (x * task.u).sum(-1)              # the input's projection on the task's direction
+                return L * task.coef[..., 0] * (t - 0.5 * task.coef[..., 2]).abs() + task.coef[..., 1]
 
     ``__call__(x, task, L)`` evaluates a batch of tasks at their inputs, with broadcasting: ``x`` (..., m, d) the
     inputs (m points per task), ``task`` a :class:`TaskDraws` whose tensors broadcast against (..., m) (``task.u``
