@@ -65,6 +65,7 @@ class Param:
     allowed: tuple | None = None               # for str kinds: the allowed values
     check: Callable[[Any], bool] | None = None
     check_text: str = ""                       # the allowed range, in words, for error messages
+    distinct: bool = True                      # list kinds: no value twice (a grid point given twice is a typo)
 
     def value(self, profile: str):
         return self.values.get(profile, self.values["default"])
@@ -80,6 +81,16 @@ def non_negative(x) -> bool:
 
 def at_least(m):
     return lambda x: x >= m
+
+
+#: The fewest seeds a figure runs: its checks pool a statistic over seeds, and one seed gives no interval (its bounds
+#: would be infinite).
+MIN_SEEDS = 2
+
+
+def min_seeds() -> dict:
+    """The check of a ``seeds`` parameter (``Param(..., **min_seeds())``): at least :data:`MIN_SEEDS`."""
+    return dict(check=at_least(MIN_SEEDS), check_text=f"an integer >= {MIN_SEEDS} (one seed gives no interval)")
 
 
 @dataclass(frozen=True)
@@ -126,8 +137,16 @@ def coerce(name: str, p: Param, value):
 
     if p.kind.startswith("list["):
         if not isinstance(value, (list, tuple)) or len(value) == 0:
-            raise ParameterError(f"parameter {name!r} must be a non-empty list of {base}, got {value!r}")
-        return [one(v) for v in value]
+            raise ParameterError(f"parameter {name!r} must be a non-empty list of {base}, got {value!r} (a list is "
+                                 "written [1, 4, 16] or [relu, cosine])")
+        out = [one(v) for v in value]
+        repeated = [v for i, v in enumerate(out) if v in out[:i]]
+        if p.distinct and repeated:
+            raise ParameterError(f"parameter {name!r} = {out!r} gives {repeated[0]!r} more than once; allowed: a "
+                                 f"list of distinct values (each value is one point of the sweep)")
+        return out
+    if isinstance(value, (list, tuple)):
+        raise ParameterError(f"parameter {name!r} takes one value of type {base}, got the list {list(value)!r}")
     return one(value)
 
 
@@ -191,8 +210,8 @@ def training_params() -> dict:
 
 def seed_params() -> dict:
     return {
-        "seeds": Param("int", {"smoke": 1, "default": 3, "paper": 5}, "independent pretraining runs per configuration",
-                       check=positive, check_text="an integer >= 1"),
+        "seeds": Param("int", {"smoke": 2, "default": 3, "paper": 5}, "independent pretraining runs per configuration",
+                       **min_seeds()),
         "data_seed": Param("int", {"default": 0}, "seed of the pretraining task streams", check=non_negative,
                            check_text="an integer >= 0"),
         "init_seed": Param("int", {"default": 1}, "seed of the initial weights", check=non_negative,

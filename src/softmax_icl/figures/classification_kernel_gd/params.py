@@ -1,6 +1,6 @@
 """Parameters and profiles of the classification chapter (Dragutinovic, Saxe, Singh 2025, Figs 1-5 + ablations)."""
 
-from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
+from ...profiles import Figure, Param, ParameterError, at_least, min_seeds, non_negative, positive, seed_params
 
 
 def _cls_validate(cfg: dict) -> None:
@@ -88,7 +88,7 @@ FIGURE = Figure(
         "seeds": Param("int", {"smoke": 2, "default": 15, "paper": 10},
                        "independent pretraining runs per configuration, a batch axis of every training programme: "
                        "the seeds every check's verdict rests on (the statistical design's count; two at smoke, so "
-                       "that its bounds are finite)", check=positive, check_text="an integer >= 1"),
+                       "that its bounds are finite)", **min_seeds()),
     },
     notes=(
         "Task readings (the sources do not fix the data model): uniform argmax (per-context class "

@@ -1,6 +1,6 @@
 """Parameters and profiles of the generalisation figure (Collins et al. 2024, Fig. 5 and Theorem 3.5)."""
 
-from ...profiles import (Figure, Param, ParameterError, at_least, non_negative, positive, seed_params,
+from ...profiles import (Figure, Param, ParameterError, at_least, min_seeds, non_negative, positive, seed_params,
                          training_params)
 from ...profiles import LOW_RANK_CLASSES, FUNCTION_CLASSES
 
@@ -103,8 +103,7 @@ FIGURE = Figure(
         **training_params(),
         **{**seed_params(), "seeds": Param("int", {"smoke": 2, "default": 15, "paper": 10},
                                            "independent pretraining runs per configuration, a batch axis of every "
-                                           "sweep: every check's verdict rests on all of them", check=positive,
-                                           check_text="an integer >= 1")},
+                                           "sweep: every check's verdict rests on all of them", **min_seeds())},
     },
     notes=(
         "Generalisation: d = 2 (inputs on the circle), sigma = 0.5 and pretraining context n = 128 are chosen so "

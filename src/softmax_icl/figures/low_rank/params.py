@@ -1,6 +1,6 @@
 """Parameters and profiles of the low-rank figure (Collins et al. 2024, Fig. 4 / Appendix Fig. 10, Theorem 4.4)."""
 
-from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
+from ...profiles import Figure, Param, ParameterError, at_least, min_seeds, non_negative, positive, seed_params
 from ...profiles import LOW_RANK_CLASSES
 
 
@@ -86,8 +86,7 @@ FIGURE = Figure(
                             "(drawn apart from the evaluation set)", check=positive, check_text="an integer >= 1"),
         **{**seed_params(), "seeds": Param("int", {"smoke": 2, "default": 15, "paper": 10},
                                            "independent pretraining runs per configuration (a batch axis of every "
-                                           "sweep; every check's verdict rests on all of them)", check=positive,
-                                           check_text="an integer >= 1")},
+                                           "sweep; every check's verdict rests on all of them)", **min_seeds())},
     },
     notes=(
         "Low rank: the learning rate is the other chapters' 0.1, decayed along a cosine to 0. A constant rate of 0.01 "

@@ -1,6 +1,6 @@
 """Parameters and profiles of the norm-scaling figure (Collins et al. 2024, Fig. 3, Theorem 3.4, covariance lemma)."""
 
-from ...profiles import Figure, Param, ParameterError, at_least, non_negative, positive, seed_params
+from ...profiles import Figure, Param, ParameterError, at_least, min_seeds, non_negative, positive, seed_params
 
 CLASSES = ("relu", "cosine")
 
@@ -165,8 +165,7 @@ FIGURE = Figure(
                                    check_text="a number in (0, 1]"),
         **{**seed_params(), "seeds": Param("int", {"smoke": 2, "default": 15, "paper": 10},
                                            "independent pretraining runs per configuration (a batch axis of every "
-                                           "sweep); every check's verdict rests on all of them", check=positive,
-                                           check_text="an integer >= 1")},
+                                           "sweep); every check's verdict rests on all of them", **min_seeds())},
     },
 
     tolerances={
