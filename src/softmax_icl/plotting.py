@@ -25,6 +25,7 @@ smallest font (:data:`SMALLEST_PT`) shows at :data:`MIN_TEXT_PX` CSS px or more 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import matplotlib
@@ -293,9 +294,9 @@ def _inline() -> bool:
 
 
 def save(fig: plt.Figure, directory: Path, name: str, show: bool = True) -> list[Path]:
-    """Save ``fig`` as ``directory/name.png`` and ``.pdf``; returns the paths. In a notebook (inline backend) the
-    saved PNG is shown in place of the figure, ``width_in × NOTEBOOK_DPI`` CSS px wide, and the figure is closed
-    (with ``show``).
+    """Save ``fig`` as ``directory/name.png`` and ``.pdf`` (written aside, then moved into place); returns the paths.
+    In a notebook (inline backend) the saved PNG is shown in place of the figure, ``width_in × NOTEBOOK_DPI`` CSS px
+    wide, and the figure is closed (with ``show``).
 
     The PNG carries its size, dpi and smallest font as text chunks (:data:`PNG_META_KEYS`, read back by
     :func:`read_png_meta`). The layout is computed once: the constrained layout is run (recording the fonts
@@ -312,9 +313,19 @@ def save(fig: plt.Figure, directory: Path, name: str, show: bool = True) -> list
     dpi = matplotlib.rcParams["savefig.dpi"]
     png_meta = {"width_in": f"{bbox.width:.4f}", "height_in": f"{bbox.height:.4f}", "dpi": f"{dpi:g}",
                 "min_font_pt": f"{smallest:g}"}
-    for p in paths:
-        # no creation date in PDFs, so re-running a notebook does not change unchanged figures
-        fig.savefig(p, bbox_inches=bbox, metadata=png_meta if p.suffix == ".png" else {"CreationDate": None})
+    # both files are drawn aside (hidden names in the same folder) and moved into place once both exist: an
+    # interrupted save leaves neither half a file nor a new PNG beside an old PDF
+    aside = [p.with_name(f".{p.name}.{os.getpid()}.tmp") for p in paths]
+    try:
+        for p, tmp in zip(paths, aside):
+            # no creation date in PDFs, so re-running a notebook does not change unchanged figures
+            fig.savefig(tmp, format=p.suffix[1:], bbox_inches=bbox,
+                        metadata=png_meta if p.suffix == ".png" else {"CreationDate": None})
+        for p, tmp in zip(paths, aside):
+            os.replace(tmp, p)
+    finally:
+        for tmp in aside:
+            tmp.unlink(missing_ok=True)
     if show and _inline():
         from IPython.display import display
         display(shown_image(paths[0]))

@@ -14,6 +14,8 @@ Training goes through one front, :meth:`Run.train`: a sweep of either paper (``s
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +32,26 @@ from . import design, records
 from .cache import cached, code_fingerprint
 from .provenance import default_output_dir, git_revision, provenance, repo_root
 from .registry import resolve
+
+
+#: The hidden folder (``<output>/<PENDING_FIGURES><pid>/``) where a run's figures wait until its record is written.
+PENDING_FIGURES = ".pending-figures-"
+
+
+def discard_pending_figures(output_dir: Path, alive_only: bool = True) -> None:
+    """Remove the figures of runs into ``output_dir`` that stopped before their end (their pending folders): those of
+    processes no longer running, or, with ``alive_only=False``, every one (the runner, once its kernel is gone)."""
+    for folder in Path(output_dir).glob(f"{PENDING_FIGURES}*"):
+        pid = folder.name[len(PENDING_FIGURES):]
+        if alive_only and pid.isdigit():
+            try:
+                os.kill(int(pid), 0)
+                continue                      # that run is still going
+            except ProcessLookupError:
+                pass
+            except OSError:                   # exists, but not ours to signal
+                continue
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class Trainable(Protocol):
@@ -56,6 +78,7 @@ class Run:
         self.use_cache = bool(use_cache)
         custom = self.cfg != resolve(figure, profile)
         self.output_dir = Path(output_dir) if output_dir else default_output_dir(self.figure, profile, custom)
+        discard_pending_figures(self.output_dir)
         self.claims: list[records.Claim] = []
         #: short titles of the figure's checks by id (a claims module fills it; :meth:`check` reads it)
         self.titles: dict[str, str] = {}
@@ -214,14 +237,32 @@ class Run:
 
     def savefig(self, fig, name: str, glue: str | None = None) -> None:
         """Save ``fig`` as ``<output>/figures/<figure>_<name>.png`` and ``.pdf``; show the saved PNG here, or, with
-        ``glue``, glue it under that key (myst-nb) for a ``{glue:figure}`` higher up the page, and show nothing."""
-        paths = save(fig, self.output_dir / "figures", f"{self.figure}_{name}", show=glue is None)
+        ``glue``, glue it under that key (myst-nb) for a ``{glue:figure}`` higher up the page, and show nothing.
+
+        The files wait in a hidden folder of the output (:meth:`pending_figures`) until :meth:`finish` moves them
+        into ``figures/`` with the record: a run stopped before its end leaves no figure of its own beside an earlier
+        run's record."""
+        paths = save(fig, self.pending_figures(), f"{self.figure}_{name}", show=glue is None)
         if glue is not None:
             import matplotlib.pyplot as plt
 
             from .glue import glue_image
             glue_image(glue, paths[0])
             plt.close(fig)
+
+    def pending_figures(self) -> Path:
+        """Where this run's figures wait for :meth:`finish` (``<output>/.pending-figures-<pid>/``)."""
+        return self.output_dir / f"{PENDING_FIGURES}{os.getpid()}"
+
+    def _place_figures(self) -> None:
+        """Move the figures this run saved into ``<output>/figures/`` (each an ``os.replace``)."""
+        pending = self.pending_figures()
+        if not pending.is_dir():
+            return
+        (self.output_dir / "figures").mkdir(parents=True, exist_ok=True)
+        for path in sorted(pending.iterdir()):
+            os.replace(path, self.output_dir / "figures" / path.name)
+        pending.rmdir()
 
     def verdicts(self) -> str:
         return records.verdict_lines(self.claims)
@@ -235,6 +276,7 @@ class Run:
         without the measured values, so the lines are the same on every machine (nbval compares them). The values
         are in the record, in the chapter's verdict box and in :meth:`values_table`."""
         self.timings["total"] = time.perf_counter() - self._t0
+        self._place_figures()
         records.write_record(self.output_dir, records.record(
             self.figure, self.profile, self.cfg, self.claims, self.numbers, self.provenance(), self.timings,
             self.cache_hits, self.compute_seconds, self.trained_in_parts))
