@@ -93,6 +93,7 @@ def test_runner_names_the_same_environment_variables_as_base():
     from softmax_icl.book import runner
 
     assert (runner.PROGRESS_ENV, runner.PROGRESS_FILE_ENV) == (base.PROGRESS_ENV, base.PROGRESS_FILE_ENV)
+    assert runner.OUTPUT_DIR_ENV == base.OUTPUT_DIR_ENV
 
 
 def test_unknown_executor_is_refused():

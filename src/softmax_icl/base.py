@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -80,19 +81,41 @@ def progress_enabled(progress) -> bool:
     return os.environ.get(PROGRESS_ENV, "1") not in ("0", "false", "no", "")
 
 
+def _bars_fit() -> bool:
+    """Whether a tqdm bar can be drawn: in a terminal, or a notebook (which draws the bar's carriage returns); not
+    in a log file, which would fill with them."""
+    if type(sys.stderr).__module__.startswith("ipykernel"):            # a notebook kernel's output
+        return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+#: Seconds between two plain progress lines (:class:`Progress` where no bar can be drawn).
+PLAIN_EVERY_S = 30.0
+
+
 class Progress:
     """Progress of a training loop, where someone can see it but never inside a notebook's stored outputs.
 
-    A tqdm bar when bars are on (:func:`progress_enabled`: interactive use), and a one-line status
+    A tqdm bar when bars are on (:func:`progress_enabled`: interactive use) and the output can draw one, else plain
+    lines on stderr (when the loop starts, every :data:`PLAIN_EVERY_S` seconds, when it ends); and a one-line status
     ``desc<TAB>step<TAB>total`` in the file named by ``$SOFTMAX_ICL_PROGRESS_FILE`` when that is set: the notebook
-    runner sets it and draws the bar in the terminal that executes the notebook (:mod:`softmax_icl.book.runner`).
+    runner sets it and shows the progress in the terminal that executes the notebook
+    (:mod:`softmax_icl.book.runner`).
     """
 
     def __init__(self, total: int, desc: str, progress=None):
         self.total, self.desc, self.bar, self._last = int(total), desc, None, 0.0
+        self.plain: float | None = None            # when the last plain line was written (plain lines only)
         if progress_enabled(progress):
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, desc=desc, leave=False)
+            if _bars_fit():
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, desc=desc, leave=False)
+            else:
+                self._started = self.plain = time.monotonic()
+                print(f"{desc}: 0/{self.total}", file=sys.stderr, flush=True)
         self.path = os.environ.get(PROGRESS_FILE_ENV) or None
         self._write(0)
 
@@ -109,6 +132,11 @@ class Progress:
         """Step ``step`` (1-based) is done."""
         if self.bar is not None:
             self.bar.update(1)
+        if self.plain is not None and (step == self.total or time.monotonic() - self.plain >= PLAIN_EVERY_S):
+            self.plain = time.monotonic()
+            print(f"{self.desc}: {step}/{self.total}"
+                  + (f" ({self.plain - self._started:.0f} s)" if step == self.total else ""), file=sys.stderr,
+                  flush=True)
         if self.path is not None and (step == self.total or time.monotonic() - self._last >= 0.5):
             self._write(step)
 

@@ -192,7 +192,7 @@ def _training_status(path: Path) -> str:
     """The training loop's last line in a job's progress file (``desc<TAB>step<TAB>total``), as ``desc step/total``."""
     try:
         desc, step, total = path.read_text().strip().split("\t")
-        return f"{desc} {step}/{total}"
+        return desc if total == "0" else f"{desc} {step}/{total}"      # total 0: a message (an engine compiles)
     except (OSError, ValueError):
         return ""
 
@@ -288,7 +288,9 @@ def _core_pool(jobs: Sequence[NotebookJob], workers: int | None = None, expected
                 t.join(0.2)
 
     def interrupt(signum, frame):
-        raise KeyboardInterrupt(f"stopped by signal {signum} (SIGTERM)")
+        from .runner import Terminated
+
+        raise Terminated(f"stopped by signal {signum} (SIGTERM)")
 
     def wait(alive, seconds) -> list:
         end = time.monotonic() + seconds

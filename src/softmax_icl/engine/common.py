@@ -14,12 +14,13 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
-from ..base import KERNEL_ENV, cache_dir
+from ..base import KERNEL_ENV, PROGRESS_FILE_ENV, atomic_write_bytes, cache_dir
 
 HERE = Path(__file__).parent
 #: A training step's update (Adam, a key-query pair's gradient), shared by both engines.
@@ -54,7 +55,23 @@ def _build_dir() -> Path:
     return cache_dir() / "kernels"
 
 
-def _compile(cc: str, name: str, source: Path, deps=()) -> tuple[Path | None, str]:
+def _say_compiling(what: str, source: Path) -> None:
+    """One line saying that an engine is being compiled (the first run on a machine waits for it without a word
+    otherwise): in the status file of the runner that shows this kernel's progress in its terminal
+    (``$SOFTMAX_ICL_PROGRESS_FILE``, a line with no step count), else on stderr, except inside a notebook kernel,
+    whose stderr would land in the notebook's stored outputs."""
+    text = f"softmax-icl: compiling the {what} ({source.name}) for this machine: once, up to a minute"
+    status = os.environ.get(PROGRESS_FILE_ENV)
+    try:
+        if status:
+            atomic_write_bytes(Path(status), f"{text}\t0\t0\n".encode())
+        elif not type(sys.stderr).__module__.startswith("ipykernel"):        # not a notebook kernel's output
+            print(text, file=sys.stderr, flush=True)
+    except OSError:                 # a message must never stop a build
+        pass
+
+
+def _compile(cc: str, name: str, source: Path, deps=(), what: str = "engine") -> tuple[Path | None, str]:
     """Compile ``source`` (including the headers ``deps``, found beside it) into ``<name>-<key>.so`` in the build
     directory, or reuse an earlier build with the same sources, compiler, flags and CPU. Returns the library's path
     (None if no flag set compiles) and how it was built (or why not)."""
@@ -68,6 +85,8 @@ def _compile(cc: str, name: str, source: Path, deps=()) -> tuple[Path | None, st
         if out.exists():
             return out, f"{Path(cc).name} {' '.join(flags)}"
         out.parent.mkdir(parents=True, exist_ok=True)
+        if not errors:
+            _say_compiling(what, source)
         fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{name}-", suffix=".so")
         os.close(fd)
         cmd = [cc, *flags, "-fPIC", "-shared", f"-I{source.parent}", str(source), "-o", tmp, "-lm", "-lpthread"]
@@ -99,7 +118,7 @@ def build_library(name: str, source: Path, what: str, deps=(), chosen_by_env: bo
     if cc is None:
         return None, f"torch (no C compiler found; set CC to use the {what})"
     try:
-        path, how = _compile(cc, name, source, deps)
+        path, how = _compile(cc, name, source, deps, what)
         if path is None:
             return None, f"torch (the {what} did not compile: {how})"
         return ctypes.CDLL(str(path)), how
