@@ -22,7 +22,9 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -33,18 +35,40 @@ from .registry import Registry, resolve
 BOOK_PROFILE = "default"
 
 
-def project_root(start: Path | None = None) -> Path:
-    """The checkout that holds ``_config.yml`` and ``notebooks/`` (searched upwards from the cwd)."""
+#: Where the book's checkout is, when the command runs outside it (``--book`` says the same).
+BOOK_ENV = "SOFTMAX_ICL_BOOK"
+
+
+def is_checkout(path: Path) -> bool:
+    return (path / "_config.yml").is_file() and (path / "notebooks").is_dir()
+
+
+def project_root(start: Path | None = None, book: Path | str | None = None) -> Path:
+    """The checkout that holds ``_config.yml`` and ``notebooks/``: ``book`` (``--book``), else ``$SOFTMAX_ICL_BOOK``,
+    else the first one found upwards from ``start`` (the cwd), else the checkout the package was installed from
+    (an editable install: ``src/softmax_icl`` inside it)."""
+    for given, what in ((book, "--book"), (os.environ.get(BOOK_ENV), BOOK_ENV)):
+        if given:
+            path = Path(given).expanduser().resolve()
+            if not is_checkout(path):
+                raise ParameterError(f"{what} {given}: not the book's checkout (no _config.yml and notebooks/ "
+                                     "there); allowed: the folder of the repository checkout")
+            return path
     here = (start or Path.cwd()).resolve()
     for p in (here, *here.parents):
-        if (p / "_config.yml").is_file() and (p / "notebooks").is_dir():
+        if is_checkout(p):
             return p
-    raise SystemExit("softmax-icl: run this inside the repository checkout (no _config.yml and notebooks/ "
-                     f"found above {here})")
+    installed = Path(__file__).resolve().parents[3]
+    if is_checkout(installed):
+        return installed
+    raise ParameterError(f"no book checkout found (no _config.yml and notebooks/ in {here} or above it, nor where "
+                         f"the package is installed from); run inside the checkout, or point at it with --book PATH "
+                         f"or {BOOK_ENV}=PATH")
 
 
 def parse_value(text: str):
-    """``-p NAME VALUE``: Python/YAML-like literals (numbers, lists, true/false), else the string itself."""
+    """``-p NAME VALUE``: Python/YAML-like literals (numbers, lists, true/false), else the string itself. A list of
+    bare words, as ``softmax-icl list`` prints it (``[relu, cosine]``), is a list of strings."""
     low = text.strip().lower()
     if low in ("true", "false"):
         return low == "true"
@@ -53,23 +77,67 @@ def parse_value(text: str):
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
-        return text
+        pass
+    inner = text.strip()
+    if len(inner) >= 2 and (inner[0], inner[-1]) in (("[", "]"), ("(", ")")):
+        items = [item.strip() for item in inner[1:-1].split(",")]
+        if items == [""]:
+            return []
+        if all(items) and not any(c in item for item in items for c in "[]()"):
+            return [parse_value(item) for item in items]
+    return text
+
+
+#: ``softmax-icl list``: the narrowest a value column gets before its values are elided, and the help column before
+#: it moves to a line of its own.
+LIST_VALUE_MIN, LIST_HELP_MIN = 12, 24
+
+
+def _elide(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def list_lines(fig: Figure, width: int) -> list[str]:
+    """The table of ``softmax-icl list`` for one figure, every line at most ``width`` columns: a parameter's name, its
+    value per profile (elided with ``...`` where a column would not fit) and its meaning, wrapped."""
+    rows = [["parameter", *PROFILES, "meaning"]]
+    rows += [[pname, *(fmt(p.value(pr)) for pr in PROFILES), p.help] for pname, p in fig.params.items()]
+    indent, gap = 4, 2
+    name_w = max(len(r[0]) for r in rows) + gap
+    value_w = [max(len(r[i]) for r in rows) + gap for i in range(1, len(PROFILES) + 1)]
+    # narrow the widest value columns first, until the table leaves the help column LIST_HELP_MIN or the values are
+    # at their narrowest
+    while indent + name_w + sum(value_w) + LIST_HELP_MIN > width and max(value_w) > LIST_VALUE_MIN + gap:
+        value_w[value_w.index(max(value_w))] -= 1
+    help_at = indent + name_w + sum(value_w)
+    help_w = width - help_at
+    lines = []
+    for r in rows:
+        head = " " * indent + r[0].ljust(name_w) + "".join(_elide(v, w - gap).ljust(w) for v, w in zip(r[1:-1],
+                                                                                                      value_w))
+        if help_w >= LIST_HELP_MIN:
+            wrapped = textwrap.wrap(r[-1], width=help_w) or [""]
+            lines.append((head + wrapped[0]).rstrip())
+            lines += [" " * help_at + more for more in wrapped[1:]]
+        else:                           # too narrow: the meaning goes under the values
+            lines.append(head.rstrip())
+            lines += textwrap.wrap(r[-1], width=max(20, width - 2 * indent), initial_indent=" " * 2 * indent,
+                                   subsequent_indent=" " * 2 * indent)
+    return lines
 
 
 def cmd_list(args) -> int:
     registry = args.registry
     names = [args.figure] if args.figure else list(registry)
+    width = max(60, shutil.get_terminal_size((100, 24)).columns)
     for name in names:
         fig = registry.figure(name)
-        print(f"{name}  ({fig.paper}): {fig.title}")
-        rows = [["parameter", *PROFILES, "meaning"]]
-        rows += [[pname, *(fmt(p.value(pr)) for pr in PROFILES), p.help] for pname, p in fig.params.items()]
-        # every column as wide as its longest entry plus two spaces: a long value never runs into the next one
-        widths = [max(len(r[i]) for r in rows) + 2 for i in range(len(rows[0]) - 1)]
-        for r in rows:
-            print("    " + "".join(cell.ljust(w) for cell, w in zip(r, widths)) + r[-1])
+        print("\n".join(textwrap.wrap(f"{name}  ({fig.paper}): {fig.title}", width=width)))
+        print("\n".join(list_lines(fig, width)))
         print()
-    print("Common options: --profile {smoke,default,paper}  --device {auto,cpu,cuda,cuda:N}  --no-cache")
+    print("\n".join(textwrap.wrap("Common options: --profile {smoke,default,paper}  --device {auto,cpu,cuda,cuda:N}  "
+                                  "--no-cache  --book PATH. A list is written [1, 4, 16] or [relu, cosine].",
+                                  width=width)))
     return 0
 
 
@@ -121,16 +189,68 @@ def run_figure(root: Path, fig: Figure, profile: str, params: dict, device: str,
 
     resolve(fig, profile, params)      # validate before any compute
     check_device(device)
-    paper_on_cpu_note(profile, device)
-    name = fig.name
     job = figure_job(root, fig, profile, params, device, use_cache, in_place, output)
+    check_writable(Path(job.destination).parent, "--output" if output is not None else "the run's folder")
+    paper_on_cpu_note(profile, device)
     t = time.perf_counter()
     execute_notebook(Path(job.source), Path(job.destination), job.parameters, cwd=Path(job.cwd),
                      progress_bar=progress, env=job.env)
     dest = Path(job.destination)
-    print(f"{name}: executed in {time.perf_counter() - t:.0f} s -> {dest}"
-          + ("" if in_place else f" (record and figures in {dest.parent}; the book is unchanged)"))
+    print(f"{fig.name}: executed in {time.perf_counter() - t:.0f} s"
+          + (f" -> {dest} and the book's record and figures" if in_place else "; the book is unchanged"))
     return dest
+
+
+def check_writable(folder: Path, what: str) -> None:
+    """``folder`` exists (made here if need be) and a file can be written in it, or a :class:`ParameterError` naming
+    ``what`` (before any compute: a run must not train for minutes and then fail to write its record)."""
+    import tempfile
+
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".softmax-icl-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ParameterError(f"{what} {folder}: cannot write there ({exc.strerror or exc}); allowed: a folder this "
+                             "user can create and write to") from None
+
+
+#: A run folder's name holds at most this many characters of the parameters it changes (a longer list is cut and
+#: keeps a short hash of the whole, so two runs never share a name by accident).
+SLUG_CHARS = 80
+
+
+def run_name(fig: Figure, profile: str, given: dict, seed_offset: int | None = None) -> str:
+    """``<figure>-<profile>`` and what the run changes: ``window_adaptation-paper-sigma=0.5-L_values=1,4,16``."""
+    import hashlib
+    import re
+
+    parts = ([f"seed-offset={seed_offset}"] if seed_offset else []) + [
+        f"{k}={fmt(v).strip('[]').replace(', ', ',')}" for k, v in given.items()]
+    slug = re.sub(r"[^A-Za-z0-9._,=+-]", "_", "-".join(parts))
+    if len(slug) > SLUG_CHARS:
+        slug = slug[:SLUG_CHARS - 9] + "-" + hashlib.sha256(slug.encode()).hexdigest()[:8]
+    return f"{fig.name}-{profile}" + (f"-{slug}" if slug else "")
+
+
+def run_folder(root: Path, name: str, replace: bool = False) -> Path:
+    """``runs/<name>/``, or, where that holds an earlier run and ``replace`` is not asked for, the first of
+    ``runs/<name>-2/``, ``-3``, ... that does not: a run never replaces another silently."""
+    base = root / "runs" / name
+    if replace:
+        return base
+    folder, k = base, 1
+    while folder.exists() and any(folder.iterdir()):
+        k += 1
+        folder = base.with_name(f"{name}-{k}")
+    return folder
+
+
+def holds_run(folder: Path, fig: Figure) -> bool:
+    """Whether ``folder`` holds a run of ``fig`` (its record or its executed notebook)."""
+    return (folder / "results" / f"{fig.name}.json").exists() or (folder / fig.notebook).exists()
 
 
 def check_in_place(profile: str, params: dict) -> None:
@@ -152,24 +272,66 @@ def seed_offset_params(fig: Figure, profile: str, offset: int, params: dict) -> 
 
 
 def cmd_run(args) -> int:
-    root = project_root()
-    params = {k: parse_value(v) for k, v in args.param}
+    root = project_root(book=args.book)
+    fig = args.registry.figure(args.figure)
+    given = {k: parse_value(v) for k, v in args.param}
+    params = dict(given)
     if args.seed_offset is not None:
-        params = seed_offset_params(args.registry.figure(args.figure), args.profile, args.seed_offset, params)
+        params = seed_offset_params(fig, args.profile, args.seed_offset, params)
     if args.in_place:
         check_in_place(args.profile, params)
-    run_figure(root, args.registry.figure(args.figure), args.profile, params, args.device, not args.no_cache,
-               args.in_place, args.output)
+        if args.output is not None or args.replace:
+            raise ParameterError("--in-place writes the book; it takes neither --output nor --replace")
+    resolve(fig, args.profile, params)      # validate before any compute (and before a folder is named)
+    output = None
+    if not args.in_place:
+        if args.output is not None:
+            output = args.output.expanduser().resolve()
+            if holds_run(output, fig) and not args.replace:
+                raise ParameterError(f"--output {args.output}: it holds an earlier run of {fig.name}; allowed: "
+                                     "another folder, or --replace to replace that run")
+        else:
+            output = run_folder(root, run_name(fig, args.profile, given, args.seed_offset), args.replace)
+    run_figure(root, fig, args.profile, params, args.device, not args.no_cache, args.in_place, output)
     if args.in_place:
         from .pages import write_pages
         write_pages(root / "book", args.registry)
+        return 0
+    print_run_report(root, fig, args.profile, given, output)
     return 0
+
+
+def print_run_report(root: Path, fig: Figure, profile: str, given: dict, folder: Path) -> None:
+    """The run's checks and verdicts (:func:`softmax_icl.book.compare.run_report`), held against the book's record
+    and settings, then where the run is and how to compare it."""
+    from .compare import read_record, run_report
+
+    record = read_record(folder, fig.name)
+    if record is None:
+        print(f"{fig.name}: no record in {folder} (the notebook wrote none)", file=sys.stderr)
+        return
+    book = read_record(root / "book", fig.name)
+    at_book = profile == BOOK_PROFILE and record.get("parameters", {}) == (book or {}).get("parameters")
+    width = min(100, shutil.get_terminal_size((100, 24)).columns)
+    print()
+    print(run_report(record, book, given, None if at_book else resolve(fig, BOOK_PROFILE), width=width))
+    note = None
+    if profile == "smoke":
+        note = ("Smoke profile: a test that the pipeline runs, at a fraction of the book's training and seeds; its "
+                "verdicts are not the book's and say nothing about the claims.")
+    elif profile != BOOK_PROFILE:
+        note = (f"The {profile} profile: the book shows the {BOOK_PROFILE} profile's verdicts; its page 'Results at "
+                "two scales' sets the two side by side.")
+    if note:
+        print("\n".join(textwrap.wrap(note, width=width)))
+    print(f"Run folder: {folder}")
+    print(f"Compare it with the book, number by number: softmax-icl compare book {folder}")
 
 
 def cmd_pages(args) -> int:
     from .pages import write_pages
 
-    for p in write_pages(project_root() / "book", args.registry):
+    for p in write_pages(project_root(book=args.book) / "book", args.registry):
         print(f"wrote {p}")
     return 0
 
@@ -247,7 +409,7 @@ def cmd_build(args) -> int:
     from .pages import write_pages
     from .scales import PAPER_SUBDIR
 
-    root = project_root()
+    root = project_root(book=args.book)
     if args.publish and args.profile != PAPER_SUBDIR:
         raise ParameterError(f"--publish puts {PAPER_SUBDIR!r}-profile records beside the book's; got profile "
                              f"{args.profile!r} (the {BOOK_PROFILE!r} build writes the book itself)")
@@ -300,7 +462,7 @@ def cmd_audit(args) -> int:
     the profile's own seeds are run too (set 0, ``runs/audit/<profile>/<figure>/set0/``) as the reference."""
     from . import audit
 
-    root = project_root()
+    root = project_root(book=args.book)
     registry = args.registry
     names = args.figures or list(registry)
     if args.sets < audit.MIN_SETS:
@@ -346,18 +508,28 @@ def cmd_audit(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from .compare import compare_dirs, report, results_dir
+    from .compare import compare_dirs, parameter_changes, read_record, report, results_dir
 
+    folders = []
     for d in (args.dir_a, args.dir_b):
+        if not results_dir(d).is_dir() and not d.is_absolute():      # 'book' or 'runs/...' from outside the checkout
+            try:
+                d = project_root(book=args.book) / d if results_dir(project_root(book=args.book) / d).is_dir() else d
+            except ParameterError:
+                pass
         if not results_dir(d).is_dir():
             raise ParameterError(f"{d} is not a run's folder (no results/ in it) nor a results folder")
-    results = compare_dirs(args.dir_a, args.dir_b, args.registry, args.figures)
+        folders.append(d)
+    results = compare_dirs(*folders, args.registry, args.figures)
     if not results:
         raise ParameterError(f"no figure has a record in both {args.dir_a} and {args.dir_b}")
-    text, ok = report(results, verbose=not args.differences_only)
+    changes = {name: parameter_changes((read_record(folders[0], name) or {}).get("parameters"),
+                                       (read_record(folders[1], name) or {}).get("parameters")) for name in results}
+    text, ok = report(results, verbose=args.all, parameters=changes)
     print(text)
     print("All verdicts equal and every number within tolerance." if ok else
-          "Differences: a verdict differs or a number is outside its tolerance (see DIFF lines).")
+          "Differences: a verdict differs or a number is outside its tolerance (the DIFF lines"
+          + ("" if args.all else "; --all lists every compared number") + ").")
     return 0 if ok else 1
 
 
@@ -381,9 +553,12 @@ def build_parser(registry: Registry) -> argparse.ArgumentParser:
                    help="override one parameter (repeatable), e.g. -p sigma 0.5 -p L_values '[1, 4, 16]'")
     p.add_argument("--seed-offset", type=int, metavar="K",
                    help="rerun on seeds of your own: add K (>= 1) to every *_seed parameter the -p options do not "
-                        "set (then compare: softmax-icl compare book runs/<figure>-<profile>-custom)")
-    p.add_argument("--output", type=Path, help="directory for the executed notebook, its figures and record "
-                                               "(default: runs/<figure>-<profile>/)")
+                        "set (the run's folder is named seed-offset=K)")
+    p.add_argument("--output", type=Path, help="folder for the executed notebook, its figures and record (default: "
+                                               "runs/<figure>-<profile>[-<what -p changes>]/, numbered -2, -3, ... "
+                                               "where that holds an earlier run)")
+    p.add_argument("--replace", action="store_true",
+                   help="replace the earlier run in that folder instead of taking a new one")
     p.add_argument("--in-place", action="store_true",
                    help="overwrite notebooks/<figure>.ipynb and the book's figures and record (only at the "
                         "default profile with no -p: the book shows that run)")
@@ -430,11 +605,15 @@ def build_parser(registry: Registry) -> argparse.ArgumentParser:
     p.add_argument("dir_a", type=Path, help="the reference: a run's folder or a results folder (e.g. book)")
     p.add_argument("dir_b", type=Path, help="the run to hold against it (e.g. runs/low_rank-default)")
     p.add_argument("--figures", nargs="+", help="compare only these figures")
-    p.add_argument("--differences-only", action="store_true", help="list only the numbers out of tolerance")
+    p.add_argument("--all", action="store_true", help="list every compared number, not only the differences")
+    p.add_argument("--differences-only", action="store_true", help=argparse.SUPPRESS)   # the default now
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("pages", help="regenerate the settings and results-summary pages")
     p.set_defaults(func=cmd_pages)
+    for p in sub.choices.values():
+        p.add_argument("--book", type=Path, help=f"the book's checkout, when the command runs outside it (also "
+                                                 f"${BOOK_ENV}; default: found upwards from here)")
     return ap
 
 
@@ -456,7 +635,8 @@ def _check_switches() -> None:
 
 def main(registry: Registry, argv: list[str] | None = None) -> int:
     """The command line over the figures of ``registry`` (:data:`softmax_icl.figures.FIGURES`: the ``softmax-icl``
-    command is :func:`softmax_icl.figures.main`); returns the exit status."""
+    command is :func:`softmax_icl.figures.main`); returns the exit status: 0, 1 when a notebook failed or a comparison
+    differs, 2 for a bad input (before any compute), 130 after Ctrl-C and 143 after SIGTERM."""
     args = build_parser(registry).parse_args(argv)
     args.registry = registry
     if getattr(args, "profile", None) not in (None, *PROFILES):
@@ -466,15 +646,65 @@ def main(registry: Registry, argv: list[str] | None = None) -> int:
     if getattr(args, "figure", None) and args.figure not in registry:
         print(f"softmax-icl: unknown figure {args.figure!r}; allowed values: {', '.join(registry)}", file=sys.stderr)
         return 2
-    try:
-        _check_switches()
-        return args.func(args)
-    except ParameterError as exc:
-        print(f"softmax-icl: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:  # runner failures: message already says what was kept
-        from .runner import NotebookFailed
-        if isinstance(exc, NotebookFailed):
+    with _signals() as stopped:
+        try:
+            _check_switches()
+            return args.func(args)
+        except ParameterError as exc:
             print(f"softmax-icl: {exc}", file=sys.stderr)
-            return 1
-        raise
+            return 2
+        except KeyboardInterrupt as exc:
+            return _stopped(exc, stopped)
+        except BrokenPipeError:           # softmax-icl list | head: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except Exception as exc:  # runner failures: message already says what was kept
+            from .runner import NotebookFailed
+            if isinstance(exc, NotebookFailed):
+                if stopped:           # Ctrl-C in a terminal reaches the kernel too: its cell ends first
+                    return _stopped(KeyboardInterrupt(), stopped)
+                print(f"softmax-icl: {exc}", file=sys.stderr)
+                return 1
+            raise
+
+
+#: Exit status after a signal: 128 + its number, as a shell reports it.
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+
+
+def _stopped(exc: BaseException, stopped: list) -> int:
+    """One line for a run stopped by Ctrl-C or SIGTERM; the exit status a shell gives it."""
+    from .runner import Terminated
+
+    term = isinstance(exc, Terminated) or "SIGTERM" in stopped
+    print(f"softmax-icl: stopped by {'SIGTERM' if term else 'Ctrl-C'}; nothing of this run was put in place "
+          "(the stages it finished are cached: the same command resumes)", file=sys.stderr, flush=True)
+    return EXIT_SIGTERM if term else EXIT_SIGINT
+
+
+@contextmanager
+def _signals():
+    """While a command runs: Ctrl-C (SIGINT) and SIGTERM raise KeyboardInterrupt (SIGTERM as
+    :class:`~softmax_icl.book.runner.Terminated`) once; the signals that follow are ignored, so the kernel's shutdown
+    and the clean-up are not cut short. Yields the list of signal names received."""
+    import signal
+    import threading
+
+    stopped: list[str] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield stopped
+        return
+
+    def handler(signum, frame):
+        name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
+        stopped.append(name)
+        if len(stopped) == 1:
+            from .runner import Terminated
+            raise Terminated("stopped by SIGTERM") if name == "SIGTERM" else KeyboardInterrupt()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stopped
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -189,8 +189,104 @@ def compare_dirs(dir_a: Path, dir_b: Path, registry: Mapping[str, Figure], figur
             for name in names}
 
 
-def report(results: dict[str, list[Row]], verbose: bool = True) -> tuple[str, bool]:
-    """Text of a comparison and whether everything agrees (every verdict equal, every number within tolerance)."""
+def read_record(folder: Path, figure: str) -> dict | None:
+    """The record of ``figure`` in ``folder`` (a run's folder, the book's ``book/`` or a results folder), or None."""
+    path = results_dir(folder) / f"{figure}.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def parameter_changes(reference: Mapping[str, Any] | None, new: Mapping[str, Any] | None
+                      ) -> list[tuple[str, Any, Any]]:
+    """``(name, reference value, new value)`` for every parameter whose value differs between two configurations
+    (two records' ``parameters``), in the new one's order; ``profile`` is not a parameter."""
+    ref, now = dict(reference or {}), dict(new or {})
+    names = [k for k in now if k != "profile"] + [k for k in ref if k not in now and k != "profile"]
+    return [(k, ref.get(k), now.get(k)) for k in names if ref.get(k) != now.get(k)]
+
+
+def verdict_changes(reference: dict | None, new: dict) -> list[tuple[str, str | None, str]]:
+    """``(check id, reference verdict or None, new verdict)`` for every check of ``new`` whose verdict word differs
+    from the reference's (None: the reference has no such check)."""
+    ref = {c["id"]: verdict_word(c) for c in (reference or {}).get("claims", [])}
+    return [(c["id"], ref.get(c["id"]), verdict_word(c)) for c in new.get("claims", [])
+            if ref.get(c["id"]) != verdict_word(c)]
+
+
+def _cell(text: str, width: int) -> str:
+    """``text`` in a column ``width`` wide: cut with ``...`` where longer, padded where shorter."""
+    text = str(text)
+    return (text if len(text) <= width else text[:width - 3] + "...").ljust(width)
+
+
+def _value_text(value: Any) -> str:
+    return fmt(value) if _is_number(value) else ("-" if value is None else _short(value))
+
+
+def _wrapped(head: str, items: list[str], width: int) -> list[str]:
+    """``head`` then ``items`` joined by ``; ``, wrapped to ``width`` with a two-space hanging indent."""
+    import textwrap
+
+    return textwrap.wrap(head + "; ".join(items), width=width, subsequent_indent="    ", break_on_hyphens=False)
+
+
+#: The widths of the run report's columns: check id, kind, verdict, value, the book's verdict where it differs.
+REPORT_COLUMNS = (40, 9, 13, 10, 16)
+
+
+def run_report(record: dict, book: dict | None = None, given: Mapping[str, Any] | None = None,
+               book_parameters: dict | None = None, width: int = 100) -> str:
+    """What a run found, for the terminal at its end: one line per check (id, kind, verdict word, measured value,
+    and the book's verdict where it differs), the counts by kind, then, for a run not at the book's settings, the
+    parameters that differ from the book's (``book_parameters``: the book profile's configuration; ``given``: those
+    set with ``-p``, marked) and the verdicts that differ from the book's record ``book``. Every line fits ``width``
+    columns."""
+    given = dict(given or {})
+    claims = record.get("claims", [])
+    changed = {cid: was for cid, was, _ in verdict_changes(book, record)} if book is not None else {}
+    cols = REPORT_COLUMNS
+    lines = [f"{record.get('notebook')}: {len(claims)} checks at the {record.get('profile')} profile"]
+    head = ("check", "kind", "verdict", "value", "book's verdict" if book is not None else "")
+    lines.append(("  " + "".join(_cell(h, w) for h, w in zip(head, cols))).rstrip())
+    for c in claims:
+        row = (c["id"], c.get("kind", ""), verdict_word(c), _value_text(c.get("value")),
+               (changed.get(c["id"]) or "(none)") if c["id"] in changed else "")
+        lines.append(("  " + "".join(_cell(x, w) for x, w in zip(row, cols))).rstrip())
+    counts = []
+    for kind, word in (("claim", "claims hold"), ("finding", "findings hold"), ("control", "controls fail, as they "
+                                                                                      "must")):
+        group = [c for c in claims if c.get("kind") == kind]
+        if group:
+            ok = sum((verdict_word(c) == "FAIL") if kind == "control" else (verdict_word(c) == "PASS") for c in group)
+            counts.append(f"{ok}/{len(group)} {word}")
+    lines += _wrapped("  ", counts, width)
+    if book_parameters is not None:
+        diffs = parameter_changes(book_parameters, record.get("parameters", {}))
+        if diffs:
+            items = [f"{k} {fmt(new)} (book {fmt(ref)}{', -p' if k in given else ''})" for k, ref, new in diffs]
+            lines += _wrapped(f"Parameters that differ from the book's ({len(diffs)}): ", items, width)
+        else:
+            lines.append("Parameters: the book's.")
+    if book is not None:
+        if changed:
+            items = [f"{cid} {was or '(no such check)'} -> {verdict_word(c)}" for c in claims
+                     for cid, was in [(c["id"], changed.get(c["id"]))] if cid in changed]
+            lines += _wrapped(f"Verdicts that differ from the book's ({len(changed)} of {len(claims)}): ", items,
+                              width)
+        else:
+            lines.append(f"Every verdict is the book's ({len(claims)} checks).")
+    return "\n".join(lines)
+
+
+def report(results: dict[str, list[Row]], verbose: bool = False, parameters: dict | None = None,
+           limit: int = 20) -> tuple[str, bool]:
+    """Text of a comparison and whether everything agrees (every verdict equal, every number within tolerance).
+
+    Per figure: a count line, the parameters whose values differ between the two records (``parameters``: figure ->
+    :func:`parameter_changes`), then the differences, verdicts first, at most ``limit`` of them; ``verbose`` lists
+    every compared leaf instead."""
     lines, all_ok = [], True
     for name, rows in results.items():
         bad = [r for r in rows if not r.ok]
@@ -200,5 +296,17 @@ def report(results: dict[str, list[Row]], verbose: bool = True) -> tuple[str, bo
         lines.append(f"== {name}: {sum(r.ok for r in verdicts)}/{len(verdicts)} verdicts equal, "
                      f"{sum(r.ok for r in numbers)}/{len(numbers)} numbers within tolerance"
                      + ("" if not bad else f", {len(bad)} difference(s)"))
-        lines += ["  " + r.line() for r in rows if verbose or not r.ok]
+        changes = (parameters or {}).get(name) or []
+        if changes:
+            lines += _wrapped("  parameters that differ: ", [f"{k} {fmt(a)} -> {fmt(b)}" for k, a, b in changes],
+                              110)
+        elif parameters is not None:
+            lines.append("  parameters: the same")
+        if verbose:
+            lines += ["  " + r.line() for r in rows]
+            continue
+        shown = sorted(bad, key=lambda r: not r.is_verdict)
+        lines += ["  " + r.line() for r in shown[:limit]]
+        if len(shown) > limit:
+            lines.append(f"  ... and {len(shown) - limit} more differences (--all lists every compared number)")
     return "\n".join(lines), all_ok
