@@ -186,7 +186,7 @@ def test_auto_executor_with_device_auto_follows_cuda(monkeypatch):
 
 
 def test_expected_seconds_sum_the_last_records_stages(tmp_path):
-    from softmax_icl.book.cli import expected_seconds
+    from softmax_icl.book.dispatch import expected_seconds
 
     (tmp_path / "book" / "results" / "paper").mkdir(parents=True)
     (tmp_path / "book" / "results" / "low_rank.json").write_text(json.dumps({"compute_seconds": {"a": 2, "b": 3.5}}))

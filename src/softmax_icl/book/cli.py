@@ -7,10 +7,13 @@
     softmax-icl build --executor local                 the notebooks all at once (submitit; also slurm, gpus)
     softmax-icl audit --sets 5                         every figure with 5 fresh seed sets -> book/results/audit/
     softmax-icl compare book runs/low_rank-default     number by number, within the regression tolerances
+                                                       (--all: every number, not only the differences)
     softmax-icl pages                                  regenerate the generated book pages only
 
 Every parameter is validated before any compute; a bad value exits with status 2 and a message
-naming the parameter and the allowed values.
+naming the parameter and the allowed values. A run goes to a folder of its own (runs/<figure>-<profile>[-<what -p
+changes>], numbered -2, -3, ...; --replace replaces the earlier one) and ends with its checks' verdicts, held against
+the book's. Ctrl-C exits with status 130, SIGTERM with 143. Outside the checkout: --book PATH or SOFTMAX_ICL_BOOK.
 """
 
 from __future__ import annotations
@@ -24,46 +27,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from ..profiles import PROFILES, Figure, ParameterError, fmt, validate_device
+from ..profiles import PROFILES, Figure, ParameterError, validate_device
+from .places import BOOK_ENV, SLUG_CHARS, check_writable, holds_run, project_root, run_folder, run_name  # noqa: F401
 from .registry import Registry, resolve
-
-#: The profile the book shows (the same as softmax_icl.book.provenance.BOOK_PROFILE, without importing torch).
-BOOK_PROFILE = "default"
-
-
-#: Where the book's checkout is, when the command runs outside it (``--book`` says the same).
-BOOK_ENV = "SOFTMAX_ICL_BOOK"
-
-
-def is_checkout(path: Path) -> bool:
-    return (path / "_config.yml").is_file() and (path / "notebooks").is_dir()
-
-
-def project_root(start: Path | None = None, book: Path | str | None = None) -> Path:
-    """The checkout that holds ``_config.yml`` and ``notebooks/``: ``book`` (``--book``), else ``$SOFTMAX_ICL_BOOK``,
-    else the first one found upwards from ``start`` (the cwd), else the checkout the package was installed from
-    (an editable install: ``src/softmax_icl`` inside it)."""
-    for given, what in ((book, "--book"), (os.environ.get(BOOK_ENV), BOOK_ENV)):
-        if given:
-            path = Path(given).expanduser().resolve()
-            if not is_checkout(path):
-                raise ParameterError(f"{what} {given}: not the book's checkout (no _config.yml and notebooks/ "
-                                     "there); allowed: the folder of the repository checkout")
-            return path
-    here = (start or Path.cwd()).resolve()
-    for p in (here, *here.parents):
-        if is_checkout(p):
-            return p
-    installed = Path(__file__).resolve().parents[3]
-    if is_checkout(installed):
-        return installed
-    raise ParameterError(f"no book checkout found (no _config.yml and notebooks/ in {here} or above it, nor where "
-                         f"the package is installed from); run inside the checkout, or point at it with --book PATH "
-                         f"or {BOOK_ENV}=PATH")
+from .terminal import BOOK_PROFILE, list_lines, paper_on_cpu_note, print_run_report, signals, stopped
 
 
 def parse_value(text: str):
@@ -86,44 +56,6 @@ def parse_value(text: str):
         if all(items) and not any(c in item for item in items for c in "[]()"):
             return [parse_value(item) for item in items]
     return text
-
-
-#: ``softmax-icl list``: the narrowest a value column gets before its values are elided, and the help column before
-#: it moves to a line of its own.
-LIST_VALUE_MIN, LIST_HELP_MIN = 12, 24
-
-
-def _elide(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:width - 3] + "..."
-
-
-def list_lines(fig: Figure, width: int) -> list[str]:
-    """The table of ``softmax-icl list`` for one figure, every line at most ``width`` columns: a parameter's name, its
-    value per profile (elided with ``...`` where a column would not fit) and its meaning, wrapped."""
-    rows = [["parameter", *PROFILES, "meaning"]]
-    rows += [[pname, *(fmt(p.value(pr)) for pr in PROFILES), p.help] for pname, p in fig.params.items()]
-    indent, gap = 4, 2
-    name_w = max(len(r[0]) for r in rows) + gap
-    value_w = [max(len(r[i]) for r in rows) + gap for i in range(1, len(PROFILES) + 1)]
-    # narrow the widest value columns first, until the table leaves the help column LIST_HELP_MIN or the values are
-    # at their narrowest
-    while indent + name_w + sum(value_w) + LIST_HELP_MIN > width and max(value_w) > LIST_VALUE_MIN + gap:
-        value_w[value_w.index(max(value_w))] -= 1
-    help_at = indent + name_w + sum(value_w)
-    help_w = width - help_at
-    lines = []
-    for r in rows:
-        head = " " * indent + r[0].ljust(name_w) + "".join(_elide(v, w - gap).ljust(w) for v, w in zip(r[1:-1],
-                                                                                                      value_w))
-        if help_w >= LIST_HELP_MIN:
-            wrapped = textwrap.wrap(r[-1], width=help_w) or [""]
-            lines.append((head + wrapped[0]).rstrip())
-            lines += [" " * help_at + more for more in wrapped[1:]]
-        else:                           # too narrow: the meaning goes under the values
-            lines.append(head.rstrip())
-            lines += textwrap.wrap(r[-1], width=max(20, width - 2 * indent), initial_indent=" " * 2 * indent,
-                                   subsequent_indent=" " * 2 * indent)
-    return lines
 
 
 def cmd_list(args) -> int:
@@ -163,24 +95,6 @@ def check_device(device: str) -> str:
     return device
 
 
-def paper_on_cpu_note(profile: str, device: str) -> bool:
-    """Before a paper-profile run that will train on the CPU, say how long it takes and how to stop and resume it
-    (on stderr); True when the note was printed."""
-    if profile != "paper" or device not in ("auto", "cpu"):
-        return False
-    if device == "auto":
-        import torch
-
-        if torch.cuda.is_available():
-            return False
-    print("note: the paper profile on a CPU takes from 2 to 32 minutes per figure on two cores, 37 to 64 minutes for "
-          "all five one after another, by CPU (benchmarks/cpu_paper.md). Every stage it finishes is cached: stop it "
-          "(Ctrl-C) whenever you like and run the same command again to resume. For a run that spans "
-          "machines or restarts, put the cache on a lasting disk (SOFTMAX_ICL_CACHE_DIR) and leave the computational modules "
-          "unedited until it is done (their source is part of every stage's cache key).", file=sys.stderr, flush=True)
-    return True
-
-
 def run_figure(root: Path, fig: Figure, profile: str, params: dict, device: str, use_cache: bool, in_place: bool,
                output: Path | None, progress: bool = True) -> Path:
     """Execute one figure notebook here: into ``output`` (default ``runs/<figure>-<profile>/``), or with ``in_place``
@@ -199,58 +113,6 @@ def run_figure(root: Path, fig: Figure, profile: str, params: dict, device: str,
     print(f"{fig.name}: executed in {time.perf_counter() - t:.0f} s"
           + (f" -> {dest} and the book's record and figures" if in_place else "; the book is unchanged"))
     return dest
-
-
-def check_writable(folder: Path, what: str) -> None:
-    """``folder`` exists (made here if need be) and a file can be written in it, or a :class:`ParameterError` naming
-    ``what`` (before any compute: a run must not train for minutes and then fail to write its record)."""
-    import tempfile
-
-    folder = Path(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".softmax-icl-probe-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise ParameterError(f"{what} {folder}: cannot write there ({exc.strerror or exc}); allowed: a folder this "
-                             "user can create and write to") from None
-
-
-#: A run folder's name holds at most this many characters of the parameters it changes (a longer list is cut and
-#: keeps a short hash of the whole, so two runs never share a name by accident).
-SLUG_CHARS = 80
-
-
-def run_name(fig: Figure, profile: str, given: dict, seed_offset: int | None = None) -> str:
-    """``<figure>-<profile>`` and what the run changes: ``window_adaptation-paper-sigma=0.5-L_values=1,4,16``."""
-    import hashlib
-    import re
-
-    parts = ([f"seed-offset={seed_offset}"] if seed_offset else []) + [
-        f"{k}={fmt(v).strip('[]').replace(', ', ',')}" for k, v in given.items()]
-    slug = re.sub(r"[^A-Za-z0-9._,=+-]", "_", "-".join(parts))
-    if len(slug) > SLUG_CHARS:
-        slug = slug[:SLUG_CHARS - 9] + "-" + hashlib.sha256(slug.encode()).hexdigest()[:8]
-    return f"{fig.name}-{profile}" + (f"-{slug}" if slug else "")
-
-
-def run_folder(root: Path, name: str, replace: bool = False) -> Path:
-    """``runs/<name>/``, or, where that holds an earlier run and ``replace`` is not asked for, the first of
-    ``runs/<name>-2/``, ``-3``, ... that does not: a run never replaces another silently."""
-    base = root / "runs" / name
-    if replace:
-        return base
-    folder, k = base, 1
-    while folder.exists() and any(folder.iterdir()):
-        k += 1
-        folder = base.with_name(f"{name}-{k}")
-    return folder
-
-
-def holds_run(folder: Path, fig: Figure) -> bool:
-    """Whether ``folder`` holds a run of ``fig`` (its record or its executed notebook)."""
-    return (folder / "results" / f"{fig.name}.json").exists() or (folder / fig.notebook).exists()
 
 
 def check_in_place(profile: str, params: dict) -> None:
@@ -301,33 +163,6 @@ def cmd_run(args) -> int:
     return 0
 
 
-def print_run_report(root: Path, fig: Figure, profile: str, given: dict, folder: Path) -> None:
-    """The run's checks and verdicts (:func:`softmax_icl.book.compare.run_report`), held against the book's record
-    and settings, then where the run is and how to compare it."""
-    from .compare import read_record, run_report
-
-    record = read_record(folder, fig.name)
-    if record is None:
-        print(f"{fig.name}: no record in {folder} (the notebook wrote none)", file=sys.stderr)
-        return
-    book = read_record(root / "book", fig.name)
-    at_book = profile == BOOK_PROFILE and record.get("parameters", {}) == (book or {}).get("parameters")
-    width = min(100, shutil.get_terminal_size((100, 24)).columns)
-    print()
-    print(run_report(record, book, given, None if at_book else resolve(fig, BOOK_PROFILE), width=width))
-    note = None
-    if profile == "smoke":
-        note = ("Smoke profile: a test that the pipeline runs, at a fraction of the book's training and seeds; its "
-                "verdicts are not the book's and say nothing about the claims.")
-    elif profile != BOOK_PROFILE:
-        note = (f"The {profile} profile: the book shows the {BOOK_PROFILE} profile's verdicts; its page 'Results at "
-                "two scales' sets the two side by side.")
-    if note:
-        print("\n".join(textwrap.wrap(note, width=width)))
-    print(f"Run folder: {folder}")
-    print(f"Compare it with the book, number by number: softmax-icl compare book {folder}")
-
-
 def cmd_pages(args) -> int:
     from .pages import write_pages
 
@@ -356,7 +191,7 @@ def figure_job(root: Path, fig: Figure, profile: str, params: dict, device: str,
 
 def dispatch(args, root: Path, jobs: list, what: str) -> bool:
     """Run ``jobs`` through ``args.executor``; print one line per job; True when all succeeded."""
-    from .dispatch import auto_executor, devices_hint, profile_hint, run_jobs
+    from .dispatch import auto_executor, devices_hint, expected_seconds, profile_hint, run_jobs
 
     devices = args.gpus.split(",") if getattr(args, "gpus", None) else None
     if args.executor == "auto":
@@ -379,20 +214,6 @@ def dispatch(args, root: Path, jobs: list, what: str) -> bool:
     for r in results:
         print(f"  {r.label}: " + (f"{r.seconds:.0f} s -> {r.destination}" if r.ok else f"FAILED: {r.error}"))
     return all(r.ok for r in results)
-
-
-def expected_seconds(root: Path, job) -> float:
-    """How long a figure's stages took last time at the job's profile (the sum of its committed record's
-    ``compute_seconds``; 0 when there is none): the ``cores`` executor starts the longest first."""
-    from .scales import PAPER_SUBDIR
-
-    name, profile = job.label.split()[0], job.parameters.get("profile", BOOK_PROFILE)
-    folder = root / "book" / "results" / (PAPER_SUBDIR if profile == PAPER_SUBDIR else "")
-    try:
-        seconds = json.loads((folder / f"{name}.json").read_text()).get("compute_seconds") or {}
-        return float(sum(seconds.values()) if isinstance(seconds, dict) else seconds)
-    except (OSError, ValueError, TypeError, AttributeError):
-        return 0.0
 
 
 def job_device(args) -> str:
@@ -425,6 +246,9 @@ def cmd_build(args) -> int:
             paper_on_cpu_note(args.profile, device)
         jobs = [figure_job(root, registry[name], args.profile, {}, device, not args.no_cache, in_place, None)
                 for name in names]
+        for folder in sorted({Path(job.destination).parent for job in jobs} | {Path(job.env[
+                "SOFTMAX_ICL_OUTPUT_DIR"]) for job in jobs}):
+            check_writable(folder, "the build's folder")
         if not dispatch(args, root, jobs, f"build ({args.profile} profile)"):
             print("softmax-icl: a notebook failed (its previous version was kept); pages not regenerated",
                   file=sys.stderr)
@@ -646,7 +470,7 @@ def main(registry: Registry, argv: list[str] | None = None) -> int:
     if getattr(args, "figure", None) and args.figure not in registry:
         print(f"softmax-icl: unknown figure {args.figure!r}; allowed values: {', '.join(registry)}", file=sys.stderr)
         return 2
-    with _signals() as stopped:
+    with signals() as received:
         try:
             _check_switches()
             return args.func(args)
@@ -654,57 +478,17 @@ def main(registry: Registry, argv: list[str] | None = None) -> int:
             print(f"softmax-icl: {exc}", file=sys.stderr)
             return 2
         except KeyboardInterrupt as exc:
-            return _stopped(exc, stopped)
+            return stopped(exc, received)
         except BrokenPipeError:           # softmax-icl list | head: the reader has what it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
         except Exception as exc:  # runner failures: message already says what was kept
             from .runner import NotebookFailed
             if isinstance(exc, NotebookFailed):
-                if stopped:           # Ctrl-C in a terminal reaches the kernel too: its cell ends first
-                    return _stopped(KeyboardInterrupt(), stopped)
+                if received:          # Ctrl-C in a terminal reaches the kernel too: its cell ends first
+                    return stopped(KeyboardInterrupt(), received)
                 print(f"softmax-icl: {exc}", file=sys.stderr)
                 return 1
             raise
 
 
-#: Exit status after a signal: 128 + its number, as a shell reports it.
-EXIT_SIGINT, EXIT_SIGTERM = 130, 143
-
-
-def _stopped(exc: BaseException, stopped: list) -> int:
-    """One line for a run stopped by Ctrl-C or SIGTERM; the exit status a shell gives it."""
-    from .runner import Terminated
-
-    term = isinstance(exc, Terminated) or "SIGTERM" in stopped
-    print(f"softmax-icl: stopped by {'SIGTERM' if term else 'Ctrl-C'}; nothing of this run was put in place "
-          "(the stages it finished are cached: the same command resumes)", file=sys.stderr, flush=True)
-    return EXIT_SIGTERM if term else EXIT_SIGINT
-
-
-@contextmanager
-def _signals():
-    """While a command runs: Ctrl-C (SIGINT) and SIGTERM raise KeyboardInterrupt (SIGTERM as
-    :class:`~softmax_icl.book.runner.Terminated`) once; the signals that follow are ignored, so the kernel's shutdown
-    and the clean-up are not cut short. Yields the list of signal names received."""
-    import signal
-    import threading
-
-    stopped: list[str] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield stopped
-        return
-
-    def handler(signum, frame):
-        name = "SIGTERM" if signum == signal.SIGTERM else "SIGINT"
-        stopped.append(name)
-        if len(stopped) == 1:
-            from .runner import Terminated
-            raise Terminated("stopped by SIGTERM") if name == "SIGTERM" else KeyboardInterrupt()
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield stopped
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

@@ -395,6 +395,20 @@ def run_jobs(jobs: Sequence[NotebookJob], executor: str = "serial", folder: Path
     return submit_all(run_job, jobs, submitit_executor(executor, Path(folder), **options))
 
 
+def expected_seconds(root: Path, job) -> float:
+    """How long a figure's stages took last time at the job's profile (the sum of its committed record's
+    ``compute_seconds``; 0 when there is none): the ``cores`` executor starts the longest first."""
+    from .scales import PAPER_SUBDIR
+
+    name, profile = job.label.split()[0], job.parameters.get("profile", "default")
+    folder = root / "book" / "results" / (PAPER_SUBDIR if profile == PAPER_SUBDIR else "")
+    try:
+        seconds = json.loads((folder / f"{name}.json").read_text()).get("compute_seconds") or {}
+        return float(sum(seconds.values()) if isinstance(seconds, dict) else seconds)
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0.0
+
+
 def devices_hint(jobs: Sequence[NotebookJob]) -> str:
     """The device the jobs' notebooks ask for (their ``device`` parameter; ``auto`` when they differ or say none)."""
     devices = {str(j.parameters.get("device", "auto")) for j in jobs}
