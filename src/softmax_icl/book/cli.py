@@ -6,8 +6,8 @@
     softmax-icl build --executor serial                the same, one notebook after another (progress bars)
     softmax-icl build --executor local                 the notebooks all at once (submitit; also slurm, gpus)
     softmax-icl audit --sets 5                         every figure with 5 fresh seed sets -> book/results/audit/
-    softmax-icl compare book runs/low_rank-default     number by number, within the regression tolerances
-                                                       (--all: every number, not only the differences)
+    softmax-icl compare book runs/low_rank-default     the differences, within the regression tolerances
+    softmax-icl compare book runs/low_rank-default --all   every number, not only the differences
     softmax-icl pages                                  regenerate the generated book pages only
 
 Every parameter is validated before any compute; a bad value exits with status 2 and a message
