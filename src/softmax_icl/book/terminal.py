@@ -1,5 +1,8 @@
-"""What the command line shows in a terminal: ``softmax-icl list`` within its width, the report at the end of a run,
-and the one line a run stopped by Ctrl-C or SIGTERM ends with (exit status 130 or 143)."""
+"""What the command line shows in a terminal: the figure list within its width, a run's closing report, the one line
+of a stopped run.
+
+``softmax-icl list`` fits the terminal's width; a run ends with its checks' verdicts held against the book's; a run
+stopped by Ctrl-C or SIGTERM ends with one line (exit status 130 or 143)."""
 
 from __future__ import annotations
 
