@@ -240,6 +240,8 @@ loaded.then(() => {
   done({
     viewport: [innerWidth, innerHeight],
     height: document.documentElement.scrollHeight,
+    // where the content column ends (the page can be taller: the sidebar's table of contents)
+    content_bottom: column ? column.getBoundingClientRect().bottom + scrollY : null,
     mathjax: !!(window.MathJax && MathJax.startup),
     math: document.querySelectorAll('.math').length,
     untypeset: Array.from(document.querySelectorAll('.math')).filter(e => !e.querySelector('mjx-container'))
@@ -265,6 +267,22 @@ loaded.then(() => {
       }
       return {text: b.textContent.trim(), color: getComputedStyle(b).color, background: bg};
     }),
+    // the words a reader sees in the content column as the page opens: prose outside code, signatures and typeset
+    // maths, and outside folded blocks (whose text has no box while closed)
+    visible_words: column ? (() => {
+      let count = 0;
+      const w = document.createTreeWalker(column, NodeFilter.SHOW_TEXT);
+      for (let t = w.nextNode(); t; t = w.nextNode()) {
+        const el = t.parentElement;
+        if (!el || el.closest(skip)) continue;
+        // (a closed <details> keeps laying its content out, hidden: checkVisibility sees that, client rects not)
+        const shown = el.checkVisibility ? el.checkVisibility({contentVisibilityAuto: true, visibilityProperty: true})
+                                         : el.getClientRects().length > 0;
+        if (!shown) continue;
+        count += (t.nodeValue.match(/\S+/g) || []).length;
+      }
+      return count;
+    })() : 0,
     // folded blocks as the page opens: a closed <details>, a folded sphinx-togglebutton dropdown
     folded: column ? Array.from(column.querySelectorAll('details:not([open]), .admonition.dropdown.toggle-hidden'))
       .map(el => ({height: el.getBoundingClientRect().height,
@@ -857,6 +875,46 @@ def test_settings_page_is_at_most_six_screens(survey):
     problems = [(v.page, v.width, f"is {v.seen['height']} px tall, {v.seen['height'] / HEIGHT:.1f} screens (at most "
                                   f"{SETTINGS_SCREENS})") for v in views if v.seen["height"] > SETTINGS_SCREENS * HEIGHT]
     assert_none("a settings page longer than a reader scans", problems)
+
+
+#: The appendix "How verdicts are decided" (``book/design.html``) is at most this many screens at every width, as it
+#: opens: the rules, with each check's design folded per chapter.
+DESIGN_SCREENS = 3
+#: The changelog in the book (``book/changelog.html``) is at most this many screens at the widest width: what changed
+#: in the verdicts, a line per change; the full record stays in the repository.
+CHANGELOG_SCREENS = 1
+#: The chapters hold at least this share of the visible words of the book's pages (the API reference apart).
+CHAPTER_WORD_SHARE = 0.5
+
+
+def test_appendix_and_changelog_are_in_proportion(survey):
+    """The design appendix's content is at most ``DESIGN_SCREENS`` screens at every width and the changelog's at most
+    ``CHANGELOG_SCREENS`` at the widest, as they open (folded blocks closed; the content column, not the sidebar)."""
+    problems = []
+    for page, limit, widths in (("book/design.html", DESIGN_SCREENS, WIDTHS),
+                                ("book/changelog.html", CHANGELOG_SCREENS, (max(WIDTHS),))):
+        views = [v for v in survey.views if v.page == page and v.width in widths]
+        if not views:
+            problems.append((page, None, "was not checked"))
+        problems += [(v.page, v.width, f"ends {v.seen['content_bottom']:.0f} px down, "
+                                       f"{v.seen['content_bottom'] / HEIGHT:.1f} screens (at most {limit})")
+                     for v in views if v.seen["content_bottom"] > limit * HEIGHT]
+    assert_none("appendix pages out of proportion", problems)
+
+
+def test_chapters_hold_half_of_the_books_visible_words(survey):
+    """At the widest width, the chapters' visible words (prose outside folded blocks and code) are at least
+    ``CHAPTER_WORD_SHARE`` of every page's, the generated API reference and indexes apart: the book is its
+    chapters."""
+    views = [v for v in survey.views if v.width == max(WIDTHS) and not v.page.startswith("book/api")
+             and v.page not in ("genindex.html", "search.html", "py-modindex.html")]
+    words = {v.page: v.seen.get("visible_words", 0) for v in views}
+    chapters = sum(n for p, n in words.items() if page_kind(p) == "chapter")
+    total = sum(words.values())
+    top = sorted(words.items(), key=lambda kv: -kv[1])[:6]
+    assert total and chapters >= CHAPTER_WORD_SHARE * total, (
+        f"the chapters hold {chapters} of {total} visible words ({chapters / max(total, 1):.0%}, at least "
+        f"{CHAPTER_WORD_SHARE:.0%}); the wordiest pages: {top}")
 
 
 def test_chapter_text_has_no_raw_notation(chapter_pages):

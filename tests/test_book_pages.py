@@ -1,4 +1,4 @@
-"""Generated pages (results summary, settings table) match what the code and the records say."""
+"""Generated pages (results appendix, parameter values, landing tables) match the code and the records."""
 
 from pathlib import Path
 
@@ -235,8 +235,8 @@ def test_audit_command_writes_records_from_the_fresh_runs_and_regenerates_the_su
     record = json.loads((results / "audit" / "low_rank.json").read_text())
     assert [c["fresh"] for c in record["checks"]] == [[True] * 5, [False, True, False, False, False]]
     assert record["sets"][0]["seeds"] == audit.seed_overrides(FIGURES["low_rank"], "default", 1)
-    summary = (tmp_path / "book" / "results_summary.md").read_text()
-    assert "## The headline" in summary and "Every check of" in summary
+    summary = (tmp_path / "book" / "scales.md").read_text()
+    assert "# Results at both scales" in summary and "Every check of" in summary
 
 
 def test_an_audit_speaks_for_a_rerun_that_reproduces_the_audited_run_and_not_for_another(tmp_path):
@@ -453,3 +453,18 @@ def test_a_decided_check_reads_as_its_bound_against_the_threshold():
     plain["decision"]["cells"][0].update(threshold=0.1, margin=0.05, label="quadratic")
     assert decided_number(plain) == "0.14 (upper bound; required < 0.1; misses by 0.04)"
     assert decided_number({"value": 1.0}) is None                  # a check of its own rule
+
+
+def test_the_setting_follows_the_landing_and_the_machinery_sits_in_the_appendix():
+    """The reading path: the landing page, the Setting page, the chapters, the tutorial; the results, the design and
+    the parameter values in the appendix after them; one results page (the results summary merged into it)."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
+    assert toc["root"] == "book/intro" and files[0] == "book/setting"
+    appendix = next(p for p in toc["parts"] if p["caption"] == "Appendix")
+    assert [c["file"] for c in appendix["chapters"]] == ["book/scales", "book/design", "book/settings"]
+    assert max(files.index(f) for f in files if f.startswith("notebooks/")) < files.index("book/scales")
+    assert "book/results_summary" not in files and not (ROOT / "book" / "results_summary.md").exists()
+    assert (ROOT / "book" / "settings.md").read_text().startswith("# Parameter values and deviations")

@@ -1,4 +1,4 @@
-"""The page "Results at two scales" (softmax_icl.book.scales), on small fake records."""
+"""The results appendix "Results at both scales" (softmax_icl.book.scales), on small fake records."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_compare_scales_marks_only_verdicts_that_change():
 def test_page_sets_profiles_side_by_side(tmp_path):
     res = _fake_book(tmp_path)
     page = scales_markdown(res, figures=["alpha", "beta"], titles={"alpha": "Alpha chapter", "beta": "Beta chapter"})
-    assert page.startswith("# Results at two scales")
+    assert page.startswith("# Results at both scales")
     assert "1 of 2 figures have a paper-profile record of the same code; 3 checks are compared at both scales, and " \
         "1 of them" in page
     changed = page.split("## Verdicts that change with scale")[1].split("## ")[0]

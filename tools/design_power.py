@@ -139,18 +139,25 @@ def achieved(results: Path, key: str, design: dict, with_power: bool = True) -> 
     return out + ")"
 
 
+#: The chapters' short names, for the titles of the page's folded blocks.
+CHAPTERS = {"window_adaptation": "Window adaptation (Collins et al., Fig. 1)",
+            "norm_scaling": "The window scale ‖M‖ (Collins et al., Fig. 3, Theorem 3.4)",
+            "generalization": "Generalisation (Collins et al., Fig. 5, Theorem 3.5)",
+            "low_rank": "Low-rank structure (Collins et al., Fig. 4/10, Theorem 4.4)",
+            "classification_kernel_gd": "Classification by kernel GD (Dragutinović et al.)"}
+
+
 def page(design: dict, power: dict, decided: list[str] = (), results: Path | None = None) -> str:
-    """The design page: the rules, then one item per check (statistic, test, threshold, margin, seeds, power, and
-    what the committed records decided at each scale)."""
+    """The design page: the rules, then per chapter a folded block with one item per check (statistic, test,
+    threshold, margin, seeds, power, and what the committed records decided at each scale)."""
     seeds = design["seeds"]
-    lines = ["# Statistical design", "",
-             "This page fixes, before any record is computed under it, the test that is to decide each verdict of "
-             "the book on pooled seeds: the statistic, its threshold and margin, the rival and the seeds. "
+    lines = ["# How verdicts are decided", "",
+             "Every verdict of the book is decided by one statistical design, fixed before the records it decides: "
+             "the rules below, and for each check its statistic, threshold, margin, rival and seeds. "
              + _decided_text(decided, recorded_checks(results) if results is not None else None)
-             + " This page is written from `book/design.yml` (the data the "
-             "package reads, `softmax_icl.book.design`), the seed spread of the records committed "
-             "before the design (the prospective power) and the records it decided (the result at each scale, with "
-             "the power its test had at the run's seeds and spread).", "",
+             + " Each check's design is data (`book/design.yml`, read by `softmax_icl.book.design`), listed per "
+             "chapter in the folded blocks at the end of this page beside what the committed records decided at each "
+             "scale; each chapter's last folded block gives its own checks.", "",
              "## The rules", "",
              f"* **Seeds.** Seeds are one more batch axis of every figure's sweeps: {seeds['default']} at the default "
              f"profile, {seeds['paper']} at the paper profile. A seed is a pretraining run with its own task stream and "
@@ -184,6 +191,7 @@ def page(design: dict, power: dict, decided: list[str] = (), results: Path | Non
              "training length* when a check has not settled; else *inconclusive* when a check is inconclusive or a "
              "rival does not fail; else *reproduced*. A claim tested under several readings of a setting the sources "
              "leave open *depends on that setting* when its readings disagree.", "",
+             "## Each check's design", "",
              "The prospective power uses the spread of each statistic over the committed run and its five fresh seed "
              "sets before this design (the set-to-set standard deviation times the square root of the seeds per set); "
              "checks whose statistic those records do not hold show none. Where the power at the default seeds is "
@@ -193,7 +201,7 @@ def page(design: dict, power: dict, decided: list[str] = (), results: Path | Non
     for key, e in design["checks"].items():
         by_fig.setdefault(key.split("/", 1)[0], []).append((key, e))
     for fig, entries in by_fig.items():
-        lines += [f"## {fig}", ""]
+        lines += [f"::::{{dropdown}} {CHAPTERS.get(fig, fig)}: {len(entries)} checks", ""]
         for key, e in entries:
             cid = key.split("/", 1)[1]
             metrics = e.get("metrics")
@@ -232,7 +240,7 @@ def page(design: dict, power: dict, decided: list[str] = (), results: Path | Non
                     if any(rival.values()):
                         lines.append(f"  **Rival `{rid}`** (must fail). " + "; ".join(
                             f"{scale} scale: {g}" for scale, g in rival.items() if g) + ".")
-        lines.append("")
+        lines += ["", "::::", ""]
     return "\n".join(lines)
 
 

@@ -261,7 +261,7 @@ def cmd_build(args) -> int:
                   f"{', '.join(str(p.relative_to(root)) for p in published)} and the pages regenerated")
             return 0
         print(f"{args.profile} profile: notebooks and records are in runs/<figure>-{args.profile}/; the book is "
-              f"unchanged (--publish puts the records beside the book's, for the page 'Results at two scales')")
+              f"unchanged (--publish puts the records beside the book's, for the appendix 'Results at both scales')")
         return 0
     write_pages(root / "book", registry)
     t1 = time.perf_counter()
@@ -411,7 +411,7 @@ def build_parser(registry: Registry) -> argparse.ArgumentParser:
     p.add_argument("--skip-run", action="store_true", help="render the book from the notebooks as they are")
     p.add_argument("--skip-html", action="store_true", help="execute the notebooks but do not render the HTML")
     p.add_argument("--publish", action="store_true",
-                   help="--profile paper only: copy the records to book/results/paper/ (the page 'Results at two "
+                   help="--profile paper only: copy the records to book/results/paper/ (the appendix 'Results at both "
                         "scales'; the chapters keep the default run) and regenerate the pages")
     p.set_defaults(func=cmd_build)
 

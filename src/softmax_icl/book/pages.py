@@ -4,9 +4,9 @@
   headline claim's verdict and deciding number, and the overview figure (``book/figures/claims_overview``);
 * ``book/claims_table.md``: the landing page's tables (included by ``book/intro.md``), one per paper: one row per
   entry of the claims ledger, its verdict at the default and the paper scale and why, with the deciding number;
-* ``book/results_summary.md``: the ledger's claims counted in four categories (reproduced, not reproduced,
-  inconclusive, depends on a setting the sources leave open) at both scales, each with its quote, scope, checks and
-  baselines; findings and controls apart; every chapter's checks (:mod:`softmax_icl.book.verdicts`).
+* ``book/scales.md``: the results appendix: every check at both scales (:mod:`softmax_icl.book.scales`), then the
+  ledger's claims, each with its quote, scope, checks and baselines (folded); findings and controls apart; every
+  chapter's checks (:mod:`softmax_icl.book.verdicts`).
 * ``book/settings.md``: the settings-and-deviations table (:mod:`softmax_icl.book.settings_page`), read from the
   figure registry (:data:`softmax_icl.figures.FIGURES`, handed in) plus the project-wide choices;
 * the verdict colours of ``_static/book.css`` (:mod:`softmax_icl.book.palette`).
@@ -25,6 +25,7 @@ from .myst import nobreak
 from .scales import cache_note, scales_markdown
 from .overview import SHORT, by_paper, overview_figure
 from .palette import PALETTE, VERDICTS, css_text
+from .schematic import setting_figure
 from .settings_page import _md, settings_markdown
 from .verdicts import BookVerdicts, check_word
 
@@ -324,33 +325,15 @@ def headline(book: BookVerdicts) -> list[str]:
     return out
 
 
-def results_markdown(book: BookVerdicts) -> str:
-    """The results summary: the ledger's claims counted in four categories at both scales, each claim with its quote,
-    scope, checks, baselines and findings (folded), then every chapter's checks (folded)."""
-    out = ["# Results summary", "",
-           "Generated from the claims ledger (`book/claims.yml`: every statement of the authors the book tests, quoted "
-           "from their own words), the records each notebook writes (`book/results/`), the seed audits "
-           "(`book/results/audit/`) and the paper-profile records (`book/results/paper/`). CI re-executes the "
-           "notebooks and compares their verdicts exactly, and their numbers within declared tolerances, with the "
-           "committed ones.", ""]
+def results_markdown(book: BookVerdicts, scales: str) -> str:
+    """The results appendix: ``scales`` (the page of :func:`softmax_icl.book.scales.scales_markdown`: every check at
+    both scales, folded per chapter), then each claim with its quote, scope, checks, baselines and findings (folded),
+    then the findings and controls counted with every chapter's checks (folded)."""
     if not any(fv.record for fv in book.figures.values()):
-        return "\n".join(out + ["No notebook has been executed yet."]) + "\n"
-    out += ["## The headline", ""] + headline(book) + [
-        "", "A check decided by the {doc}`design` passes when the one-sided 95 % interval of its statistic over the "
-        "pooled seeds lies wholly on the claim's side of its threshold, fails when it lies wholly on the other side, "
-        "is inconclusive when it straddles it, and is *not settled at this training length* when its statistic still "
-        "moves towards another verdict over the last quarter of training; any other check passes or fails in the "
-        "committed run and in every fresh seed set, and is inconclusive when they differ. A claim is *reproduced* "
-        "when every check of it passes at the scope its sentence gives and every rival fails; *not reproduced* when a "
-        "check fails; *not settled* or *inconclusive* when a check is; and *depends on a setting the sources leave "
-        "open* when it is tested under several readings of such a setting and they disagree.", ""]
-    changed = [ev for ev in book.entries if ev.default and ev.paper and ev.default.status != ev.paper.status]
-    if changed:
-        out += ["Claims whose verdict changes with scale (each chapter says why):", ""]
-        out += [f"* {ev.entry.claim} ({_entry_ref(ev.entry, 'details')}): {SHORT[ev.default.status]} at the default "
-                f"scale, {SHORT[ev.paper.status]} at the paper scale." for ev in changed] + [""]
-    out += ["## The claims", "", "Each claim with the authors' sentence, its scope, its checks at both scales, the "
-            "baselines that must fail them and the findings that push it further (folded).", ""]
+        return scales + "\n"
+    out = [scales.rstrip("\n"), "", "## Every claim in full", "",
+           "Each claim with the authors' sentence, its scope, its checks at both scales, the baselines that must fail "
+           "them and the findings that push it further (folded). A check is decided as {doc}`design` says.", ""]
     for ev in book.entries:
         out += entry_block(book, ev)
     out += findings_block(book)
@@ -458,12 +441,11 @@ def page_texts(book_dir: Path, registry: Mapping[str, Figure]) -> dict[Path, str
     :mod:`softmax_icl.book.palette` (where the stylesheet has them or the book's folder is a checkout's)."""
     book_dir = Path(book_dir)
     book = BookVerdicts.read(book_dir / "results", registry)
+    scales = scales_markdown(book_dir / "results", figures=list(registry), titles={k: f.title for k, f in registry.items()})
     pages = {book_dir / "settings.md": settings_markdown(registry),
              book_dir / "landing_answer.md": answer_markdown(book),
              book_dir / "claims_table.md": landing_markdown(book) + "\n",
-             book_dir / "results_summary.md": results_markdown(book),
-             book_dir / "scales.md": scales_markdown(book_dir / "results", figures=list(registry),
-                                                     titles={k: f.title for k, f in registry.items()})}
+             book_dir / "scales.md": results_markdown(book, scales)}
     css = book_dir.parent / "_static" / "book.css"
     if css.is_file():
         pages[css] = css_text(css.read_text(encoding="utf-8"))
@@ -471,10 +453,12 @@ def page_texts(book_dir: Path, registry: Mapping[str, Figure]) -> dict[Path, str
 
 
 def write_pages(book_dir: Path, registry: Mapping[str, Figure]) -> list[Path]:
-    """Write the generated pages and the landing page's overview figure (``book/figures/claims_overview``)."""
+    """Write the generated pages, the landing page's overview figure (``book/figures/claims_overview``) and the
+    Setting page's schematic (``book/figures/setting_window``)."""
     pages = page_texts(book_dir, registry)
     for path, text in pages.items():
         path.write_text(text, encoding="utf-8")
     figure = overview_figure(BookVerdicts.read(Path(book_dir) / "results", registry),
                              Path(book_dir) / "figures" / "claims_overview")
+    figure += setting_figure(Path(book_dir) / "figures" / "setting_window")
     return list(pages) + figure

@@ -1,5 +1,5 @@
 """``softmax-icl build --profile paper --publish``: a paper-profile build's records and headline figures beside the
-book's (``book/results/paper/``, ``book/figures/paper/``), for the page "Results at two scales" and the chapters'
+book's (``book/results/paper/``, ``book/figures/paper/``), for the results appendix "Results at both scales" and the chapters'
 scale switch."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def headline_name(notebook: Path) -> str:
 
 def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
     """Copy the records of a ``profile`` build (``runs/<figure>-<profile>/results/``) to ``book/results/<profile>/``,
-    where the page "Results at two scales" reads them (:mod:`softmax_icl.book.scales`), and its headline figure
+    where the results appendix "Results at both scales" reads them (:mod:`softmax_icl.book.scales`), and its headline figure
     (the one the book's notebook glues as ``headline``: :func:`headline_name`) to
     ``book/figures/<profile>/<figure>_headline.png``, which the chapter shows
     beside the default scale's, and every other figure of the run under its own name

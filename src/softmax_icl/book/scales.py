@@ -1,4 +1,4 @@
-"""The page "Results at two scales": every check at the book's profile beside the paper profile.
+"""The results appendix "Results at both scales": every check at the book's profile beside the paper profile.
 
 The book's chapters run at the ``default`` profile; the ``paper`` profile is the most faithful scale (more steps,
 seeds and context lengths; meant for a GPU). :func:`scales_markdown` reads the records of both -- ``<results>/
@@ -141,7 +141,7 @@ def compare_scales(default: dict, paper: dict) -> list[dict]:
 
 def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[str, str] | None = None,
                     missing_reasons: dict[str, str] | None = None) -> str:
-    """The page "Results at two scales" from the records in ``results_dir`` (e.g. ``book/results``).
+    """The results appendix "Results at both scales" from the records in ``results_dir`` (e.g. ``book/results``).
 
     ``figures``: the figures in book order (default: every ``<figure>.json`` in ``results_dir``, by name);
     ``titles``: chapter titles by figure (default: the names); ``missing_reasons``: why a figure has no
@@ -165,7 +165,8 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
     changed = [(f, r) for f in both for r in rows[f] if r["changes"]]
     compared = sum(1 for f in both for r in rows[f] if r["default"] is not None and r["paper"] is not None)
 
-    out = ["# Results at two scales", "",
+    titles = {f: str(t).replace("||M||", "‖M‖") for f, t in titles.items()}
+    out = ["# Results at both scales", "",
            "The chapters show the `default` profile: the scale at which the whole book runs in minutes on a "
            "two-core CPU. The `paper` profile is the most faithful scale (more training steps, seeds and context "
            "lengths). This page sets every check's verdict and value at the two profiles side by side, so a reader "

@@ -1,5 +1,6 @@
-"""The page "Settings and deviations" (``book/settings.md``): the choices shared by every figure, then each figure's
-parameters grouped by where their value comes from, with a column per profile where the profiles differ."""
+"""The appendix page "Parameter values and deviations" (``book/settings.md``): the choices shared by every figure,
+then each figure's parameters grouped by where their value comes from, with a column per profile where the profiles
+differ."""
 
 from __future__ import annotations
 
@@ -53,14 +54,15 @@ def _list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> 
 
 
 def settings_markdown(registry: Mapping[str, Figure]) -> str:
-    """The page "Settings and deviations": the shared choices, then every parameter of each figure of ``registry``."""
-    out = ["# Settings and deviations", "",
+    """The appendix page "Parameter values and deviations": the shared choices, then every parameter of each figure of
+    ``registry``."""
+    out = ["# Parameter values and deviations", "",
            "Neither paper's appendix (with its exact hyperparameters) was available, so many settings are ours. "
            "This page is generated from the code (`softmax_icl.figures` and `softmax_icl.book.pages`), so it always "
            "shows what the notebooks actually use. *Source* says where a value comes from: "
            + "; ".join(f"**{t}**" for t in SOURCES.values()) + ". Every figure parameter can be changed with "
            "`softmax-icl run FIGURE -p NAME VALUE` (or the same name in the notebook's parameters cell), which writes "
-           "to `runs/FIGURE-<profile>-custom/`, never the book; see {doc}`intro`. Each figure's parameters are grouped "
+           "to a run folder of its own under `runs/`, never the book; see {doc}`running`. Each figure's parameters are grouped "
            "by where their value comes from, with one column per profile; what the papers fix stays in view, our "
            "choices fold under their group (those that change with the profile, then those that do not), and so do "
            "each figure's deviations and readings of the sources.", "",

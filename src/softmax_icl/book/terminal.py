@@ -76,8 +76,8 @@ def print_run_report(root: Path, fig: Figure, profile: str, given: dict, folder:
         note = ("Smoke profile: a test that the pipeline runs, at a fraction of the book's training and seeds; its "
                 "verdicts are not the book's and say nothing about the claims.")
     elif profile != BOOK_PROFILE:
-        note = (f"The {profile} profile: the book shows the {BOOK_PROFILE} profile's verdicts; its page 'Results at "
-                "two scales' sets the two side by side.")
+        note = (f"The {profile} profile: the book shows the {BOOK_PROFILE} profile's verdicts; its appendix 'Results at "
+                "both scales' sets the two side by side.")
     if note:
         print("\n".join(textwrap.wrap(note, width=width)))
     print(f"Run folder: {folder}")
