@@ -50,7 +50,8 @@ def test_every_figure_of_the_chapter_is_made_for_the_column(figure, tmp_path):
             assert len({ax.get_subplotspec().rowspan.start for ax in fig.axes if ax.get_subplotspec()}) == 1
         run.savefig(fig, name)
         plt.close(fig)
-        meta = plotting.read_png_meta(tmp_path / "figures" / f"{figure}_{name}.png")
+        # a run's figures wait beside its output until finish() moves them in with the record
+        meta = plotting.read_png_meta(run.pending_figures() / f"{figure}_{name}.png")
         for column in plotting.COLUMN_PX.values():
             assert plotting.displayed_text_px(meta, column) >= plotting.MIN_TEXT_PX, (name, column)
 
