@@ -21,6 +21,7 @@ is kept.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import tempfile
@@ -106,6 +107,7 @@ def _terminate_like_interrupt():
         return
 
     def interrupt(signum, frame):
+        logging.disable(logging.CRITICAL)   # the client's words on the kernel it shuts down: the stop is said once
         raise Terminated(f"stopped by signal {signum} (SIGTERM)")
 
     previous = signal.signal(signal.SIGTERM, interrupt)

@@ -102,7 +102,11 @@ def stopped(exc: BaseException, received: list) -> int:
 def signals():
     """While a command runs: Ctrl-C (SIGINT) and SIGTERM raise KeyboardInterrupt (SIGTERM as
     :class:`~softmax_icl.book.runner.Terminated`) once; the signals that follow are ignored, so the kernel's shutdown
-    and the clean-up are not cut short. Yields the list of signal names received."""
+    and the clean-up are not cut short. From the first signal on, logging is off for the rest of the process: the
+    notebook client's words on the kernel it shuts down would bury the one line that says the run stopped. Yields the
+    list of signal names received."""
+    import gc
+    import logging
     import signal
     import threading
 
@@ -116,6 +120,10 @@ def signals():
         received.append(name)
         if len(received) == 1:
             from .runner import Terminated
+            # the stop is said in one line (:func:`stopped`): what the notebook client logs about the kernel it is
+            # shutting down (a kernel that died waiting for a reply, a task whose exception nobody retrieved) is
+            # not news to the one who stopped it
+            logging.disable(logging.CRITICAL)
             raise Terminated("stopped by SIGTERM") if name == "SIGTERM" else KeyboardInterrupt()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -124,6 +132,8 @@ def signals():
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+        if received:          # the client's abandoned tasks are collected (their errors dropped) while silent;
+            gc.collect()      # logging stays off: the stopped command is ending, and the loop's last words too
 
 
 def paper_on_cpu_note(profile: str, device: str) -> bool:
