@@ -60,6 +60,7 @@ def test_every_notebook_is_in_the_table_of_contents():
 # -- counting: claims reproduced / not reproduced / inconclusive; findings and controls apart ------------------------
 
 import json  # noqa: E402
+import re  # noqa: E402
 
 from softmax_icl.book import audit  # noqa: E402
 
@@ -382,10 +383,12 @@ def test_clearance_reads_a_comparison_threshold_and_agrees_with_the_verdict():
 
 
 def test_every_row_of_the_landing_tables_names_its_deciding_number_and_threshold():
-    """The committed records: each ledger entry with a record has a "Why" that prints a number and what it was
-    required to be, the tables come one per paper, and the landing page's first lines give one sentence per paper
-    with its headline claim's verdict."""
-    from softmax_icl.book.pages import answer_markdown, by_paper, landing_table, reason
+    """The committed records: each ledger entry with a record has a reason that prints a number and what it was
+    required to be (the results appendix), the landing tables come one per paper, and the landing page's first lines
+    give, per paper, at most three sentences: its badge counting the claims reproduced, what its authors claim, each
+    headline result with its number and its verdict in words, and every other claim not reproduced, by name."""
+    from softmax_icl.book.landing import PLAIN, answer_markdown, headline_clause
+    from softmax_icl.book.pages import by_paper, landing_table, reason
     from softmax_icl.book.verdicts import BookVerdicts
 
     book = BookVerdicts.read(ROOT / "book" / "results", FIGURES)
@@ -399,12 +402,23 @@ def test_every_row_of_the_landing_tables_names_its_deciding_number_and_threshold
     table = landing_table(book)
     assert table.count(":class: claims-ledger") == len(groups)
     for key, _ in groups:
-        assert f"### {book.ledger.papers[key]['short']}" in table
+        assert f"{{admonition}} {book.ledger.papers[key]['short']}: its " in table
     answer = answer_markdown(book).split("```{figure}")[0]
     bullets = [ln for ln in answer.splitlines() if ln.startswith("* ")]
     assert len(bullets) == len(groups)
     for (key, evs), line in zip(groups, bullets):
-        assert book.ledger.papers[key]["short"] in line and "{bdg-" in line and evs[0].entry.label in line
+        paper = book.ledger.papers[key]
+        assert line.startswith(f"* **{paper['short']}** {{bdg-") and "claim that" in line
+        # at most three sentences (a number's decimal point is no full stop), each headline with its verdict in words
+        assert len(re.findall(r"(?<!\bal)[.!?](?:\s|$)", line)) <= 3, line
+        for h in paper["headline"]:
+            ev = next(x for x in evs if x.entry.id == h["entry"])
+            assert headline_clause(book, h) in line and headline_clause(book, h).endswith(f"({PLAIN[ev.default.status]})")
+        reproduced = sum(ev.default is not None and ev.default.status == "reproduced" for ev in evs)
+        assert f"`{reproduced} of {len(evs)} claims reproduced`" in line
+        others = [ev for ev in evs if ev.default is not None and ev.default.status != "reproduced"
+                  and ev.entry.id not in {h["entry"] for h in paper["headline"]}]
+        assert all(f"“{ev.entry.label}”" in line for ev in others), "every exception is named"
 
 
 def test_overview_figure_fills_its_cells_from_the_palette_and_groups_rows_by_paper(tmp_path):
@@ -468,3 +482,17 @@ def test_the_setting_follows_the_landing_and_the_machinery_sits_in_the_appendix(
     assert max(files.index(f) for f in files if f.startswith("notebooks/")) < files.index("book/scales")
     assert "book/results_summary" not in files and not (ROOT / "book" / "results_summary.md").exists()
     assert (ROOT / "book" / "settings.md").read_text().startswith("# Parameter values and deviations")
+
+
+def test_a_headline_number_reads_in_words():
+    """``in_words``: a log ratio as a percentage more (or less) than 1 or as a factor, a fraction as a percentage,
+    readings counted; the words around the number are the ledger's."""
+    import math
+
+    from softmax_icl.book.landing import in_words
+
+    assert in_words("within {more} of it", math.log(1.19)) == "within 19\u00a0% of it"
+    assert in_words("{less} lower", math.log(0.75)) == "25\u00a0% lower"
+    assert in_words("at least {times} the window's", math.log(26.6)) == "at least 26.6 times the window's"
+    assert in_words("on {share} of contexts", 0.972) == "on 97\u00a0% of contexts"
+    assert in_words("in {held} of the {readings}\n   ways", held=1, readings=4) == "in 1 of the 4 ways"

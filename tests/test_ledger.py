@@ -107,3 +107,23 @@ def test_render_quote_sets_extracted_tex_as_maths():
     for _, quote in lg.load().quotes():                   # no backslash outside maths, no $$ inside a sentence
         shown = lg.render_quote(quote.quote)
         assert "$$" not in shown and "\\" not in re.sub(r"\$.*?\$", "", shown), quote.quote
+
+
+def test_a_papers_headline_names_its_own_entries_and_their_checks(tmp_path):
+    """A paper's ``headline`` (the landing page's sentence) must name entries of that paper, with one of the entry's
+    checks, or none for an entry with readings; else loading the ledger says which and what is allowed."""
+    import yaml
+
+    from softmax_icl.book import ledger as lg
+
+    data = yaml.safe_load(lg.LEDGER_PATH.read_text(encoding="utf-8"))
+    for bad, words in (({"entry": "softmax-ge-linear", "text": "x"}, "is not one of its entries"),
+                       ({"entry": "nn-window", "check": "low_rank/softmax-rho1-to-zero", "text": "x"}, "needs 'check'"),
+                       ({"entry": "nn-window", "text": "x"}, "needs 'check'")):
+        planted = dict(data, papers={k: dict(v) for k, v in data["papers"].items()})
+        planted["papers"]["collins2024"]["headline"] = [bad]
+        path = tmp_path / "claims.yml"
+        path.write_text(yaml.safe_dump(planted, allow_unicode=True), encoding="utf-8")
+        with pytest.raises(ValueError, match=words):
+            lg.load(path)
+    assert lg.load(lg.LEDGER_PATH).papers["collins2024"]["headline"]

@@ -147,6 +147,17 @@ def load(path: str | Path | None = None) -> Ledger:
     dup = sorted({c for c in keys if keys.count(c) > 1})
     if dup:
         raise ValueError(f"{path}: checks named by more than one entry: {', '.join(dup)}")
+    by_id = {e.id: e for e in entries}
+    for key, paper in data["papers"].items():
+        for h in paper.get("headline") or ():
+            e = by_id.get(h.get("entry"))
+            if e is None or e.paper != key:
+                raise ValueError(f"{path}: paper {key!r}: headline entry {h.get('entry')!r} is not one of its entries; "
+                                 f"allowed: {', '.join(x.id for x in entries if x.paper == key)}")
+            if bool(h.get("check")) == e.is_map or (h.get("check") and h["check"] not in e.checks):
+                raise ValueError(f"{path}: paper {key!r}: headline entry {e.id!r} needs "
+                                 + ("no check (its sentence counts its readings)" if e.is_map else
+                                    f"'check', one of {', '.join(e.checks)}"))
     return Ledger(papers=dict(data["papers"]), entries=tuple(entries),
                   not_counted=tuple(_quote(q) for q in data.get("not_counted") or ()))
 

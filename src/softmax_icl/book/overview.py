@@ -13,6 +13,14 @@ from .verdicts import BookVerdicts
 SHORT = {lg.REPRODUCED: "reproduced", lg.NOT_REPRODUCED: "not reproduced", lg.INCONCLUSIVE: "inconclusive",
          lg.DEPENDS: "depends on setting", NOT_SETTLED: "not settled", None: "no record"}
 
+#: How each status reads on a page: the sphinx-design badge role of its colour (:data:`palette.PALETTE`).
+BADGE = {status: c.role for status, c in PALETTE.items()}
+
+
+def badge(status: str | None) -> str:
+    """A status as a badge of the book's pages: its short word in its colour."""
+    return f"{{{BADGE[status]}}}`{SHORT[status]}`"
+
 
 def by_paper(book: BookVerdicts) -> list[tuple[str, list]]:
     """The ledger's entries grouped by paper, in the ledger's order of papers: (paper key, entry verdicts)."""

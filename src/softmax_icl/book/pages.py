@@ -1,9 +1,9 @@
 """Book pages generated from the code and the notebooks' records, so they cannot disagree with them.
 
-* ``book/landing_answer.md``: what the landing page (``book/intro.md``) shows first: one sentence per paper with its
-  headline claim's verdict and deciding number, and the overview figure (``book/figures/claims_overview``);
-* ``book/claims_table.md``: the landing page's tables (included by ``book/intro.md``), one per paper: one row per
-  entry of the claims ledger, its verdict at the default and the paper scale and why, with the deciding number;
+* ``book/landing_answer.md``: what the landing page (``book/intro.md``) shows first: what each paper claims and what
+  the book finds, in words (:mod:`softmax_icl.book.landing`), and the overview figure (``book/figures/claims_overview``);
+* ``book/claims_table.md``: the landing page's tables (included by ``book/intro.md``), one per paper, folded: one row
+  per entry of the claims ledger, the claim in words and its verdict at the default and the paper scale;
 * ``book/scales.md``: the results appendix: every check at both scales (:mod:`softmax_icl.book.scales`), then the
   ledger's claims, each with its quote, scope, checks and baselines (folded); findings and controls apart; every
   chapter's checks (:mod:`softmax_icl.book.verdicts`).
@@ -20,23 +20,18 @@ from pathlib import Path
 
 from ..profiles import Figure, fmt
 from . import ledger as lg
+from .landing import answer_markdown
 from .deciding import decided_number
 from .myst import nobreak
 from .scales import cache_note, scales_markdown
-from .overview import SHORT, by_paper, overview_figure
-from .palette import PALETTE, VERDICTS, css_text
+from .overview import BADGE, SHORT, badge, by_paper, overview_figure  # noqa: F401 (the badges: chapter.py, tests)
+from .palette import css_text
 from .schematic import setting_figure
 from .settings_page import _md, settings_markdown
 from .verdicts import BookVerdicts, check_word
 
 # -- verdicts: badges, the landing table, the results summary ---------------------------------------------------
 
-#: How each status reads on a page: the sphinx-design badge role of its colour (:data:`palette.PALETTE`).
-BADGE = {status: c.role for status, c in PALETTE.items()}
-
-
-def badge(status: str | None) -> str:
-    return f"{{{BADGE[status]}}}`{SHORT[status]}`"
 
 
 def _title(check: dict) -> str:
@@ -233,83 +228,41 @@ def _entry_ref(e: lg.Entry, text: str) -> str:
 
 
 def landing_table(book: BookVerdicts) -> str:
-    """The landing page's table, one per paper under its name: one row per ledger entry, its verdict at both scales
-    and why (:func:`reason`)."""
+    """The landing page's table, one per paper, folded under its name: one row per ledger entry, the claim in words
+    with the paper's figure and a link to the chapter's paragraph that explains its verdict, and its verdict at both scales
+    (why, with the deciding numbers: the results appendix, :func:`results_markdown`)."""
     out = []
     for key, evs in by_paper(book):
         paper = book.ledger.papers[key]
-        out += [f"### {_md(paper['short'])}", "", f"*{_md(paper.get('title', ''))}*", "",
-                "```{list-table}", ":header-rows: 1", ":class: claims-ledger", ":widths: 32 16 16 36", "",
-                "* - Claim of the paper", "  - Default scale", "  - Paper scale", "  - Why"]
+        # folded: the overview figure above shows every verdict; the fold gives each claim in words and its link
+        out += [f"````{{admonition}} {_md(paper['short'])}: its {len(evs)} claims in words",
+                ":class: dropdown claims-by-paper", "", f"*{_md(paper.get('title', ''))}*", "",
+                "```{list-table}", ":header-rows: 1", ":class: claims-ledger", ":widths: 64 18 18", "",
+                "* - Claim of the paper", "  - Default scale", "  - Paper scale"]
         for ev in evs:
             e = ev.entry
-            out += [f"* - {nobreak(e.claim)} ({e.figure.get('paper', '')}; {_entry_ref(e, 'details')})",
+            out += [f"* - {nobreak(e.claim)} ({e.figure.get('paper', '')}; {_entry_ref(e, 'why')})",
                     f"  - {badge(ev.default.status if ev.default else None)}",
-                    f"  - {badge(ev.paper.status if ev.paper else None)}",
-                    f"  - {_md(reason(book, ev))}"]
-        out += ["```", ""]
+                    f"  - {badge(ev.paper.status if ev.paper else None)}"]
+        out += ["```", "````", ""]
     return "\n".join(out).rstrip("\n")
 
 
-def paper_sentence(book: BookVerdicts, key: str, evs: list) -> str:
-    """One sentence on what reproduces of a paper, printed from the records: its headline claim (its first entry in
-    the ledger) with its verdict and deciding number (:func:`deciding_checks`; the threshold where it is a comparison
-    with a number, a longer requirement is the table's), then how many of its claims are reproduced at each scale."""
-    paper = book.ledger.papers[key]
-    head = evs[0]
-    st = {s: (v.status if v is not None else None) for s, v in (("default", head.default), ("paper", head.paper))}
-    verdict = f"{badge(st['default'])} at the default scale" + (
-        "" if st["paper"] == st["default"] else f", {badge(st['paper'])} at the paper scale")
-    number = ""
-    checks = deciding_checks(book, head)
-    if checks:
-        c, fresh = checks[0]
-        c = {k: v for k, v in c.items() if k != "margin"}
-        what = "" if decided_number(c) is not None else _what(c)   # a decided check says what its bound is
-        shown = dict(c, passed=None)                                  # passed=None: no "clears ... by" here
-        numeric = bool(_THRESHOLD.match(str(c.get("threshold", ""))))
-        more = f"{len(checks) - 1} more in the table" if len(checks) > 1 else ""
-        notes = "; ".join(x for x in (what, more) if x)
-        number = (f" — {_md(decisive(shown, numeric, fresh, cell=False))}" + (f" ({_md(notes)})" if notes else ""))
-    n = len(evs)
-    verdicts = {s: [ev.default if s == "default" else ev.paper for ev in evs] for s in ("default", "paper")}
-    count = {s: sum(v is not None and v.status == lg.REPRODUCED for v in vs) for s, vs in verdicts.items()}
-    missing = {s: sum(v is None for v in vs) for s, vs in verdicts.items()}
-    if missing["default"] == missing["paper"] or not missing["default"]:
-        note = f" ({missing['paper']} without a record there)" if missing["paper"] else ""
-        counts = (f"{count['default']} of its {n} claims reproduced at the default scale, {count['paper']} at the "
-                  f"paper scale{note}")
-    else:
-        counts = (f"{count['default']} of its {n} claims reproduced at the default scale ({missing['default']} without "
-                  f"a record), {count['paper']} at the paper scale ({missing['paper']} without a record)")
-    return f"**{_md(paper['short'])}**: {verdict} for its headline claim, *{_md(head.entry.label)}*{number}. {counts}."
-
-
-def answer_markdown(book: BookVerdicts) -> str:
-    """What the landing page shows first (``book/landing_answer.md``): one sentence per paper
-    (:func:`paper_sentence`) and the overview figure."""
-    words = ", ".join(f"{SHORT[k]}" for k in VERDICTS)
-    return "\n".join([f"* {paper_sentence(book, key, evs)}" for key, evs in by_paper(book)] + [
-        # dark-light: the dark theme shows the figure as drawn (its colours are the badges'), not dimmed
-        "", "```{figure} figures/claims_overview.png", ":name: fig-claims-overview", ":class: dark-light",
-        ":alt: every claim's verdict at the default and the paper scale, by paper", "",
-        "Every claim of the two papers (rows, by paper) at the default and the paper scale, each cell naming its "
-        f"verdict ({words}); the tables below give each claim's deciding number.", "```"]) + "\n"
-
-
 def landing_markdown(book: BookVerdicts) -> str:
-    """The landing page's section on what reproduces (``book/claims_table.md``): the headline counts and the table
-    of claims, by paper."""
-    return "\n".join(headline(book) + ["", landing_table(book)])
+    """The landing page's section on what reproduces (``book/claims_table.md``): the table of claims, by paper (the
+    counts: :func:`headline`, in the results appendix)."""
+    return landing_table(book)
 
 
 def headline(book: BookVerdicts) -> list[str]:
     """The counts of the ledger's entries in the four categories, at both scales."""
     n = len(book.entries)
-    audited = [f for f, fv in book.figures.items() if fv.audit]
+    # a chapter is audited where its fresh seed sets speak for at least one of its checks
+    audited = [f for f, fv in book.figures.items() if fv.audit and any(fv.fresh(c) for c in fv.checks())]
     sets = sorted({len(fv.audit.get("sets", [])) for fv in book.figures.values() if fv.audit})
     out = []
-    audit = f"audited with {' or '.join(map(str, sets))} fresh seed sets" if sets else "not audited"
+    audit = (f"{len(audited)} of {len(book.figures)} chapters audited with {' or '.join(map(str, sets))} fresh seed "
+             "sets" if sets else "not audited")
     for scale, what in (("default", f"default scale ({audit})"), ("paper", "paper scale (one seed set, not audited)")):
         c = book.counts(scale)
         stale = [f for f, fv in book.figures.items() if fv.paper_note] if scale == "paper" else []
@@ -318,10 +271,9 @@ def headline(book: BookVerdicts) -> list[str]:
         out.append(f"* **At the {what}:** {', '.join(parts)} (of {n} claims)." + (
             f" The paper runs of {len(stale)} of {len(book.figures)} chapters were computed by earlier code and are "
             "not counted until they are rerun (see {doc}`scales`)." if stale else ""))
-    out += ["", f"The headline counts the default scale: its verdicts are audited against fresh seed sets "
-            f"({len(audited)} of {len(book.figures)} chapters), while the paper scale is one run per chapter. The "
-            "paper profile is the more faithful scale (longer training, more seeds, larger contexts); where the two "
-            "disagree, both are shown and the chapter gives the cause."]
+    out += ["", "The landing page counts the default scale, whose runs can be audited against fresh seed sets, while "
+            "the paper scale is one run per chapter. The paper profile is the more faithful scale (longer training, "
+            "larger contexts); where the two disagree, both are shown and the chapter gives the cause."]
     return out
 
 
@@ -331,7 +283,7 @@ def results_markdown(book: BookVerdicts, scales: str) -> str:
     then the findings and controls counted with every chapter's checks (folded)."""
     if not any(fv.record for fv in book.figures.values()):
         return scales + "\n"
-    out = [scales.rstrip("\n"), "", "## Every claim in full", "",
+    out = [scales.rstrip("\n"), "", "## The counts", ""] + headline(book) + ["", "## Every claim in full", "",
            "Each claim with the authors' sentence, its scope, its checks at both scales, the baselines that must fail "
            "them and the findings that push it further (folded). A check is decided as {doc}`design` says.", ""]
     for ev in book.entries:
