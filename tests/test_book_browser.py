@@ -1008,7 +1008,8 @@ def chapter_pages(html_dir, browser) -> list:
 def test_each_headline_figure_switches_between_the_two_scales(html_dir):
     """Every chapter's headline figure sits in a tab set with the default scale's figure and the paper scale's image
     (``book/figures/paper/<figure>_headline.png``, copied by ``softmax-icl build --profile paper --publish``): static
-    HTML, so the switch works offline."""
+    HTML, so the switch works offline. Each tab says what its scale is (training steps, seeds) and holds what is read
+    beside its figure: the chapter's answer box at the default scale, the verdicts at the paper scale."""
     problems = []
     for page in sorted((html_dir / "notebooks").glob("*.html")):
         text = page.read_text(encoding="utf-8")
@@ -1016,4 +1017,14 @@ def test_each_headline_figure_switches_between_the_two_scales(html_dir):
             problems.append(f"{page.name}: no default / paper scale tabs")
         elif not re.search(rf'<img[^>]+src="[^"]*{re.escape(page.stem)}_headline\.png"', text):
             problems.append(f"{page.name}: the paper scale's headline image is missing")
+        else:
+            # each tab says what its scale is and carries what is read beside its figure: the default tab the
+            # chapter's answer, the paper tab the verdicts at that scale
+            tabs = re.split(r'<div class="sd-tab-content', text.split("sd-tab-set", 1)[1])[1:3]
+            for tab, scale, what in zip(tabs, ("Default scale", "Paper scale"), ("answer-box", "sd-badge")):
+                words = re.sub(r"<[^>]+>", " ", tab)
+                if f"{scale}:" not in words or not re.search(r"training steps.*\bseeds\b", words, re.S):
+                    problems.append(f"{page.name}: the {scale} tab does not say what its scale is")
+                if what not in tab:
+                    problems.append(f"{page.name}: the {scale} tab lacks its {what}")
     assert not problems, "\n".join(problems)

@@ -496,3 +496,26 @@ def test_a_headline_number_reads_in_words():
     assert in_words("at least {times} the window's", math.log(26.6)) == "at least 26.6 times the window's"
     assert in_words("on {share} of contexts", 0.972) == "on 97\u00a0% of contexts"
     assert in_words("in {held} of the {readings}\n   ways", held=1, readings=4) == "in 1 of the 4 ways"
+
+
+def test_each_scale_panel_says_what_its_scale_is():
+    """``scale_words``: a run's steps, batch, context lengths and seeds in words, from its parameters; the committed
+    panels: each chapter's two, the paper one with a verdict per claim tested in the chapter."""
+    from softmax_icl.book.pages import reason
+    from softmax_icl.book.scale_panels import panel_texts, scale_words
+    from softmax_icl.book.verdicts import BookVerdicts
+
+    assert scale_words({"steps": 5000, "batch_size": 512, "n_values": [4, 8, 512], "seeds": 10}) == \
+        "5,000 training steps in batches of 512 tasks, contexts of 4 to 512 examples, 10 seeds"
+    assert scale_words({"steps_main": 4000, "steps": 1000, "n_test": [4, 1024], "n_train": 128, "seeds": 15}) == \
+        "4,000 training steps in the main setting (1,000 elsewhere), contexts of 4 to 1,024 examples (pretrained " \
+        "at 128), 15 seeds"
+    assert scale_words({"n": 20}) == "contexts of 20 examples"
+    book = BookVerdicts.read(ROOT / "book" / "results", FIGURES)
+    panels = panel_texts(book, ROOT / "book" / "scale_panels", reason)
+    assert len(panels) == 2 * len(FIGURES)
+    for path, text in panels.items():
+        assert path.read_text(encoding="utf-8") == text, f"{path.name} is stale: softmax-icl pages"
+        assert text.startswith("**Default scale:**" if path.stem.endswith("_default") else "**Paper scale:**")
+        if path.stem.endswith("_paper") and book.figures[path.stem[:-len("_paper")]].paper is not None:
+            assert "{bdg-" in text

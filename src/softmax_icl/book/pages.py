@@ -26,6 +26,7 @@ from .myst import nobreak
 from .scales import cache_note, scales_markdown
 from .overview import BADGE, SHORT, badge, by_paper, overview_figure  # noqa: F401 (the badges: chapter.py, tests)
 from .palette import css_text
+from .scale_panels import panel_texts
 from .schematic import setting_figure
 from .settings_page import _md, settings_markdown
 from .verdicts import BookVerdicts, check_word
@@ -398,6 +399,7 @@ def page_texts(book_dir: Path, registry: Mapping[str, Figure]) -> dict[Path, str
              book_dir / "landing_answer.md": answer_markdown(book),
              book_dir / "claims_table.md": landing_markdown(book) + "\n",
              book_dir / "scales.md": results_markdown(book, scales)}
+    pages.update(panel_texts(book, book_dir / "scale_panels", reason))
     css = book_dir.parent / "_static" / "book.css"
     if css.is_file():
         pages[css] = css_text(css.read_text(encoding="utf-8"))
@@ -405,10 +407,11 @@ def page_texts(book_dir: Path, registry: Mapping[str, Figure]) -> dict[Path, str
 
 
 def write_pages(book_dir: Path, registry: Mapping[str, Figure]) -> list[Path]:
-    """Write the generated pages, the landing page's overview figure (``book/figures/claims_overview``) and the
+    """Write the generated pages (the chapters' scale panels among them), the landing page's overview figure (``book/figures/claims_overview``) and the
     Setting page's schematic (``book/figures/setting_window``)."""
     pages = page_texts(book_dir, registry)
     for path, text in pages.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     figure = overview_figure(BookVerdicts.read(Path(book_dir) / "results", registry),
                              Path(book_dir) / "figures" / "claims_overview")
