@@ -519,3 +519,16 @@ def test_each_scale_panel_says_what_its_scale_is():
         assert text.startswith("**Default scale:**" if path.stem.endswith("_default") else "**Paper scale:**")
         if path.stem.endswith("_paper") and book.figures[path.stem[:-len("_paper")]].paper is not None:
             assert "{bdg-" in text
+
+
+def test_every_check_of_the_committed_records_has_a_title_in_its_figure():
+    """Each check a committed record holds has a short title, in the record or in its figure's ``claims.TITLES`` (a
+    control may take its check's): the book's tables name checks in words, never by their ids."""
+    import importlib
+
+    for fig in FIGURES:
+        titles = importlib.import_module(f"softmax_icl.figures.{fig}.claims").TITLES
+        rec = json.loads((ROOT / "book" / "results" / f"{fig}.json").read_text())
+        untitled = [c["id"] for c in rec["claims"] if not c.get("title") and c["id"] not in titles
+                    and c.get("kind") != "control"]
+        assert not untitled, f"{fig}: checks without a title: {untitled}"

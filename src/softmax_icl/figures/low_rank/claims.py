@@ -48,6 +48,10 @@ TITLES = {
     'subspace-window-widens-with-sigma': 'the window in $\\mathrm{col}(B)$ widens with the noise $\\sigma$',
     'subspace-window-narrows-with-link-L-untrained': 'the untrained units',
     'subspace-window-widens-with-sigma-untrained': 'the untrained units',
+    'sigma-positive-rho2': '$\\rho_2(M, B)$ small with noise, $\\sigma > 0$',
+    'rho-floor-falls-with-training': "$\\rho_2$'s floor falls with the training length",
+    'linear-no-gain-on-even-links': 'linear attention gains nothing on the even links',
+    'linear-M-unaligned-on-even-links': "linear attention's $M$ ignores $B$ on the even links",
 }
 
 

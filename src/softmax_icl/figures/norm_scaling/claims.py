@@ -54,6 +54,10 @@ TITLES = {
     'full-weights-value-ignores-x': 'the value row ignores the covariates',
     'inner-dimension-same-M': 'a larger inner dimension learns the same $M$',
     'inner-dimension-same-M-next-L': 'the $d \\times d$ units of the neighbouring $L$',
+    'theorem34-trained-large-n': 'trained units at large $n$ near the optimal $w^*$',
+    'trained-w-near-optimum': 'the trained $w$ near the population optimum',
+    'trained-loss-near-optimum': "the trained unit's loss near the optimum's",
+    'covariance-exponent-matches-population': 'the exponent of $M \\propto \\Sigma^{-p}$ matches the optimum',
 }
 
 
