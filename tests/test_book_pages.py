@@ -164,7 +164,7 @@ def test_entries_are_counted_in_five_categories_at_both_scales(tmp_path):
     assert book.counts("paper") == {lg.REPRODUCED: 2, lg.NOT_REPRODUCED: 0, lg.INCONCLUSIVE: 0, lg.DEPENDS: 0,
                                     lg.NOT_SETTLED: 0, "missing": 2}
     text = "\n".join(headline(book))
-    assert "1 reproduced, 1 not reproduced, 1 inconclusive, 1 depend on a setting the sources leave open, 0 not settled at this training length" in text
+    assert "1 reproduced, 1 not reproduced, 1 inconclusive, 1 depends on a setting the sources leave open, 0 not settled at this training length" in text
     assert "2 reproduced, 0 not reproduced" in text and "2 without a record" in text
     assert "The paper runs of 1 of 2 chapters were computed by earlier code" in text     # says why, not just "none"
     table = landing_table(book)

@@ -242,7 +242,9 @@ def landing_table(book: BookVerdicts) -> str:
                 "* - Claim of the paper", "  - Default scale", "  - Paper scale"]
         for ev in evs:
             e = ev.entry
-            out += [f"* - {nobreak(e.claim)} ({e.figure.get('paper', '')}; {_entry_ref(e, 'why')})",
+            where = e.figure.get("paper", "")
+            where = f"{where}; " if where and where not in e.claim else ""     # a claim that names it already
+            out += [f"* - {nobreak(e.claim)} ({where}{_entry_ref(e, 'why')})",
                     f"  - {badge(ev.default.status if ev.default else None)}",
                     f"  - {badge(ev.paper.status if ev.paper else None)}"]
         out += ["```", "````", ""]
@@ -264,16 +266,17 @@ def headline(book: BookVerdicts) -> list[str]:
     out = []
     audit = (f"{len(audited)} of {len(book.figures)} chapters audited with {' or '.join(map(str, sets))} fresh seed "
              "sets" if sets else "not audited")
-    for scale, what in (("default", f"default scale ({audit})"), ("paper", "paper scale (one seed set, not audited)")):
+    for scale, what in (("default", f"default scale ({audit})"), ("paper", "paper scale (one run per chapter, not "
+                                                                          "audited)")):
         c = book.counts(scale)
         stale = [f for f, fv in book.figures.items() if fv.paper_note] if scale == "paper" else []
-        long = {lg.DEPENDS: "depend on a setting the sources leave open", lg.NOT_SETTLED: lg.NOT_SETTLED}
-        parts = [f"{c[k]} {long.get(k, SHORT[k])}" for k in lg.CATEGORIES] + ([f"{c['missing']} without a record"] if c["missing"] else [])
+        long = {lg.DEPENDS: "depend{} on a setting the sources leave open", lg.NOT_SETTLED: lg.NOT_SETTLED}
+        parts = [f"{c[k]} {long.get(k, SHORT[k]).format('s' if c[k] == 1 else '')}" for k in lg.CATEGORIES] + ([f"{c['missing']} without a record"] if c["missing"] else [])
         out.append(f"* **At the {what}:** {', '.join(parts)} (of {n} claims)." + (
             f" The paper runs of {len(stale)} of {len(book.figures)} chapters were computed by earlier code and are "
             "not counted until they are rerun (see {doc}`scales`)." if stale else ""))
     out += ["", "The landing page counts the default scale, whose runs can be audited against fresh seed sets, while "
-            "the paper scale is one run per chapter. The paper profile is the more faithful scale (longer training, "
+            "the paper scale is one run per chapter. The paper scale is the more faithful one (longer training, "
             "larger contexts); where the two disagree, both are shown and the chapter gives the cause."]
     return out
 

@@ -1,8 +1,7 @@
 """Checks of the norm-scaling figure, each decided by the statistical design (``book/design.yml``, ``Run.decide``):
-per-seed samples of the design's statistic in every cell it names, the statistic's seed mean along training where
-the design follows it, and every rival through the same statistic and test. Population computations without seeds
-(the Theorem 3.4 scans) take the design's exact test, with the Monte Carlo standard error of the scan's batches
-where the design asks for it."""
+per-seed samples of the design's statistic in every cell it names, its seed mean along training where the design
+follows it, every rival through the same statistic and test. Population computations without seeds (the Theorem 3.4
+scans) take the design's exact test, with the Monte Carlo error of the scan's batches where the design asks for it."""
 
 from __future__ import annotations
 
