@@ -251,12 +251,6 @@ def landing_table(book: BookVerdicts) -> str:
     return "\n".join(out).rstrip("\n")
 
 
-def landing_markdown(book: BookVerdicts) -> str:
-    """The landing page's section on what reproduces (``book/claims_table.md``): the table of claims, by paper (the
-    counts: :func:`headline`, in the results appendix)."""
-    return landing_table(book)
-
-
 def headline(book: BookVerdicts) -> list[str]:
     """The counts of the ledger's entries in the four categories, at both scales."""
     n = len(book.entries)
@@ -400,7 +394,7 @@ def page_texts(book_dir: Path, registry: Mapping[str, Figure]) -> dict[Path, str
     scales = scales_markdown(book_dir / "results", figures=list(registry), titles={k: f.title for k, f in registry.items()})
     pages = {book_dir / "settings.md": settings_markdown(registry),
              book_dir / "landing_answer.md": answer_markdown(book),
-             book_dir / "claims_table.md": landing_markdown(book) + "\n",
+             book_dir / "claims_table.md": landing_table(book) + "\n",
              book_dir / "scales.md": results_markdown(book, scales)}
     pages.update(panel_texts(book, book_dir / "scale_panels", reason))
     css = book_dir.parent / "_static" / "book.css"
