@@ -35,7 +35,7 @@ NOTEBOOKS ?= notebooks/generalization.ipynb notebooks/classification_kernel_gd.i
 # figure, so the PyTorch pass (softmax-icl run FIGURE) has nothing to run of it (its own class trains in PyTorch).
 NOTEBOOKS_auto ?= $(NOTEBOOKS) book/tutorial.ipynb
 NOTEBOOKS_torch ?= $(NOTEBOOKS)
-# `make audit`: fresh seed sets per figure (see `softmax-icl audit --help`); EXECUTOR: auto | serial | cores | local |
+# `make audit`: seed sets per figure (the earlier pool and fresh ones) (see `softmax-icl audit --help`); EXECUTOR: auto | serial | cores | local |
 # slurm | gpus
 AUDIT_SETS ?= 5
 EXECUTOR ?= auto
@@ -73,7 +73,7 @@ test: setup
 	  --unit="$(UNIT_ARGS)" --nb-args="$(NB_ARGS)" --durations="$(DURATIONS)" \
 	  $(if $(TEST_TIMES),--times-json "$(TEST_TIMES)")
 
-## Rerun every figure with fresh seed sets and write the audit records (book/results/audit/), then the pages.
+## Rerun every figure with other seed sets and write the audit records (book/results/audit/), then the pages.
 audit: setup
 	$(BIN)/softmax-icl audit --sets $(AUDIT_SETS) --executor $(EXECUTOR)
 

@@ -174,7 +174,7 @@ def test_entries_are_counted_in_five_categories_at_both_scales(tmp_path):
     four = next(ev for ev in book.entries if ev.entry.id == "four")
     assert reason(book, four) == "reproduced: first; not reproduced: second. r2: 1, required > 0"
     three = next(ev for ev in book.entries if ev.entry.id == "three")
-    assert reason(book, three) == "flips: 1, required > 0 (clears 0 by 1; 2/3 fresh seed sets agree)"
+    assert reason(book, three) == "flips: 1, required > 0 (clears 0 by 1; 2 of 3 seed sets agree)"
 
 
 def test_every_claim_check_of_the_book_names_a_ledger_entry_that_lists_it():
@@ -200,42 +200,54 @@ def test_every_claim_check_of_the_book_names_a_ledger_entry_that_lists_it():
 
 
 def test_audit_offsets_every_seed_parameter_and_nothing_else():
+    from softmax_icl.profiles import BOOK_POOL
+
     for fig in FIGURES.values():
-        over = audit.seed_overrides(fig, "default", 2)
+        over = audit.seed_overrides(fig, "default", BOOK_POOL + 2 * audit.SEED_OFFSET)
         assert set(over) == {n for n in fig.params if n.endswith("_seed")} and "seeds" not in over
         assert all(v == fig.params[n].value("default") + 2 * audit.SEED_OFFSET for n, v in over.items())
 
 
-def test_a_fresh_set_that_did_not_run_makes_no_verdict_stable(tmp_path):
+def test_a_set_that_did_not_run_is_not_counted_and_one_without_the_check_disagrees(tmp_path):
     rec = {"claims": [_claim("a", True)], "profile": "default", "provenance": {}}
-    record = audit.build_record("x", rec, [(1, {}, {"claims": [_claim("a", True)]}), (2, {}, None),
-                                           (3, {}, {"claims": [_claim("a", True)]})])
-    assert record["checks"][0]["stable"] is False
+    record = audit.build_record("x", rec, [(0, {}, {"claims": [_claim("a", True)]}), (11000, {}, None),
+                                           (12000, {}, {"claims": [_claim("a", True)]})])
+    assert record["checks"][0]["stable"] is True
     st = audit.stability("a", record, True)
-    assert not st.stable and st.text() == "2/2 fresh seed sets agree (1 did not run)"
+    assert st.stable and st.text() == "2 of 2 seed sets agree (value 1 in every set; 1 did not run)"
+    assert audit.status(_claim("a", True), record) == "reproduced"
+    record = audit.build_record("x", rec, [(0, {}, {"claims": [_claim("a", True)]}), (11000, {}, {"claims": []})])
+    st = audit.stability("a", record, True)
+    assert not st.stable and (st.agree, st.ran) == (1, 2)
     assert audit.status(_claim("a", True), record) == "inconclusive"
 
 
 def test_audit_command_writes_records_from_the_fresh_runs_and_regenerates_the_summary(tmp_path, monkeypatch, capsys):
-    """`softmax-icl audit --no-run` on a checkout whose fresh runs exist (what the executors leave behind)."""
+    """`softmax-icl audit --no-run` on a checkout whose runs exist (what the executors leave behind): five sets in
+    all, the earlier pool and four fresh ones, each in the folder of its offset."""
 
     (tmp_path / "_config.yml").write_text("title: t\n")
     (tmp_path / "notebooks").mkdir()
     results = tmp_path / "book" / "results"
     results.mkdir(parents=True)
     rec = _write(results, "low_rank", [_claim("a", True), _claim("b", False)])
-    for k in (1, 2, 3, 4, 5):
-        out = audit.run_folder(tmp_path, "default", "low_rank", k) / "results"
+    offsets = audit.set_offsets(5)
+    for off in offsets:
+        out = audit.run_folder(tmp_path, "default", "low_rank", off) / "results"
         out.mkdir(parents=True)
         fresh = json.loads(json.dumps(rec))
-        fresh["claims"][1]["passed"] = k == 2
+        fresh["claims"][1]["passed"] = off == offsets[1]
         (out / "low_rank.json").write_text(json.dumps(fresh))
     monkeypatch.chdir(tmp_path)
     assert cli_main(["audit", "--figures", "low_rank", "--no-run"]) == 0
-    assert "low_rank: 1/2 checks keep their verdict in every fresh seed set; not stable: b" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "low_rank: 1/2 checks keep their status in every seed set; not stable: b" in out
+    assert "b                                            FAIL | FAIL PASS FAIL FAIL FAIL" in out
     record = json.loads((results / "audit" / "low_rank.json").read_text())
-    assert [c["fresh"] for c in record["checks"]] == [[True] * 5, [False, True, False, False, False]]
-    assert record["sets"][0]["seeds"] == audit.seed_overrides(FIGURES["low_rank"], "default", 1)
+    assert [[s["status"] for s in c["sets"]] for c in record["checks"]] == [["pass"] * 5,
+                                                                           ["fail", "pass", "fail", "fail", "fail"]]
+    assert [s["offset"] for s in record["sets"]] == offsets and record["sets"][0]["name"] == "the earlier pool"
+    assert record["sets"][1]["seeds"] == audit.seed_overrides(FIGURES["low_rank"], "default", offsets[1])
     summary = (tmp_path / "book" / "scales.md").read_text()
     assert "# Results at both scales" in summary and "Every check of" in summary
 
@@ -246,7 +258,7 @@ def test_an_audit_speaks_for_a_rerun_that_reproduces_the_audited_run_and_not_for
     checks falls back to the revision."""
     rec = {"notebook": "low_rank", "profile": "default", "claims": [_claim("a", True), _claim("b", False)],
            "key_numbers": {}, "provenance": {"git_revision": "old"}}
-    record = audit.build_record("low_rank", rec, [(k, {}, rec) for k in (1, 2, 3)])
+    record = audit.build_record("low_rank", rec, [(k, {}, rec) for k in audit.set_offsets(3)])
     assert [c["id"] for c in record["committed_claims"]] == ["a", "b"]
     same = [dict(c, value=1.0 + 1e-9) for c in rec["claims"]]
     assert audit.speaks_for(record, "low_rank", same, "new")
@@ -273,7 +285,7 @@ def test_verdict_box_groups_checks_by_claim_with_baselines_fresh_seeds_and_paper
     box = verdict_markdown(claims, audit=record, paper=paper, figure="window_adaptation")
     assert "1 reproduced, 1 inconclusive" in box and "verdict-mixed" in box
     assert "↳ near the tuned window" in box and "↳ baseline: the linear unit" in box
-    assert "fails, as it must" in box and "3/3 agree" in box and "2/3 agree: inconclusive" in box
+    assert "fails, as it must" in box and "3 of 3 agree" in box and "2 of 3 agree: inconclusive" in box
     assert "passes (2)" in box                          # the paper-scale column
     assert "Findings of ours (0 of 1 hold)" in box
     assert "We show that an attention unit learns a window" in box           # the quote, folded
@@ -281,7 +293,7 @@ def test_verdict_box_groups_checks_by_claim_with_baselines_fresh_seeds_and_paper
     assert "not audited" in plain and "no record" in plain and "verdict-reproduced" in plain
 
 
-def test_audit_summary_names_every_check_that_flips_with_its_fresh_verdicts(tmp_path, monkeypatch):
+def test_audit_summary_says_per_check_how_many_sets_agree_and_names_the_sets_of_one_that_flips(tmp_path, monkeypatch):
     from softmax_icl.book import chapter
     from softmax_icl.book.records import Claim
 
@@ -291,7 +303,8 @@ def test_audit_summary_names_every_check_that_flips_with_its_fresh_verdicts(tmp_
     claims = [_claim("steady", True), _claim("flips", False, kind="finding")]
     rec = {"notebook": "low_rank", "profile": "default", "claims": claims, "provenance": {}}
     flipped = [claims[0], dict(claims[1], passed=True, value=0.5)]
-    record = audit.build_record("low_rank", rec, [(1, {}, rec), (2, {}, {"claims": flipped}), (3, {}, None)])
+    earlier, one, two = audit.set_offsets(3)
+    record = audit.build_record("low_rank", rec, [(earlier, {}, rec), (one, {}, {"claims": flipped}), (two, {}, None)])
     (tmp_path / "book" / "results" / "audit" / "low_rank.json").write_text(json.dumps(record))
     monkeypatch.chdir(tmp_path)
 
@@ -302,9 +315,12 @@ def test_audit_summary_names_every_check_that_flips_with_its_fresh_verdicts(tmp_
     run = FakeRun()
     run.claims = [Claim(**c) for c in claims]
     text = chapter.audit_summary(run)
-    assert "3 fresh seed sets (every seed parameter offset by 1000, 2000, 3000" in text
-    assert "2 of 2 checks do not keep their verdict" in text       # 'steady' did not run in set 3 either
-    assert "flips [finding]: FAIL (1) here; fresh sets: FAIL (1), PASS (0.5), did not run" in text
+    assert "rerun with 3 seed sets, the earlier pool (offset 0: " in text
+    assert "2 fresh sets (offsets 11000, 12000)" in text
+    assert "1 of 2 checks have their status here in every set that ran" in text   # a set that did not run: not counted
+    assert "steady [claim]: pass here; 2 of 2 seed sets agree (value 1 in every set; 1 did not run)" in text
+    assert ("flips [finding]: fail here; 1 of 2 seed sets agree (values 0.5 to 1; 1 did not run); by set: the earlier "
+            "pool fail (1), fresh set 1 pass (0.5), fresh set 2 did not run") in text
     run.cfg = dict(run.cfg, seeds=7)                                # not the book's settings: no audit applies
     assert chapter.audit_summary(run).startswith("No seed audit applies to this run")
 
@@ -379,7 +395,7 @@ def test_clearance_reads_a_comparison_threshold_and_agrees_with_the_verdict():
     assert clearance({"value": 1.0, "threshold": "at every n: an interval", "passed": True}) is None
     text = decisive({"id": "x", "title": "the ratio", "value": 0.144, "threshold": "< 0.1", "passed": False},
                     fresh=(3, 5))
-    assert text == "the ratio: 0.144, required < 0.1 (misses 0.1 by 0.044; 3/5 fresh seed sets agree)"
+    assert text == "the ratio: 0.144, required < 0.1 (misses 0.1 by 0.044; 3 of 5 seed sets agree)"
 
 
 def test_every_row_of_the_landing_tables_names_its_deciding_number_and_threshold():

@@ -70,8 +70,8 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
     scope and each check's method.
 
     ``claims``: :class:`~softmax_icl.book.records.Claim` objects or their record dicts; ``audit``: the chapter's seed
-    audit (a "fresh seed sets" column); ``paper``: the chapter's paper-profile record computed by the same code (a "paper
-    scale" column). Columns: claim (rendered maths) · verdict · value (required) · fresh seeds · paper scale.
+    audit (a "seed sets" column: how many of them agree); ``paper``: the chapter's paper-profile record computed by the
+    same code (a "paper scale" column). Columns: claim (rendered maths) · verdict · value (required) · seed sets · paper scale.
     """
     from . import ledger as lg
     from .deciding import decided_number
@@ -85,11 +85,11 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
     entries = list(dict.fromkeys(c["ledger"] for c in checks if c.get("kind") == "claim" and c.get("ledger")))
 
     def fresh_cell(c: dict) -> str:
-        fr = fv.fresh(c)
-        if not fr:
+        st = fv.stability(c)
+        if st is None:
             return "not audited"
-        agree = sum(f == bool(c.get("passed")) for f in fr)
-        return f"{agree}/{len(fr)} agree" if agree == len(fr) else f"{agree}/{len(fr)} agree: inconclusive"
+        # a check without a decided status rests on the sets: one that disagrees makes it inconclusive
+        return st.short() + (": inconclusive" if c.get("status") is None and not st.stable else "")
 
     def paper_cell(c: dict) -> str:
         pc = fv.paper_check(c["id"])
@@ -107,7 +107,7 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
 
     def table(cls: str) -> list[str]:
         return ["```{list-table}", ":header-rows: 1", f":class: verdict-table {cls}", ":widths: 32 17 19 16 16", "",
-                "* - Claim and its checks", "  - Verdict", "  - Value (required)", "  - Fresh seeds",
+                "* - Claim and its checks", "  - Verdict", "  - Value (required)", "  - Seed sets",
                 "  - Paper scale"]
 
     statuses, body, methods = [], table("claims"), []
@@ -140,8 +140,9 @@ def verdict_markdown(claims: Iterable[Any], title: str = "Verdict", audit: dict 
     lines = [f"`````{{admonition}} {title}: {summary}", f":class: {folded}verdict-box {box_class(statuses)}", ""]
     lines += body if entries else ["No check of this chapter tests a claim of the papers."]
     lines += ["", "Each value is computed by this chapter's code from the run shown on this page and written to its "
-              "JSON record; *fresh seeds*: the same chapter rerun with seeds no committed run used (`softmax-icl "
-              "audit`), where a verdict that differs in one set is inconclusive; *paper scale*: the record of the "
+              "JSON record; *seed sets*: the same chapter rerun with other seeds (`softmax-icl audit`): the earlier "
+              "pool, which the committed runs used before the book's own pool, and fresh sets no committed run used; "
+              "a set agrees where it gives the check the status it has here; *paper scale*: the record of the "
               "`paper` profile, computed by the same code.", "", "`````", ""]
     if finds:
         lines += [f"`````{{admonition}} Findings of ours ({sum(bool(c.get('passed')) for c in finds)} of {len(finds)} "
@@ -358,33 +359,43 @@ def book_paper_record(run: Any) -> dict | None:
 
 
 def audit_summary(run: Any) -> str:
-    """The seed audit of ``run`` in words, for a chapter to print under its claim checks: how many fresh seed sets
-    reran the chapter, and every check whose verdict is not the same in all of them (its verdict and value in each),
-    from the committed audit record (:func:`book_audit`). Says so where no audit applies to ``run``."""
-    from .audit import stability
+    """The seed audit of ``run`` in words, for a chapter to print under its claim checks: which seed sets reran the
+    chapter (the earlier pool and the fresh sets, by their offsets), then per check how many sets give its status
+    here and the range of their deciding bounds (and, where they disagree, each set's status), from the committed
+    audit record (:func:`book_audit`). Says so where no audit applies to ``run``."""
+    from ..profiles import BOOK_POOL
+    from .audit import EARLIER_POOL, sets_of, stability
+    from .deciding import bound_text
 
     audit = book_audit(run)
     if audit is None:
         return ("No seed audit applies to this run: the audit (`softmax-icl audit`) reruns the book's own run with "
-                "fresh seeds, and this run has other settings or results, or its chapter has not been audited yet.")
-    sets = audit.get("sets", [])
-    offsets = ", ".join(str(audit.get("seed_offset", 1000) * s["set"]) for s in sets)
-    lines = [f"Seed audit: this chapter rerun with {len(sets)} fresh seed sets (every seed parameter offset by "
-             f"{offsets}; book/results/audit/{run.figure}.json)."]
-    entries = {c["id"]: c for c in audit.get("checks", [])}
-    unstable = []
+                "other seeds, and this run has other settings or results, or its chapter has not been audited yet.")
+    sets = sets_of(audit)
+    fresh = [s for s in sets if s["offset"] != EARLIER_POOL]
+    offsets = ", ".join(str(s["offset"]) for s in fresh)
+    which = (f"the earlier pool (offset 0: the seeds of the committed runs before the book's own pool) and "
+             f"{len(fresh)} fresh sets (offsets {offsets})" if len(fresh) < len(sets) else
+             f"{len(fresh)} fresh sets (offsets {offsets})")
+    lines, kept = [], 0
     for c in getattr(run, "claims", []):
-        st = stability(c.id, audit, c.passed)
-        if st is not None and not st.stable:
-            e = entries[c.id]
-            fresh = ", ".join("did not run" if v is None else f"{'PASS' if v else 'FAIL'} ({fmt(x)})"
-                              for v, x in zip(e["fresh"], e["values"]))
-            unstable.append(f"  {c.id} [{c.kind}]: {'PASS' if c.passed else 'FAIL'} ({fmt(c.value)}) here; "
-                            f"fresh sets: {fresh}")
-    if unstable:
-        lines.append(f"{len(unstable)} of {len(run.claims)} checks do not keep their verdict in every set "
-                     "(inconclusive):")
-        lines += unstable
-    else:
-        lines.append(f"Every one of the {len(run.claims)} checks keeps its verdict in every set.")
-    return "\n".join(lines)
+        check = _as_dict(c)
+        st = stability(check["id"], audit, check)
+        title = f"{_get(c, 'title') or check['id']} [{check.get('kind', 'claim')}]"
+        here = check.get("status") or ("pass" if check.get("passed") else "fail")
+        if st is None:
+            lines.append(f"{title}: {here} here; not audited (the check is newer than the audit)")
+            continue
+        kept += st.stable
+        show = lambda b: bound_text(check, b)  # noqa: E731  (as the verdict table shows the check's own bound)
+        line = f"{title}: {here} here; {st.text(show)}"
+        if not st.stable:
+            line += "; by set: " + ", ".join(
+                f"{s['name']} {'did not run' if r is None else r.get('status') or 'no record of it'}"
+                + ("" if b is None else f" ({show(b)})") for s, r, b in zip(sets, st.statuses, st.bounds))
+        lines.append(line)
+    head = (f"Seed audit: this chapter rerun with {len(sets)} seed sets, {which}; a set's seeds lie its offset above "
+            f"the seed parameters' base values, the book's own run at {BOOK_POOL} (book/results/audit/{run.figure}.json). {kept} of {len(lines)} checks have "
+            "their status here in every set that ran; per check, how many sets agree and the range of their "
+            "deciding bounds:")
+    return "\n".join([head] + lines)

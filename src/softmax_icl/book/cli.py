@@ -5,7 +5,7 @@
     softmax-icl build                                  every notebook at the default profile, then the HTML
     softmax-icl build --executor serial                the same, one notebook after another (progress bars)
     softmax-icl build --executor local                 the notebooks all at once (submitit; also slurm, gpus)
-    softmax-icl audit --sets 5                         every figure with 5 fresh seed sets -> book/results/audit/
+    softmax-icl audit --sets 5                         every figure with 5 seed sets -> book/results/audit/
     softmax-icl compare book runs/low_rank-default     the differences, within the regression tolerances
     softmax-icl compare book runs/low_rank-default --all   every number, not only the differences
     softmax-icl pages                                  regenerate the generated book pages only
@@ -30,7 +30,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..profiles import PROFILES, Figure, ParameterError, validate_device
+from ..profiles import BOOK_POOL, PROFILES, Figure, ParameterError, validate_device
 from .places import BOOK_ENV, SLUG_CHARS, check_writable, holds_run, project_root, run_folder, run_name  # noqa: F401
 from .registry import Registry, resolve
 from .terminal import BOOK_PROFILE, list_lines, paper_on_cpu_note, print_run_report, signals, stopped
@@ -282,8 +282,9 @@ def cmd_build(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    """Fresh seed sets per figure. At the book's profile the reference is the committed record; at another profile
-    the profile's own seeds are run too (set 0, ``runs/audit/<profile>/<figure>/set0/``) as the reference."""
+    """The seed sets per figure (:func:`audit.set_offsets`: the earlier pool and fresh sets). At the book's profile the
+    reference is the committed record; at another profile the profile's own run is run too
+    (``runs/audit/<profile>/<figure>/reference/``) as the reference."""
     from . import audit
 
     root = project_root(book=args.book)
@@ -298,32 +299,29 @@ def cmd_audit(args) -> int:
         if book and not (root / "book" / "results" / f"{name}.json").is_file():
             raise ParameterError(f"figure {name!r} has no committed record book/results/{name}.json to audit")
     device = job_device(args)
-    first = 1 if book else 0
-    plan = [(name, k, audit.seed_overrides(registry[name], args.profile, k) if k else {})
-            for name in names for k in range(first, args.sets + 1)]
-    for name, k, seeds in plan:
+    offsets = ([] if book else [None]) + audit.set_offsets(args.sets)
+    plan = [(name, off, {} if off is None else audit.seed_overrides(registry[name], args.profile, off))
+            for name in names for off in offsets]
+    for name, _, seeds in plan:
         registry.resolve(name, args.profile, seeds)
     ok = True
     if not args.no_run:
         jobs = [figure_job(root, registry[name], args.profile, seeds, device, not args.no_cache, False,
-                           audit.run_folder(root, args.profile, name, k)) for name, k, seeds in plan]
-        jobs = [replace(j, label=f"{name} set {k}") for j, (name, k, _) in zip(jobs, plan)]
-        ok = dispatch(args, root, jobs, f"audit ({args.profile} profile, {args.sets} fresh seed sets)")
+                           audit.run_folder(root, args.profile, name, off)) for name, off, seeds in plan]
+        jobs = [replace(j, label=f"{name} {'reference' if off is None else audit.set_name(off)}")
+                for j, (name, off, _) in zip(jobs, plan)]
+        ok = dispatch(args, root, jobs, f"audit ({args.profile} profile, {args.sets} seed sets: the earlier pool "
+                                        f"and {args.sets - 1} fresh)")
     for name in names:
-        committed = None if book else audit.read_fresh(root, args.profile, name, 0)
+        committed = None if book else audit.read_fresh(root, args.profile, name, None)
         if not book and committed is None:
-            print(f"{name}: the reference run (set 0) did not complete; no audit record", file=sys.stderr)
+            print(f"{name}: the reference run did not complete; no audit record", file=sys.stderr)
             ok = False
             continue
-        fresh = [(k, seeds, audit.read_fresh(root, args.profile, name, k)) for n, k, seeds in plan if n == name and k]
-        path = audit.write_record(root, name, args.profile, fresh, committed)
-        rec = json.loads(path.read_text())
-        flips = [c["id"] for c in rec["checks"] if not c["stable"]]
-        print(f"{name}: {len(rec['checks']) - len(flips)}/{len(rec['checks'])} checks keep their verdict in every "
-              f"fresh seed set" + (f"; not stable: {', '.join(flips)}" if flips else "") + f" -> {path}")
-        for c in rec["checks"]:
-            print(f"    {c['id']:<44} {'PASS' if c['committed'] else 'FAIL'} | "
-                  + " ".join({True: "PASS", False: "FAIL", None: "----"}[v] for v in c["fresh"]))
+        runs = [(off, seeds, audit.read_fresh(root, args.profile, name, off))
+                for n, off, seeds in plan if n == name and off is not None]
+        path = audit.write_record(root, name, args.profile, runs, committed)
+        print("\n".join(audit.report_lines(json.loads(path.read_text()), path)))
     if book:
         from .pages import write_pages
 
@@ -415,12 +413,13 @@ def build_parser(registry: Registry) -> argparse.ArgumentParser:
                         "scales'; the chapters keep the default run) and regenerate the pages")
     p.set_defaults(func=cmd_build)
 
-    p = sub.add_parser("audit", help="rerun figures with fresh seed sets; write book/results/audit/ and the pages")
+    p = sub.add_parser("audit", help="rerun figures with other seed sets; write book/results/audit/ and the pages")
     common(p)
     executor(p)
     p.add_argument("--figures", nargs="+", help="audit only these figures (default: all)")
-    p.add_argument("--sets", type=int, default=5, help="fresh seed sets per figure (>= 5; set k offsets every "
-                                                      "*_seed parameter by 1000 k)")
+    p.add_argument("--sets", type=int, default=5, help="seed sets per figure, all told (>= 5): the earlier "
+                   f"pool (offset 0) and fresh sets k = 1, 2, ... offsetting every *_seed parameter by {BOOK_POOL} + "
+                   "1000 k")
     p.add_argument("--no-run", action="store_true", help="rebuild the audit records from the runs already in "
                                                         "runs/audit/ (no notebook is executed)")
     p.set_defaults(func=cmd_audit)

@@ -20,10 +20,7 @@ def decided_number(check: dict, cell: bool = True) -> str | None:
     if not d.get("cells"):
         return None
     worst = min(d["cells"], key=stats.margin_over_threshold)
-    entry = design.load().entries.get(d.get("design", ""))
-    raw = entry.raw if entry is not None else {}
-    raw = (raw.get("metrics") or {}).get(worst["label"].split(": ", 1)[0], raw)
-    is_log = str(raw.get("threshold", "")).replace(" ", "").lstrip("-").startswith("log(")
+    is_log = _is_log(d, worst)
     b, c, m, test = stats.worst_bound(worst), worst["threshold"], stats.margin_over_threshold(worst), worst["test"]
     kind = "value" if worst.get("exact") else {"below": "upper bound", "above": "lower bound",
                                                 "equal": "bound"}[test]
@@ -38,3 +35,28 @@ def decided_number(check: dict, cell: bool = True) -> str | None:
     label = worst["label"].replace(" -> ", " → ").replace("/", " / ")           # breakable in a narrow column
     where = f" at {label}" if cell and len(d["cells"]) > 1 else ""
     return f"{shown} ({kind}{where}; required {need}; {'clears' if m >= 0 else 'misses'} by {by})"
+
+
+def _is_log(decision: dict, cell: dict) -> bool:
+    """Whether the design states the statistic of ``cell`` as a log ratio (a ``log(x)`` threshold)."""
+    entry = design.load().entries.get(decision.get("design", ""))
+    raw = entry.raw if entry is not None else {}
+    raw = (raw.get("metrics") or {}).get(str(cell.get("label", "")).split(": ", 1)[0], raw)
+    return str(raw.get("threshold", "")).replace(" ", "").lstrip("-").startswith("log(")
+
+
+def bound_text(check: dict, bound: float) -> str:
+    """A deciding bound of ``check`` (in the statistic's units, e.g. from its seed audit) as :func:`decided_number`
+    shows the check's own: as a factor where the design states the statistic as a log ratio."""
+    d = check.get("decision") or {}
+    try:
+        worst = min(d["cells"], key=stats.margin_over_threshold) if d.get("cells") else None
+        log = worst is not None and _is_log(d, worst)
+    except (KeyError, TypeError):
+        log = False
+    try:
+        if log:
+            return f"{math.exp(abs(bound) if worst['test'] == 'equal' else bound):.3g}"
+    except OverflowError:
+        pass
+    return fmt(bound)

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..profiles import Figure, fmt
 from . import ledger as lg
 from .landing import answer_markdown
-from .deciding import decided_number
+from .deciding import bound_text, decided_number
 from .myst import nobreak
 from .scales import cache_note, scales_markdown
 from .overview import BADGE, SHORT, badge, by_paper, overview_figure  # noqa: F401 (the badges: chapter.py, tests)
@@ -97,14 +97,21 @@ def _what(check: dict, limit: int = 48) -> str:
     return tail[1].strip() if len(tail) == 2 and 0 < len(tail[1].strip()) <= limit else ""
 
 
-def decisive(check: dict, required: bool = True, fresh: tuple[int, int] | None = None, what: bool = False,
-             cell: bool = True) -> str:
+def _agreement(fresh) -> str:
+    """``fresh`` (a :class:`~softmax_icl.book.audit.Stability`, or (agreeing, all)) in words where its seed sets
+    disagree with the committed status, else ""."""
+    agree, n = (fresh.agree, fresh.ran) if hasattr(fresh, "agree") else fresh if fresh else (0, 0)
+    return f"{agree} of {n} seed sets agree" if fresh and agree < n else ""
+
+
+def decisive(check: dict, required: bool = True, fresh=None, what: bool = False, cell: bool = True) -> str:
     """A check's deciding number: its title, its value (with ``what``: what the value is, :func:`_what`), its
-    threshold (with ``required``) and by how much the value clears or misses it; ``fresh``: (agreeing, all) fresh seed
-    sets, said where they disagree. A check decided by the design says its deciding bound (:func:`decided_number`)."""
+    threshold (with ``required``) and by how much the value clears or misses it; ``fresh``: the audit's seed sets
+    (a :class:`~softmax_icl.book.audit.Stability` or (agreeing, all)), said where they disagree. A check decided by
+    the design says its deciding bound (:func:`decided_number`)."""
     decided = decided_number(check, cell)
     if decided is not None:
-        note = f"; {fresh[0]}/{fresh[1]} fresh seed sets agree" if fresh and fresh[0] < fresh[1] else ""
+        note = f"; {_agreement(fresh)}" if _agreement(fresh) else ""
         return f"{_title(check)}: {decided}{note}"
     by = clearance(check)
     notes = [] if by is None else [
@@ -113,28 +120,27 @@ def decisive(check: dict, required: bool = True, fresh: tuple[int, int] | None =
         notes.insert(0, _what(check))
     if check.get("margin") is not None:
         notes.append(f"margin {fmt(check['margin'])}")
-    if fresh and fresh[0] < fresh[1]:
-        notes.append(f"{fresh[0]}/{fresh[1]} fresh seed sets agree")
+    if _agreement(fresh):
+        notes.append(_agreement(fresh))
     return (f"{_title(check)}: {fmt(check.get('value'))}" + (f", required {check.get('threshold')}" if required else "")
             + (f" ({'; '.join(notes)})" if notes else ""))
 
 
 def _scale_check(book: BookVerdicts, key: str, scale: str):
-    """The check ``key`` at ``scale`` and its fresh seed sets' agreement (default scale only): (check, fresh) or
-    None."""
+    """The check ``key`` at ``scale`` and its agreement over the audit's seed sets (default scale only; a
+    :class:`~softmax_icl.book.audit.Stability`, None where no audit applies): (check, agreement) or None."""
     fv, c = book.check(key)
     if c is None:
         return None
     if scale == "paper":
         c = fv.paper_check(c["id"])
         return None if c is None else (c, None)
-    fresh = fv.fresh(c)
-    return c, (sum(f == bool(c.get("passed")) for f in fresh), len(fresh))
+    return c, fv.stability(c)
 
 
 def deciding_checks(book: BookVerdicts, ev, scale: str = "default") -> list[tuple[dict, tuple | None]]:
     """The checks that decide an entry's verdict at ``scale``: those not reproduced (failing, or unstable over seed
-    sets) where there are any, else the passing check that lies closest to its threshold. Each with its fresh seed
+    sets) where there are any, else the passing check that lies closest to its threshold. Each with its seed
     sets' agreement (:func:`_scale_check`)."""
     v = ev.default if scale == "default" else ev.paper
     if v is None:
@@ -251,15 +257,45 @@ def landing_table(book: BookVerdicts) -> str:
     return "\n".join(out).rstrip("\n")
 
 
+def audit_scope(book: BookVerdicts) -> tuple[str, str]:
+    """What the seed audit covers, for the counts: (a short note for the default scale's line, a sentence naming the
+    audited chapters, how many seed sets reran each and whether the earlier pool is one of them). A chapter is audited
+    where its audit speaks for its committed run and for at least one of its checks."""
+    from .audit import EARLIER_POOL, sets_of
+
+    audited = [f for f, fv in book.figures.items() if fv.audit and any(fv.stability(c) for c in fv.checks())]
+    if not audited:
+        return "not audited", ("No chapter's seed audit applies to its committed run: the default scale's verdicts "
+                               "rest on each chapter's committed run alone.")
+    groups: dict = {}                   # (sets, the earlier pool among them) -> chapters
+    for f in audited:
+        sets = sets_of(book.figures[f].audit)
+        groups.setdefault((len(sets), any(s["offset"] == EARLIER_POOL for s in sets)), []).append(
+            f"“{_md(chapter_title(book, f).split(': ')[0])}”")
+
+    def sets_text(n: int, earlier: bool) -> str:
+        return (f"{n} seed sets, the earlier pool (the seeds of the committed runs before the book's own pool) and "
+                f"{n - 1} fresh sets no committed run used" if earlier else
+                f"{n} fresh seed sets (the earlier pool not among them)")
+
+    join = lambda xs: xs[0] if len(xs) == 1 else ", ".join(xs[:-1]) + " and " + xs[-1]  # noqa: E731
+    parts = [f"{join(chs)} with {sets_text(*k)}" for k, chs in groups.items()]
+    n_sets = sorted({k[0] for k in groups})
+    short = (f"{len(audited)} of {len(book.figures)} chapters audited, with {' or '.join(map(str, n_sets))} seed "
+             "sets each" + (", the earlier pool among them" if all(k[1] for k in groups) else ""))
+    rest = len(book.figures) - len(audited)
+    long = (f"The seed audit reran {len(audited)} of {len(book.figures)} chapters: {'; '.join(parts)}. A seed set "
+            "agrees with a check where it gives the check's committed status." + (
+                f" The other {rest} chapter{'s' if rest != 1 else ''} {'have' if rest != 1 else 'has'} no audit of "
+                "the committed run: their verdicts rest on that run alone." if rest else ""))
+    return short, long
+
+
 def headline(book: BookVerdicts) -> list[str]:
-    """The counts of the ledger's entries in the four categories, at both scales."""
+    """The counts of the ledger's entries in the four categories, at both scales, and what the seed audit covers."""
     n = len(book.entries)
-    # a chapter is audited where its fresh seed sets speak for at least one of its checks
-    audited = [f for f, fv in book.figures.items() if fv.audit and any(fv.fresh(c) for c in fv.checks())]
-    sets = sorted({len(fv.audit.get("sets", [])) for fv in book.figures.values() if fv.audit})
     out = []
-    audit = (f"{len(audited)} of {len(book.figures)} chapters audited with {' or '.join(map(str, sets))} fresh seed "
-             "sets" if sets else "not audited")
+    audit, audited = audit_scope(book)
     for scale, what in (("default", f"default scale ({audit})"), ("paper", "paper scale (one run per chapter, not "
                                                                           "audited)")):
         c = book.counts(scale)
@@ -269,9 +305,9 @@ def headline(book: BookVerdicts) -> list[str]:
         out.append(f"* **At the {what}:** {', '.join(parts)} (of {n} claims)." + (
             f" The paper runs of {len(stale)} of {len(book.figures)} chapters were computed by earlier code and are "
             "not counted until they are rerun (see {doc}`scales`)." if stale else ""))
-    out += ["", "The landing page counts the default scale, whose runs can be audited against fresh seed sets, while "
-            "the paper scale is one run per chapter. The paper scale is the more faithful one (longer training, "
-            "larger contexts); where the two disagree, both are shown and the chapter gives the cause."]
+    out += ["", audited, "", "The landing page counts the default scale, whose runs the seed audit reruns with other "
+            "seeds, while the paper scale is one run per chapter. The paper scale is the more faithful one (longer "
+            "training, larger contexts); where the two disagree, both are shown and the chapter gives the cause."]
     return out
 
 
@@ -355,12 +391,14 @@ def findings_block(book: BookVerdicts) -> list[str]:
     finds = [(fv, c) for fv in book.figures.values() for c in fv.checks() if c.get("kind") == "finding"]
     ctrls = [(fv, c) for fv in book.figures.values() for c in fv.checks() if c.get("kind") == "control"]
     st = lambda fv, c: audit_status(c, fv.audit)  # noqa: E731
+    ns = sum(st(*x) == "not settled" for x in finds)
+    unsettled = f", {ns} not settled at this training length" if ns else ""
     out = ["## Findings and controls", "",
            f"Besides the claims, {len(finds)} *findings* test questions the papers do not answer, or push a claim "
            f"past its scope (either verdict is a result): {sum(st(*x) == 'holds' for x in finds)} hold, "
            f"{sum(st(*x) == 'does not hold' for x in finds)} do not, {sum(st(*x) == 'inconclusive' for x in finds)} "
-           f"inconclusive. {sum(st(*x) == 'fails, as it must' for x in ctrls)} of {len(ctrls)} *controls* fail, as "
-           "they must (a control runs a check on a baseline or against the wrong counterpart; one that passes means "
+           f"inconclusive{unsettled}. {sum(st(*x) == 'fails, as it must' for x in ctrls)} of {len(ctrls)} *controls* "
+           "fail, as they must (a control runs a check on a baseline or against the wrong counterpart; one that passes means "
            "its check does not discriminate). How checks were re-scoped, and why, is in {doc}`changelog`.", ""]
     for name, fv in book.figures.items():
         if fv.record is None:
@@ -371,13 +409,12 @@ def findings_block(book: BookVerdicts) -> list[str]:
                 "",
                 f"Chapter: {{doc}}`../notebooks/{name}`.", "", "```{list-table}", ":header-rows: 1",
                 ":class: check-table", ":widths: 40 12 28 20", "",
-                "* - Check", "  - Kind", "  - Verdict and value", "  - Fresh seed sets"]
+                "* - Check", "  - Kind", "  - Verdict and value", "  - Seed sets"]
         for c in fv.checks():
-            fresh = fv.fresh(c)
-            agree = sum(f == bool(c.get("passed")) for f in fresh)
+            st = fv.stability(c)
             out += [f"* - {_md(_title(c))}", f"  - {c.get('kind', 'claim')}",
                     f"  - {check_word(c, fv.status(c) if c.get('kind') == 'claim' else None)}: {_value_cell(c)}",
-                    f"  - {f'{agree}/{len(fresh)} agree' if fresh else 'not audited'}"]
+                    f"  - {st.text(lambda b, c=c: bound_text(c, b)) if st else 'not audited'}"]
         rec = fv.record
         out += ["```", "", f"{rec['profile']} profile, device `{rec['provenance']['device']}`, "
                 f"{rec['timings'].get('total', float('nan')):.0f} s of notebook compute{cache_note(rec)}.", "", "````",

@@ -57,9 +57,9 @@ class Claim:
     interval of every cell); its verdict rests on its pooled seeds, and the audit's sets are a display beside it.
     Any other check: one run gives one verdict, PASS or FAIL. Whether a claim of the papers is *reproduced*, *not
     reproduced* or *inconclusive* is then a statement over seeds, not a field of one run's check: the audit
-    (:mod:`softmax_icl.book.audit`, ``softmax-icl audit``) reruns the figure with fresh seed sets, and a check whose
-    verdict is not the same in the committed run and in every fresh set is *inconclusive*
-    (:func:`softmax_icl.book.audit.status`); a claim the audit has not rerun keeps its committed verdict.
+    (:mod:`softmax_icl.book.audit`, ``softmax-icl audit``) reruns the figure with other seed sets (the earlier pool
+    and fresh sets), and a check whose status is not the same in the committed run and in every set that ran is
+    *inconclusive* (:func:`softmax_icl.book.audit.status`); a claim the audit has not rerun keeps its committed verdict.
     """
 
     id: str

@@ -114,19 +114,25 @@ class FigureVerdicts:
             return None
         return next((c for c in self.paper.get("claims", []) if c["id"] == cid), None)
 
+    def stability(self, check: dict):
+        """The check's agreement over the audit's seed sets (:class:`softmax_icl.book.audit.Stability`: how many give
+        its committed status, and the range of their deciding bounds), or None where no audit applies."""
+        return stability(check["id"], self.audit, check)
+
     def fresh(self, check: dict) -> list[bool]:
-        """The check's verdicts in the audit's fresh seed sets ([] where none applies); a set that did not record it
-        counts as a disagreement."""
-        st = stability(check["id"], self.audit, bool(check.get("passed")))
+        """Each seed set that ran, as a pass (True) where it gives the check's committed status and the opposite of
+        the committed ``passed`` where it does not ([] where no audit applies): what :func:`ledger.check_status`
+        combines for a check without a decided status."""
+        st = self.stability(check)
         if st is None:
             return []
-        entry = next(c for c in self.audit["checks"] if c["id"] == check["id"])
-        return [bool(v) if v is not None else not bool(check.get("passed")) for v in entry["fresh"]]
+        passed = bool(check.get("passed"))
+        return [passed if s.get("status") == st.committed else not passed for s in st.statuses if s is not None]
 
     def status(self, check: dict) -> str:
         """The ledger status of a check at the book's profile: the decision on its pooled seeds, or (a check with one
-        PASS/FAIL) its verdict here and in every fresh seed set; a check whose control does not fail is inconclusive
-        (it does not discriminate)."""
+        PASS/FAIL) its verdict here and in every seed set of the audit; a check whose control does not fail is
+        inconclusive (it does not discriminate)."""
         st = lg.check_status(bool(check.get("passed")), self.fresh(check), check.get("status"))
         return _discriminates(check, st, self.checks())
 
