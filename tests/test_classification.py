@@ -847,3 +847,37 @@ def test_the_loosest_learnable_tau_is_read_per_length():
     assert analysis.loosest_learnable(rows, [0.25, 1.0, 4.0], 10, 0.2, 0.5) == (0.25, [0.25])
     assert analysis.loosest_learnable(rows, [0.25, 1.0, 4.0], 30, 0.2, 0.5) == (4.0, [0.25, 1.0, 4.0])
     assert analysis.loosest_learnable(rows, [0.25, 1.0, 4.0], 100, 0.2, 0.5) == (0.25, [])
+
+
+def test_softmax_ge_linear_is_decided_in_each_training_basin(tmp_path):
+    """Planted: softmax units in two basins (learned beta > 0: far better than linear; beta <= 0: twice as bad). The
+    reading is decided per basin, each basin's seeds on their own (a pooled t-bound over a two-point mixture describes
+    no trained model): the good basin passes, the bad one fails, so the reading fails; the basin shares come with
+    their intervals. One basin alone decides as before."""
+    from softmax_icl import stats
+    from softmax_icl.book.run import Run
+    from softmax_icl.figures import FIGURES
+    from softmax_icl.figures.classification_kernel_gd import analysis as an
+    from softmax_icl.figures.classification_kernel_gd import claims as cl
+    S, steps = 15, np.arange(0, 1001, 250)
+    good = np.arange(S) % 5 != 0                                           # seeds 0, 5, 10 in the bad basin
+    x = np.where(good, np.log(0.08), np.log(2.0)) + np.linspace(-0.01, 0.01, S)
+    hist = np.tile(x, (len(steps), 1))
+    cells, words = cl._basin_cells(x, good, hist, steps, 100)
+    assert len(cells) == 2 and "3 of 15 seeds" in words and "12 of 15 seeds" in words
+    run = Run(FIGURES["classification_kernel_gd"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    c = run.decide("softmax-ge-linear-clustered-tight", "x", cells, kind="claim", source="t",
+                   ledger="softmax-ge-linear")
+    assert [x["verdict"] for x in c.decision["cells"]] == ["pass", "fail"] and c.status == "fail"
+    pooled = stats.decide(stats.Test("below", np.log(1.05), np.log(1.05)), x)
+    assert pooled.verdict == "pass"                      # the pooled bound would have called the mixture a pass
+    one, _ = cl._basin_cells(x[good], good[good], hist[:, good], steps, 100)
+    assert run.decide("softmax-ge-linear-clustered-tight", "x", one, kind="claim", source="t",
+                      ledger="softmax-ge-linear").status == "pass"
+    # the basin of a seed: the sign of its softmax unit's learned kernel scale, paired by seed with the linear unit
+    cfg = [dict(reading="uniform", P=1, tau=0.0, k=0, C=5, d=5, n=100, model=m, seed=s)
+           for m in ("softmax", "linear") for s in range(3)]
+    table = an.UnitTable(tuple(cfg), np.ones((6, 4)), np.ones((6, 4)),
+                         scale=np.array([2.0, -1.0, 3.0, -5.0, -5.0, -5.0]))
+    monkey = {k: v.tolist() for k, v in an.basins(table).items()}
+    assert list(monkey.values()) == [[True, False, True]]

@@ -39,6 +39,29 @@ def test_the_design_is_well_formed():
         ds.number("lg(2)")
 
 
+def test_every_claim_check_is_followed_along_training_or_says_why_it_cannot_be():
+    """A claim check that is not followed cannot be "not settled", so a statistic still moving at the end of training
+    would become a verdict: every check of a ledger entry is followed (``trajectory``), is a computation without
+    training (``exact``), or names in ``not_followed`` why its statistic has no path to follow."""
+    import yaml
+    d = ds.load()
+    ledger = yaml.safe_load((ROOT / "book" / "claims.yml").read_text())
+    checks = {c for e in ledger["claims"] for c in e.get("checks") or []}
+    bare = [k for k in sorted(checks) if not d.entries[k].trajectory and not d.entries[k].test.exact
+            and not str(d.entries[k].raw.get("not_followed") or "").strip()]
+    assert not bare, "claim checks neither followed nor saying why: " + ", ".join(bare)
+
+
+def test_a_followed_claim_check_records_its_path():
+    """Planted: a followed check decided without its trajectory is an error of the check's code, not a settled
+    verdict; the committed records carry a trajectory in every cell of every followed claim check."""
+    d = ds.load()
+    missing = [f"{fig}/{c['id']}: {x['label']}" for fig, rec in _records().items() for c in rec["claims"]
+               if c.get("kind") == "claim" and f"{fig}/{c['id']}" in d.entries and d.entries[f"{fig}/{c['id']}"].trajectory
+               for x in _cells(c) if not x.get("exact") and "trajectory" not in x]
+    assert not missing, "followed checks without a logged path: " + "; ".join(missing[:8])
+
+
 def test_every_recorded_check_is_designed():
     """Each check of a committed record is a designed check or one of its listed rivals."""
     d = ds.load()

@@ -199,4 +199,4 @@ def test_the_trajectory_ends_where_the_verdict_is_measured(smoke_checks):
     by = {c.id: c for c in run.claims}
     for cell in by["matched-L-curves-coincide"].decision["cells"] + by["mismatched-L-large-worse"].decision["cells"]:
         assert abs(cell["trajectory"]["means"][-1] - cell["mean"]) < 0.15, cell["label"]
-    assert all(c["sd"] == 0 for c in by["matched-L-curves-coincide-identical"].decision["cells"])
+    assert all(c["sd"] == 0 for c in by["matched-L-level-identical"].decision["cells"])

@@ -60,7 +60,7 @@ def test_entries_are_well_formed():
 
 def test_a_check_belongs_to_one_entry(tmp_path):
     text = lg.LEDGER_PATH.read_text().replace("checks: [low_rank/softmax-rho1-to-zero, low_rank/softmax-rho2-to-zero]",
-                                              "checks: [low_rank/softmax-rho1-to-zero, low_rank/thm44-n2-rho2]")
+                                              "checks: [low_rank/softmax-rho1-to-zero, low_rank/thm44-n2-cBBT]")
     p = tmp_path / "claims.yml"
     p.write_text(text)
     with pytest.raises(ValueError, match="more than one entry"):

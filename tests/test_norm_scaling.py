@@ -193,28 +193,47 @@ def test_an_exact_check_with_its_monte_carlo_error_needs_the_whole_interval_insi
     assert out.status == "fail"
 
 
-def test_the_late_growth_rival_fails_where_the_norms_have_settled(tmp_path):
-    from softmax_icl.book.run import Run
+def _adam_like(plateaus, seeds=4, T=101, rate=0.01, jitter=0.0):
+    """Fake dynamics sweep as Adam draws it: ||M|| = 0.01 exp(rate t) for every L alike (Adam's steps ignore the
+    gradient's scale), up to a plateau at step ``plateaus[L index]`` (a larger L grows for longer); ``jitter``: a
+    per-seed relative change of the rate."""
+    steps = np.arange(T) * 10
+    sweep = Sweep(classes=("relu",), L=(0.1, 0.3, 1.0), sigma=(0.1,), n=(50,), seeds=seeds)
+    configs = sweep.configs()
+    r = np.array([rate * (1 + jitter * (c["seed"] - seeds / 2) / seeds) for c in configs])
+    stop = np.array([plateaus[sweep.L.index(c["L"])] for c in configs])
+    norm = 0.01 * np.exp(r[None, :] * np.minimum(steps[:, None], stop[None, :]))
+    return SweepResult(sweep=sweep.to_dict(), configs=configs, log_steps=steps,
+                       M_history=norm[:, :, None, None] * np.eye(2), loss_history=np.zeros((T, len(configs))),
+                       final_state={})
+
+
+def _growth_checks(run, res):
     from softmax_icl.figures.norm_scaling import claims
-    rates = [[0.001, 0.002, 0.004]] * 3 + [[0.0011, 0.0021, 0.0043]] * 3       # rate doubles per step of L
-    g = dynamics.growth(_growth_result(rates), "isotropic", early=0.2)
-    early = dynamics.ordering([g], ["relu"], [0.1, 0.3, 1.0], "early_slope")
-    late = dynamics.ordering([g], ["relu"], [0.1, 0.3, 1.0], "late_slope")
-    claim, rival, whole = claims.growth_steps(early, late, {("isotropic", "relu"): 1.0})
-    assert set(claim) == set(whole) and len(claim) == 2
-    np.testing.assert_allclose(claim["relu/isotropic, L = 0.1 -> 0.3"], [1.0] * 3 + [0.1 / 0.11] * 3)
-    np.testing.assert_allclose(rival["relu/isotropic, L = 0.1 -> 0.3"], 0.0, atol=1e-9)   # plateau: no growth
-    run = Run(FIGURES["norm_scaling"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    g = [dynamics.growth(res, "isotropic", early=0.05)]
+    order = {stat: dynamics.ordering(g, ["relu"], [0.1, 0.3, 1.0], stat)
+             for stat in ("gain", "late_gain", "early_slope", "late_slope")}
+    claim, rival, _ = claims.growth_steps(order["gain"], order["late_gain"], {("isotropic", "relu"): 1.0})
     c = run.decide("growth-rate-orders-with-L", "x", claim, kind="claim", source="t", ledger="norm-grows-faster")
     r = run.decide("growth-rate-orders-with-L-late", "x", rival, kind="control", source="t",
                    control_of="growth-rate-orders-with-L")
+    return c, r, order
+
+
+def test_the_growth_statistic_tells_faster_growth_under_adam_from_its_absence(tmp_path):
+    """Planted: under Adam every L starts along the same path; with the property, a larger L grows for longer (to a
+    higher norm) and has grown more after the same number of steps. The gain sees it and the late-training rival
+    fails; without the property (every L the same path) the gain fails; the early slope is blind to both."""
+    from softmax_icl.book.run import Run
+    run = Run(FIGURES["norm_scaling"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    c, r, order = _growth_checks(run, _adam_like([200, 400, 600], jitter=0.05))
     assert c.status == "pass" and r.status == "fail"
-    # a step of L at which the rate does not grow: the claim fails there
-    gf = [dynamics.growth(_growth_result([[0.002, 0.002, 0.004]] * 4), "isotropic", 0.2)]
-    flat = [dynamics.ordering(gf, ["relu"], [0.1, 0.3, 1.0], stat) for stat in ("early_slope", "late_slope")]
-    steps = claims.growth_steps(*flat, {("isotropic", "relu"): 1.0})[0]
-    assert run.decide("growth-rate-orders-with-L", "x", steps, kind="claim", source="t",
-                      ledger="norm-grows-faster").status == "fail"
+    cell = c.decision["cells"][0]
+    assert cell["trajectory"]["means"][-1] == pytest.approx(cell["mean"])        # followed along training
+    early = order["early_slope"].by_panel[("isotropic", "relu")]
+    assert np.ptp(early.mean(0)) < 1e-9 * early.mean()                            # the early slope cannot see it
+    absent, _, _ = _growth_checks(run, _adam_like([400, 400, 400], jitter=0.05))
+    assert absent.status == "fail"
 
 
 def test_trajectory_keeps_the_logged_steps_where_every_seed_is_defined():
@@ -237,8 +256,13 @@ def test_inner_dimension_compares_per_seed_with_the_nearer_neighbour_L():
     res = SimpleNamespace(M_history=M_r[None], log_steps=np.array([0]), grid=grid,
                           sweep={"inner_dim": 4, "seeds": seeds})
     u = SimpleNamespace(grid=grid, w_pop=np.repeat([1.0, 5.0, 5.0], seeds))   # L = 0.3 has no window
-    inner = an.inner_dimension(cfg, {"inner": res}, M_d, u)
+    iso = SimpleNamespace(M_history=np.stack([0.5 * M_d, M_d]), log_steps=np.array([0, 1]))
+    res = dict(res.__dict__, M_history=np.stack([0.5 * M_r, M_r]), log_steps=np.array([0, 1]))
+    inner = an.inner_dimension(cfg, {"inner": SimpleNamespace(**res), "iso": iso}, M_d, u)
     assert inner.keys == [("relu", 1.0), ("relu", 3.0)] and inner.neighbour == [3.0, 1.0]
+    # followed along training: the distance with both units' M as it stood at each logged step (here the same)
+    np.testing.assert_allclose(inner.dist_history, [[0.05, 0.05], [0.05, 0.05]])
+    assert inner.steps.tolist() == [0, 1]
     np.testing.assert_allclose(inner.dist, [[0.0, 0.1], [0.0, 0.1]])
     assert inner.gap == pytest.approx([0.5 / 4.5, 0.5 / 4.0])
     np.testing.assert_allclose(inner.dist_next[0], [0.5 / 4.5, abs(4.4 - 4.5) / 4.5])

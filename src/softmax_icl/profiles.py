@@ -66,9 +66,12 @@ class Param:
     check: Callable[[Any], bool] | None = None
     check_text: str = ""                       # the allowed range, in words, for error messages
     distinct: bool = True                      # list kinds: no value twice (a grid point given twice is a typo)
+    pool: bool = False                         # a seed of the book's pool: the value is BOOK_POOL above ``values``
 
     def value(self, profile: str):
-        return self.values.get(profile, self.values["default"])
+        """The parameter's value at ``profile`` (a seed of the pool: its base value plus :data:`BOOK_POOL`)."""
+        v = self.values.get(profile, self.values["default"])
+        return v + BOOK_POOL if self.pool else v
 
 
 def positive(x) -> bool:
@@ -208,14 +211,21 @@ def training_params() -> dict:
     }
 
 
+#: The seed pool of the book's runs: the offset they add to the profile value of every ``*_seed`` parameter. It is a
+#: fresh pool, which no earlier committed run used; the earlier pool (offset 0: the profile values themselves) becomes
+#: one of the seed audit's sets (:mod:`softmax_icl.book.audit`), and the audit's fresh sets lie above it, at
+#: ``BOOK_POOL + 1000 k``.
+BOOK_POOL = 10000
+
+
 def seed_params() -> dict:
     return {
         "seeds": Param("int", {"smoke": 2, "default": 3, "paper": 5}, "independent pretraining runs per configuration",
                        **min_seeds()),
-        "data_seed": Param("int", {"default": 0}, "seed of the pretraining task streams", check=non_negative,
+        "data_seed": Param("int", {"default": 0}, "seed of the pretraining task streams", check=non_negative, pool=True,
                            check_text="an integer >= 0"),
-        "init_seed": Param("int", {"default": 1}, "seed of the initial weights", check=non_negative,
+        "init_seed": Param("int", {"default": 1}, "seed of the initial weights", check=non_negative, pool=True,
                            check_text="an integer >= 0"),
-        "eval_seed": Param("int", {"default": 3}, "seed of the fixed evaluation set", check=non_negative,
+        "eval_seed": Param("int", {"default": 3}, "seed of the fixed evaluation set", check=non_negative, pool=True,
                            check_text="an integer >= 0"),
     }

@@ -24,9 +24,10 @@ non-inferiority test with ``c = m``), and its false-pass rate the probability th
 side (at ``c + m``, a deficit of twice the margin). Both are computed from the seed spread with the normal
 approximation of the t-test (:func:`power`).
 
-A statistic logged along training **settled** unless, over the last quarter of training, its seed mean moved by more
-than half the margin towards a different verdict than the one it has (:func:`settled`): a statistic still on its way
-to the threshold is "not settled at this training length", never "not reproduced".
+A statistic logged along training **settled** unless its drift over the last quarter of training, carried on for one
+more training length, would carry its deciding bounds to another verdict (:func:`settled`): a statistic still on its
+way across the threshold is "not settled at this training length", never "not reproduced"; one that clears the
+threshold by more than its drift can carry it has settled, however much it still moves.
 
 NumPy only (no SciPy): the t quantiles come from the regularised incomplete beta function, tested against tables.
 """
@@ -44,10 +45,10 @@ TESTS = ("below", "above", "equal")
 #: Verdicts of one check. "not settled" is given by :func:`settled` on top of the test's decision.
 PASS, FAIL, INCONCLUSIVE, NOT_SETTLED = "pass", "fail", "inconclusive", "not settled"
 VERDICTS = (PASS, FAIL, INCONCLUSIVE, NOT_SETTLED)
-#: The share of training over which a statistic must have settled (its last quarter), and the part of the margin it
-#: may move there.
+#: The share of training whose drift a settling check reads (its last quarter), and how many more training lengths
+#: that drift is carried on for (:func:`settled`).
 SETTLE_WINDOW = 0.25
-SETTLE_SHARE = 0.5
+SETTLE_HORIZON = 1.0
 
 
 # -- Student's t without SciPy -----------------------------------------------------------------------------------
@@ -237,14 +238,7 @@ def decide(test: Test, samples, se: float | None = None, alpha: float = ALPHA) -
         mean, lo, hi, sd = float(x[0]), float(x[0]) - half, float(x[0]) + half, (0.0 if se is None else float(se))
     else:
         mean, lo, hi, sd = bounds(samples, alpha)
-    c = test.threshold
-    if test.kind == "below":
-        verdict = PASS if hi < c else FAIL if lo > c else INCONCLUSIVE
-    elif test.kind == "above":
-        verdict = PASS if lo > c else FAIL if hi < c else INCONCLUSIVE
-    else:
-        verdict = PASS if (-c < lo and hi < c) else FAIL if (lo > c or hi < -c) else INCONCLUSIVE
-    return Decision(verdict, mean, lo, hi, int(np.asarray(samples).size), sd)
+    return Decision(_verdict_between(test, lo, hi), mean, lo, hi, int(np.asarray(samples).size), sd)
 
 
 def power(test: Test, n: int, sd: float) -> tuple[float, float]:
@@ -303,40 +297,44 @@ def _erfinv(y: float) -> float:
 
 # -- settling -----------------------------------------------------------------------------------------------------
 
-def toward(test: Test, delta: float) -> str | None:
-    """Which verdict a change ``delta`` of the statistic moves towards (PASS or FAIL; None for no change)."""
-    if delta == 0:
-        return None
-    if test.kind == "below":
-        return PASS if delta < 0 else FAIL
-    if test.kind == "above":
-        return PASS if delta > 0 else FAIL
-    raise ValueError("an 'equal' test needs the mean to say which way is towards a pass: use toward_equal")
-
-
-def settled(test: Test, steps, means, verdict: str) -> tuple[bool, float]:
+def settled(test: Test, steps, means, verdict: str, lo: float | None = None,
+            hi: float | None = None) -> tuple[bool, float]:
     """Whether a statistic logged along training settled, and its change over the last quarter.
 
     ``steps``: the logged training steps (increasing, the last one the end of training); ``means``: the statistic's
-    seed mean at each. The change is the end value minus the value at the last logged step at or before 3/4 of
-    training. It settled unless ``|change| > SETTLE_SHARE * margin`` and the change points towards another verdict
-    than ``verdict`` (a pass moving towards a failure, a failure or an inconclusive result moving towards a pass, an
-    inconclusive result moving towards a failure)."""
+    seed mean at each; ``lo``, ``hi``: the end-of-training bounds that decided ``verdict`` (the mean itself when not
+    given). The drift is the least-squares slope of the mean over the logged steps of the last quarter (from the last
+    one at or before 3/4 of training to the end); carried on for one more training length (``steps[-1] - steps[0]``)
+    it moves the bounds by ``slope * length`` (:data:`SETTLE_HORIZON` lengths). The statistic settled unless the
+    decision on the moved bounds differs from ``verdict``: a cell whose bound clears its threshold by more than the
+    drift can carry it never is "not settled", however much it moves; a cell the drift would carry across is, however
+    little it moves. Returns (settled, the change of the mean over the last quarter)."""
     steps, means = np.asarray(steps, dtype=np.float64), np.asarray(means, dtype=np.float64)
     if steps.size < 2 or test.exact:
         return True, 0.0
     if steps.shape != means.shape or np.any(np.diff(steps) <= 0):
         raise ValueError("settled() needs increasing steps and one mean per step")
+    if not np.all(np.isfinite(means)):
+        raise ValueError(f"settled() needs finite means; got {means.tolist()}")
     start = steps[0] + (1.0 - SETTLE_WINDOW) * (steps[-1] - steps[0])
     k = int(np.nonzero(steps <= start + 1e-9)[0][-1])
     delta = float(means[-1] - means[k])
-    if abs(delta) <= SETTLE_SHARE * test.margin:
-        return True, delta
-    if test.kind == "equal":
-        direction = PASS if abs(means[-1]) < abs(means[k]) else FAIL
-    else:
-        direction = toward(test, delta)
-    return direction == verdict, delta
+    s, m = steps[k:], means[k:]
+    slope = float(np.polyfit(s, m, 1)[0]) if s.size > 2 else delta / float(s[-1] - s[0])
+    shift = slope * SETTLE_HORIZON * float(steps[-1] - steps[0])
+    lo = float(means[-1]) if lo is None else float(lo)
+    hi = float(means[-1]) if hi is None else float(hi)
+    return _verdict_between(test, lo + shift, hi + shift) == verdict, delta
+
+
+def _verdict_between(test: Test, lo: float, hi: float) -> str:
+    """The decision of ``test`` on the bounds ``lo`` <= ``hi`` (:func:`decide`'s rule)."""
+    c = test.threshold
+    if test.kind == "below":
+        return PASS if hi < c else FAIL if lo > c else INCONCLUSIVE
+    if test.kind == "above":
+        return PASS if lo > c else FAIL if hi < c else INCONCLUSIVE
+    return PASS if (-c < lo and hi < c) else FAIL if (lo > c or hi < -c) else INCONCLUSIVE
 
 
 def verdict_of(test: Test, samples, steps=None, means=None, se: float | None = None,
@@ -347,8 +345,28 @@ def verdict_of(test: Test, samples, steps=None, means=None, se: float | None = N
     d = decide(test, samples, se, alpha)
     if steps is None:
         return d, d.verdict, None
-    ok, delta = settled(test, steps, means, d.verdict)
+    ok, delta = settled(test, steps, means, d.verdict, d.lo, d.hi)
     return d, (d.verdict if ok else NOT_SETTLED), delta
+
+
+# -- shares ---------------------------------------------------------------------------------------------------------
+
+def share_interval(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
+    """Clopper-Pearson two-sided ``1 - 2 alpha`` interval (90 %, the design's one-sided 95 % bounds on each side) of a
+    share of ``k`` seeds out of ``n``, from the beta quantiles (bisection on :func:`_betainc`)."""
+    if not 0 <= k <= n or n < 1:
+        raise ValueError(f"a share needs 0 <= k <= n and n >= 1; got k = {k}, n = {n}")
+
+    def beta_quantile(p: float, a: float, b: float) -> float:
+        lo, hi = 0.0, 1.0
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if _betainc(a, b, mid) < p else (lo, mid)
+        return 0.5 * (lo + hi)
+
+    lower = 0.0 if k == 0 else beta_quantile(alpha, k, n - k + 1)
+    upper = 1.0 if k == n else beta_quantile(1.0 - alpha, k + 1, n - k)
+    return lower, upper
 
 
 # -- a check over cells --------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ class UnitTable:
     ce: np.ndarray                       # (K, B) or (K, N_test, B)
     correct: np.ndarray
     test_n: tuple = ()                   # the test lengths of a (K, N_test, B) table
+    scale: np.ndarray | None = None      # (K,) each unit's learned kernel scale beta = tr((W_K^T W_Q)_xx) / d
 
 
 @dataclass(frozen=True)
@@ -80,9 +81,12 @@ def _unit_table(run: Run, res: cmodels.ClsResult, test_n=None, step: int = -1,
         st = cmetrics.per_context_stats(lg, batch.label_q[ti], cm)
         ce.append(st["ce"].cpu().numpy())
         corr.append(st["correct"].cpu().numpy())
+    Anp, Vnp = np.asarray(res.A_history[step]), np.asarray(res.WV_history[step])
+    scale = np.array([float(cmodels.read_off(Anp[i], Vnp[i], c["d"], c["C"], res.dims[3])["scale"])
+                      for i, c in enumerate(res.configs)])
     if test_n is None:
-        return UnitTable(tuple(res.configs), ce[0], corr[0])
-    return UnitTable(tuple(res.configs), np.stack(ce, 1), np.stack(corr, 1), tuple(test_n))
+        return UnitTable(tuple(res.configs), ce[0], corr[0], scale=scale)
+    return UnitTable(tuple(res.configs), np.stack(ce, 1), np.stack(corr, 1), tuple(test_n), scale)
 
 
 def _reading_programs(results: dict) -> list:
@@ -108,8 +112,10 @@ def _trajectory(run: Run, results: dict) -> Trajectory:
 
 
 def _concat(tables: list) -> UnitTable:
+    scales = [t.scale for t in tables]
     return UnitTable(sum((t.configs for t in tables), ()), np.concatenate([t.ce for t in tables]),
-                     np.concatenate([t.correct for t in tables]))
+                     np.concatenate([t.correct for t in tables]),
+                     scale=None if any(x is None for x in scales) else np.concatenate(scales))
 
 
 def _untrained_softmax(run: Run, res: cmodels.ClsResult) -> UnitTable:
@@ -218,6 +224,16 @@ def paired(table: UnitTable, a: str = "softmax", b: str = "linear") -> list[Pair
             out.append(Paired(task, C, d, n if nt is None else nt, tuple(seeds), pick(table.ce, ia),
                               pick(table.ce, ib), pick(table.correct, ia), pick(table.correct, ib)))
     return out
+
+
+def basins(table: UnitTable, a: str = "softmax", b: str = "linear") -> dict:
+    """(task, C, d, n) -> per seed (in :func:`paired`'s order), whether ``a``'s unit lies in the kernel-GD basin:
+    a learned kernel scale beta > 0 (attention to the points nearest the query, the sign of the paper's
+    construction), against beta <= 0 (attention to far points). None where the table has no scales."""
+    if table.scale is None or table.test_n:
+        return {}
+    at = {(task_of(c), c["C"], c["d"], c["n"], c["model"], c["seed"]): i for i, c in enumerate(table.configs)}
+    return {p.key: np.array([table.scale[at[(*p.key, a, s)]] > 0 for s in p.seeds]) for p in paired(table, a, b)}
 
 
 def log_ratios(table: UnitTable, a: str = "softmax", b: str = "linear") -> dict:

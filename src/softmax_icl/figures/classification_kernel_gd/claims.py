@@ -16,17 +16,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import stats
 from ...classification import tasks as ctasks
 from ...classification.metrics import MATCH_METRICS
 from ...book.records import BASELINE_SOURCE as BASE
 from ...book.run import Run
-from .analysis import (BLOCKS, Evaluation, ablation, compare, cost_blocks, hyperparameters, log_ratios,
+from .analysis import (BLOCKS, Evaluation, ablation, basins, compare, cost_blocks, hyperparameters, log_ratios,
                        loosest_learnable, ratio_maps)
 from .mechanism import RIVALS
 from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, MODELS, Search, label, mixture_tasks, uniform_task
 
-SRC_TITLE = ("Dragutinovic et al., title 'Softmax >= Linear' (and abstract: 'a greater adaptability to context for "
-             "softmax attention, which we empirically verify'); setting of the Figs 4-5 captions (C = 5, n = 100, d = 5)")
+SRC_TITLE = ("Dragutinovic et al., title 'Softmax >= Linear'; setting of the Figs 4-5 captions (C = 5, n = 100, "
+             "d = 5)")
+SRC_ABLATIONS = ("Dragutinovic et al., abstract: 'a greater adaptability to context for softmax attention, which we "
+                 "empirically verify and study through ablations'; setting of the Figs 4-5 captions (n = 100)")
 SRC_TLDR = ("beyond the papers: the machine-written TL;DR's 'context-adaptive learning rate and meta-learned kernel "
             "shape' (not the authors' words), tested as our question")
 ENTRY = {"linear": "linear-sa-gd-step", "softmax": "softmax-sa-kernel-gd"}
@@ -77,6 +80,10 @@ TITLES = {
     'softmax-ge-linear-mixed-lengths-clustered-unnormalised': 'softmax ≥ unnormalised linear, mixed lengths (clusters)',
     'clustered-crossover-within-sweep': 'softmax’s lead changes sign within the cluster sweep',
     'adaptive-rate-matters-uniform': 'the adaptive rate helps kernel GD (uniform)',
+    'adaptive-rate-matters-uniform-placebo': 'an ablation that removes nothing',
+    'adaptive-rate-matters-clustered-tight-placebo': 'an ablation that removes nothing',
+    'adaptive-rate-matters-uniform-every-n': 'the adaptive rate helps kernel GD at every n (uniform)',
+    'adaptive-rate-matters-clustered-tight-every-n': 'the adaptive rate helps kernel GD at every n (tight clusters)',
     'kernel-shape-matters-uniform': 'the exponential kernel helps kernel GD (uniform)',
     'adaptive-rate-matters-clustered-tight': 'the adaptive rate helps kernel GD (tight clusters)',
     'kernel-shape-matters-clustered-tight': 'the exponential kernel helps kernel GD (tight clusters)',
@@ -199,6 +206,28 @@ def _hyperparameters(run: Run, ev: Evaluation, found: Search):
     return hp
 
 
+#: The two training basins of the softmax units: the sign of the learned kernel scale beta (the design's basin rule).
+BASINS = ((True, "kernel-GD basin, beta > 0"), (False, "far-attending basin, beta <= 0"))
+
+
+def _basin_cells(x: np.ndarray, good, hist: np.ndarray, steps, n0: int) -> tuple[dict, str]:
+    """The cells of a softmax >= linear reading: one per training basin holding at least two seeds (one seed is never
+    evidence), each with its seeds' log ratios and their mean along training; and the basins' shares in words, each
+    with its Clopper-Pearson interval. Without basins (no scales recorded) one cell of every seed."""
+    if good is None:
+        return {f"n = {n0}": (x, steps, hist.mean(1))}, "basins not recorded"
+    cells, words = {}, []
+    for side, name in BASINS:
+        m = good == side
+        lo, hi = stats.share_interval(int(m.sum()), m.size)
+        words.append(f"{name}: {int(m.sum())} of {m.size} seeds, share {lo:.2f}-{hi:.2f}")
+        if m.sum() >= 2:
+            cells[f"n = {n0}, {name}"] = (x[m], steps, hist[:, m].mean(1))
+    if not cells:                                     # no basin holds two seeds: every seed, undecidable by basin
+        cells[f"n = {n0}, every seed (no basin holds two)"] = (x, steps, hist.mean(1))
+    return cells, "; ".join(words)
+
+
 def _readings(run: Run, ev: Evaluation) -> list:
     """Softmax >= linear (the title): one claim, a map over the readings at the captions' setting n = n_main (the
     untrained softmax unit must fail each reading); other n, (C, d), lengths and tasks are findings."""
@@ -218,14 +247,16 @@ def _readings(run: Run, ev: Evaluation) -> list:
                 ("clustered-loose", ctasks.task_spec("clustered", tau=loose),
                  f"class-clustered reading, loosest learnable tau = {loose:g} (accuracy of the better model >= "
                  f"{chance + LEARNABLE * (1 - chance):.2g} at taus {in_scope})"))
-    traj = {k: [] for k in lr}
-    for table in ev.trajectory.tables:                  # the seed mean of the log ratio at every logged step
+    hist = {k: [] for k in lr}
+    for table in ev.trajectory.tables:                  # the per-seed log ratio at every logged step
         for k, v in log_ratios(table).items():
-            traj[k].append(float(v.mean()))
+            hist[k].append(v)
+    basin = basins(ev.readings)
     for tag, task, what in readings:
         cid = f"softmax-ge-linear-{tag}"
         key = (task, C, d, n0)
-        _ge_decide(run, cid, {f"n = {n0}": (lr[key], ev.trajectory.steps, np.array(traj[key]))}, what, "claim",
+        cells, shares = _basin_cells(lr[key], basin.get(key), np.array(hist[key]), ev.trajectory.steps, n0)
+        _ge_decide(run, cid, cells, f"{what}; every training basin holding at least two seeds ({shares})", "claim",
                    SRC_TITLE, ledger="softmax-ge-linear")
         _ge_decide(run, cid + "-untrained", {f"n = {n0}": lr_base[key]}, f"control: {what}", "control", BASE,
                    a="untrained softmax SA", b="trained linear SA", control_of=cid)
@@ -289,9 +320,19 @@ def _ablation(run: Run, ev: Evaluation) -> None:
                  "CE increase when the exp kernel is replaced by the linear kernel 1 + beta x^T x' (beta free in "
                  "[0.01, 100], searched) with the adaptive rate kept")):
             cells = {f"n = {n}": cost_blocks(ev, name, t, n) for n in ns}
-            run.decide(cid, f"{label(t)}: {what}, per evaluation context, averaged over each of "
-                       f"{BLOCKS} blocks of the {cfg['eval_contexts']} evaluation contexts, at every n in {ns}", cells,
-                       kind="finding", source=SRC_TLDR, ledger="softmax-ge-linear")
+            per = f"per evaluation context, averaged over each of {BLOCKS} blocks of the {cfg['eval_contexts']}"
+            if name == "exp_fixed" and cfg["n_main"] in ns:      # the abstract's ablations, at the Figs 4-5 setting
+                at = f"n = {cfg['n_main']}"
+                run.decide(cid, f"{label(t)}: {what}, {per} evaluation contexts, at {at}", {at: cells[at]},
+                           kind="claim", source=SRC_ABLATIONS, ledger="adaptivity-ablations")
+                run.decide(cid + "-placebo", f"control: an ablation that removes nothing, kernel GD against itself; "
+                           f"{label(t)}, {per} evaluation contexts, at {at}",
+                           {at: cost_blocks(ev, "kernel_gd", t, cfg["n_main"])}, kind="control", source=BASE,
+                           control_of=cid)
+                cid += "-every-n"
+            run.decide(cid, f"{label(t)}: {what}, {per} evaluation contexts, at every n in {ns}", cells,
+                       kind="finding", source=SRC_TLDR,
+                       ledger="adaptivity-ablations" if name == "exp_fixed" else "softmax-ge-linear")
 
 
 def _construction(run: Run, ev: Evaluation) -> None:

@@ -83,7 +83,7 @@ FIGURE = Figure(
                                 "evaluation contexts used for the alignment metrics through training "
                                 "(the first ones of the evaluation set)", **_int),
         "search_seed": Param("int", {"default": 4}, "seed of the hyperparameter-search contexts",
-                             check=non_negative, check_text="an integer >= 0"),
+                             check=non_negative, pool=True, check_text="an integer >= 0"),
         **seed_params(),
         "seeds": Param("int", {"smoke": 2, "default": 15, "paper": 10},
                        "independent pretraining runs per configuration, a batch axis of every training programme: "

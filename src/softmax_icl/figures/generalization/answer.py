@@ -33,7 +33,8 @@ def _ratio(cell: dict, bound: str = "hi") -> str:
 
 
 def short(run) -> str:
-    """The answer in a sentence: how close units pretrained with the same $L$ on any class come to the best window."""
+    """The answer in a sentence: how units pretrained with the same $L$ on another class compare with the unit
+    pretrained on the test class, and how close all come to the best window at the pretraining length."""
     cid = "matched-L-curves-coincide"
     c = check(run, cid)
     cells = _cells(run, cid)
@@ -42,21 +43,21 @@ def short(run) -> str:
     ns = sorted({_n_of(x) for x in cells})
     ok = _passing_ns(run, cid)
     head = "Units pretrained on affine, ReLU or cosine tasks with the same $L$ "
-    within = f"within a factor {bar:.3g} of the best re-tuned window on every class"
+    alike = f"come within a factor {bar:.3g} of the unit pretrained on the test class"
     if c.status == "pass":
-        return head + f"come {within} at every test length up to pretraining ($n \\le {ns[-1]}$; worst " \
-            f"{_ratio(worst)})."
-    if not ok:
-        return head + f"do not come {within} at any test length up to pretraining (worst at $n = {_n_of(worst)}$: " \
+        text = head + f"{alike} at every test length up to pretraining ($n \\le {ns[-1]}$; worst {_ratio(worst)})."
+    elif not ok:
+        text = head + f"do not {alike} at any test length up to pretraining (worst at $n = {_n_of(worst)}$: " \
             f"{_ratio(worst)}, {c.decision['seeds']} seeds)."
-    if len(ok) == 1:
-        where = f"$n = {ok[0]}$"
-    elif ok == ns[ns.index(ok[0]):]:
-        where = f"$n = {ok[0]}$ to ${ok[-1]}$"
     else:
-        where = f"$n$ = {', '.join(map(str, ok))}"
-    return head + f"come {within} at {where}, but not at every shorter length (worst at $n = {_n_of(worst)}$: " \
-        f"{_ratio(worst)}, {c.decision['seeds']} seeds)."
+        where = (f"$n = {ok[0]}$" if len(ok) == 1 else f"$n = {ok[0]}$ to ${ok[-1]}$"
+                 if ok == ns[ns.index(ok[0]):] else f"$n$ = {', '.join(map(str, ok))}")
+        text = head + f"{alike} at {where}, but not at every shorter length (worst at $n = {_n_of(worst)}$: " \
+            f"{_ratio(worst)}, {c.decision['seeds']} seeds)."
+    level = check(run, "matched-L-level")
+    top = max(_cells(run, "matched-L-level"), key=lambda x: x["hi"])
+    return text + (f" At the pretraining length every unit's error lies within {_ratio(top)} of the best re-tuned "
+                   "window" + ("." if level.status == "pass" else f": that check {SAYS[level.status]}."))
 
 
 def lead(run) -> str:

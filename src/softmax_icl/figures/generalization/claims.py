@@ -22,7 +22,8 @@ THM35 = "Collins et al. Theorem 3.5 (slides)"
 #: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
 TITLES = {
     'matched-L-curves-coincide-wrong-L': 'a cosine unit pretrained at the wrong $L$',
-    'matched-L-curves-coincide-identical': 'three identical units at $M = 0$',
+    'matched-L-level-identical': 'three identical units at $M = 0$',
+    'matched-L-level': 'every unit near the best window at the training length',
     'mismatched-L-same-L-control': 'a unit of another class at the same $L$',
     'small-L-bias-dominated-control': 'the unit of the other regime',
     'large-L-noise-dominated-control': 'the unit of the other regime',
@@ -30,9 +31,12 @@ TITLES = {
     'thm35-crossover-at-L-control': 'the unit pretrained at the wrong $L$',
     'thm35-matched-bound-control': 'the unit pretrained at the wrong $L$',
     'thm35-matched-rate-control': 'the unit pretrained at the wrong $L$',
+    'thm35-slope-above-L': "the error grows like $L'^2$ above $L$",
+    'thm35-slope-above-L-control': "the same slope below $L$ (no benefit of $L'$)",
     'no-negative-window': 'no unit attends away from the query',
-    'matched-L-curves-coincide': 'matched-$L$ units near the best window up to the training length',
-    'matched-L-curves-coincide-long-contexts': 'matched-$L$ units near the best window up to twice that length',
+    'matched-L-curves-coincide': 'units of another class as good as the in-class unit, up to the training length',
+    'matched-L-curves-coincide-long-contexts': 'units of another class as good as the in-class unit, up to twice '
+                                               'that length',
     'mismatched-L-small-worse': 'pretrained at a smaller $L$: worse',
     'mismatched-L-large-worse': 'pretrained at a larger $L$: worse',
     'small-L-bias-dominated': 'too small $L$: error flat in $n$ (bias)',
@@ -65,8 +69,11 @@ def check_claims(run: Run, a: GeneralizationAnalysis) -> None:
 
 
 def _same_L(run: Run, a: GeneralizationAnalysis) -> None:
-    """Fig. 5(a): the units pretrained at the test L on each class, per seed, against the oracle of each test class;
-    the cosine unit of a wrong L and three identical units at M = 0 in their place are the rivals."""
+    """Fig. 5(a), the comparison the authors make: per seed, each unit pretrained at the test L on another class
+    against the unit pretrained on the test class itself (paired: the same seed, tasks and evaluation set), at every
+    n up to pretraining; the cosine unit of a wrong L in its place is the rival. And the level: at the pretraining
+    length every unit against the oracle window of its test class, with three identical units at M = 0 as the rival
+    (curves that coincide because every unit is equally poor)."""
     cfg, classes, Ls, ns, cv = run.cfg, a.classes, a.L, list(a.n), a.curves
     S, lt, mis = a.softmax.shape[2], index_of(a.L, a.L_test), cfg["mismatch_class"]
     logr = np.log(a.softmax / a.oracle[None, None, None])                   # (P, nL, S, T, N)
@@ -77,30 +84,40 @@ def _same_L(run: Run, a: GeneralizationAnalysis) -> None:
         out = {}
         for p, pc in enumerate(classes):
             for t, tc in enumerate(classes):
-                for n in (n for n in ns if n <= n_max):
-                    x, j = logr[p, lt, :, t, ns.index(n)], cv.n.index(n) if trajectory else None
-                    out[f"pretrained {pc}, test {tc}, n = {n}"] = (
-                        (x, cv.steps, curve[(pc, a.L_test)][:, t, j]) if trajectory else x)
+                for n in (n for n in ns if n <= n_max and p != t):
+                    x = logr[p, lt, :, t, ns.index(n)] - logr[t, lt, :, t, ns.index(n)]
+                    j = cv.n.index(n) if trajectory else None
+                    key = f"pretrained {pc}, test {tc}, n = {n}"
+                    out[key] = (x, cv.steps, curve[(pc, a.L_test)][:, t, j] - curve[(tc, a.L_test)][:, t, j]) \
+                        if trajectory else x
         return out
 
-    what = (f"log of the ICL error over the tuned Nadaraya-Watson oracle's of the test class (re-tuned per n), per "
-            f"seed ({S} seeds), of the units pretrained at L = {a.L_test:g} on each class, tested on each class at "
-            f"L = {a.L_test:g}")
+    what = (f"log of the ICL error of the unit pretrained on another class over the unit pretrained on the test "
+            f"class, per seed ({S} seeds, paired), every class at L = {a.L_test:g}")
     run.decide("matched-L-curves-coincide", f"{what}, at every {_n_range(upto)} (up to the pretraining length); "
                f"seed mean followed at {len(cv.steps)} logged steps on the curve set ({cfg['curve_tasks']} tasks)",
                cells(a.n_train, True), kind="claim", source=SRC_5A, ledger="same-L-sufficient")
     p_mis = index_of(classes, mis)
-    wrong = {f"{mis} at L = {Ls[li]:g}, test {tc}, n = {n}": logr[p_mis, li, :, t, ns.index(n)]
+    wrong = {f"{mis} at L = {Ls[li]:g}, test {tc}, n = {n}":
+             logr[p_mis, li, :, t, ns.index(n)] - logr[t, lt, :, t, ns.index(n)]
              for li in (0, len(Ls) - 1) for t, tc in enumerate(classes) for n in upto}
     run.decide("matched-L-curves-coincide-wrong-L", f"control: the same for the {mis} unit pretrained at L = "
-               f"{Ls[0]:g} or {Ls[-1]:g} in place of the one at L = {a.L_test:g}; {S} seeds, every test class and "
-               f"{_n_range(upto)}", wrong, kind="control", control_of="matched-L-curves-coincide", source=BASE)
-    zero = {f"M = 0, test {tc}, n = {n}": np.full(S, np.log(a.zero[t, ns.index(n)] / a.oracle[t, ns.index(n)]))
-            for t, tc in enumerate(classes) for n in upto}
-    run.decide("matched-L-curves-coincide-identical", "control: the same for three identical units at M = 0 (the "
-               "uniform average over the context; one value on the fixed evaluation set, the same for every seed), "
-               f"every test class and {_n_range(upto)}", zero, kind="control",
+               f"{Ls[0]:g} or {Ls[-1]:g} against the unit pretrained on the test class at L = {a.L_test:g}; {S} "
+               f"seeds, every test class and {_n_range(upto)}", wrong, kind="control",
                control_of="matched-L-curves-coincide", source=BASE)
+    k, jt = ns.index(a.n_train), cv.n.index(a.n_train)
+    level = {f"pretrained {pc}, test {tc}, n = {a.n_train}": (logr[p, lt, :, t, k], cv.steps,
+                                                              curve[(pc, a.L_test)][:, t, jt])
+             for p, pc in enumerate(classes) for t, tc in enumerate(classes)}
+    run.decide("matched-L-level", f"log of the ICL error over the tuned Nadaraya-Watson oracle's of the test class, "
+               f"per seed ({S} seeds), of the units pretrained at L = {a.L_test:g} on each class, tested on each "
+               f"class at the pretraining length n = {a.n_train}; seed mean followed at {len(cv.steps)} logged steps",
+               level, kind="claim", source=SRC_5A, ledger="same-L-sufficient")
+    zero = {f"M = 0, test {tc}, n = {a.n_train}": np.full(S, np.log(a.zero[t, k] / a.oracle[t, k]))
+            for t, tc in enumerate(classes)}
+    run.decide("matched-L-level-identical", "control: the same for three identical units at M = 0 (the uniform "
+               "average over the context; one value on the fixed evaluation set, the same for every seed), every "
+               f"test class at n = {a.n_train}", zero, kind="control", control_of="matched-L-level", source=BASE)
     longer = [n for n in ns if n <= 2 * a.n_train]
     run.decide("matched-L-curves-coincide-long-contexts", f"{what}, at every {_n_range(longer)} (up to twice the "
                "pretraining length)", cells(2 * a.n_train, False), kind="finding", ledger="same-L-sufficient",
@@ -198,6 +215,18 @@ def check_theory(run: Run, theories: list[TheoryAtD]) -> None:
                    "each d", {at_nmax[d]: np.abs(np.log(x["crossover"][k] / Lm)) for d, x in xs.items()},
                    **claim_or_baseline(tag, "thm35-crossover-at-L", "theorem-3-5-mismatched",
                            f"{THM35}: the penalty switches from 'no benefit of L'' (L' <= L) to L'^2 (L' > L) at L' = L"))
+    above = {th.d: th.L_prime > th.L_unit[1] for th in theories}
+    below = {th.d: th.L_prime <= th.L_unit[1] for th in theories}
+    for tag, side in (("", above), ("-control", below)):
+        run.decide("thm35-slope-above-L" + tag, ("control: the same slope over L' <= L, the branch with 'no benefit of "
+                   "L''; " if tag else "") + f"log-log slope in L' of the ICL error of the unit pretrained at "
+                   f"L = {Lm:g} (ReLU, largest n of each d) over L' = " + "; ".join(
+                       f"d = {th.d}: {', '.join(f'{v:g}' for v in th.L_prime[side[th.d]])}" for th in theories) +
+                   f", per seed ({S} seeds)", {at_nmax[th.d]: loglog_slope(th.L_prime[side[th.d]],
+                                                                           th.at_nmax[1][:, side[th.d]])
+                                               for th in theories},
+                   **claim_or_baseline(tag, "thm35-slope-above-L", "theorem-3-5-mismatched",
+                                       f"{THM35}: for L' > L the error grows like L'^2 ('worse dependence on L'')"))
     for tag, key, unit in (("", "over_bound", Lm), ("-control", "control_over_bound", Ls)):
         cells = {f"d = {th.d}, n = {n}": xs[th.d][key][:, th.n.index(n)] for th in theories for n in upper_half(th.n)}
         run.decide("thm35-matched-bound" + tag, ("control: the same for the unit pretrained at the wrong L (at the "

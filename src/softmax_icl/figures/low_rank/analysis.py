@@ -65,6 +65,9 @@ class TheoremUnits:
     rho2: np.ndarray              # (N, Sig, S) final
     rho2_history: np.ndarray      # (T, N, Sig, S)
     rho2_other_basis: np.ndarray  # (N, Sig, S) rho_2 against another random basis B' (the control)
+    dist: np.ndarray | None = None           # (N, Sig, S) final min_c ||M - c BB^T|| / ||M||
+    dist_history: np.ndarray | None = None   # (T, N, Sig, S)
+    dist_other_basis: np.ndarray | None = None  # (N, Sig, S) the same against B'
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,9 @@ def analyse(run: Run, results: dict[str, SweepResult]) -> LowRankAnalysis:
     idx = np.array([[th.select(n=n, sigma=s) for s in sig] for n in ns])        # (N, Sig, S)
     theorem = TheoremUnits(n=ns, sigma=sig, log_steps=th.log_steps, rho1=rho1(th.M[idx], B),
                            rho2=rho2(th.M[idx], B), rho2_history=rho2(th.M_history[:, idx], B),
-                           rho2_other_basis=rho2(th.M[idx], B_other))
+                           rho2_other_basis=rho2(th.M[idx], B_other), dist=distance_to_cBB(th.M[idx], B),
+                           dist_history=distance_to_cBB(th.M_history[:, idx], B),
+                           dist_other_basis=distance_to_cBB(th.M[idx], B_other))
     fl = np.array([[results[f"floor_{sch}_{T}"].M for T in cfg["floor_steps"]] for sch in FLOOR_SCHEDULES])
     floor = FloorStudy(schedules=FLOOR_SCHEDULES, steps=list(cfg["floor_steps"]), rho1=rho1(fl, B), rho2=rho2(fl, B))
     gap = np.nan

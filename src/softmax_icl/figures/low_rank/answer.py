@@ -61,11 +61,12 @@ def lead(run) -> str:
     attention and the plain average on the links (largest ratios over the classes, with their bounds)."""
     iso, lin = _status(run, "softmax-beats-isotropic-window"), _status(run, "softmax-beats-linear-on-links")
     first = {"pass": "Measuring distance in the subspace pays",
-             "fail": "Measuring distance in the subspace does not pay by the 10 % required",
+             "fail": "Measuring distance in the subspace does not pay by the factor required",
              "inconclusive": "Whether measuring distance in the subspace pays, the seeds do not decide",
              "not settled": "What measuring distance in the subspace pays is still changing at the end of "
                             "pretraining"}[iso]
     return (f"{first}: the softmax unit's ICL error over the best isotropic window's ($M = wI$, $w$ tuned per seed) "
-            f"is {_ratio(run, 'softmax-beats-isotropic-window')}, bar 0.9. On the links its error over the better of "
+            f"is {_ratio(run, 'softmax-beats-isotropic-window')}, bar "
+            f"{math.exp(check(run, 'softmax-beats-isotropic-window').decision['threshold']):.2g}. On the links its error over the better of "
             f"linear attention's and the plain average's is {_ratio(run, 'softmax-beats-linear-on-links')}"
             + ("." if lin == "pass" else f": {SAYS[lin]}."))

@@ -43,7 +43,7 @@ FIGURE = Figure(
         "L": Param("float", {"default": 1.0}, "scale of a^T B^T x inside the link (1: the slides' classes)",
                    source="slides", check=positive, check_text="a number > 0"),
         "basis_seed": Param("int", {"default": 2}, "seed that draws the orthonormal basis B (fixed per run)",
-                            check=non_negative, check_text="an integer >= 0"),
+                            check=non_negative, pool=True, check_text="an integer >= 0"),
         "steps": Param("int", {"smoke": 300, "default": 2000, "paper": 10000}, "Adam steps of pretraining",
                        check=positive, check_text="an integer >= 1"),
         "batch_size": Param("int", {"smoke": 64, "default": 128, "paper": 512}, "tasks per step per configuration",

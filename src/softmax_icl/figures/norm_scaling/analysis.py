@@ -128,6 +128,8 @@ class InnerDim:
     self_dist: np.ndarray     # (keys,): seed mean of ||M_d,s - mean_s M_d|| / ||mean_s M_d||, the d x d units' spread
     gap: np.ndarray           # (keys,): ||mean M_d(L) - mean M_d(L')|| / ||mean M_d(L')||, how far the rival sits
     w: np.ndarray             # (keys,): the r x d units' best multiple of I (seed means)
+    steps: np.ndarray         # the logged steps of both sweeps
+    dist_history: np.ndarray  # (T, keys): seed mean of dist with the final M as it stood at every logged step
 
 
 @dataclass(frozen=True)
@@ -354,6 +356,10 @@ def inner_dimension(cfg: dict, res: dict[str, SweepResult], M_iso: np.ndarray, u
     r_inner = res["inner"]
     M_r = final_M(r_inner, cfg["average_last"])
     sigma, n, Ls = cfg["sigma"], cfg["n"], list(cfg["L_values"])
+    if list(r_inner.log_steps) != list(res["iso"].log_steps):
+        raise ValueError("the inner-dimension units and the d x d units must be logged at the same steps")
+    H_r = running_final(r_inner.M_history, cfg["average_last"])              # (T, C_r, d, d)
+    H_d = running_final(res["iso"].M_history, cfg["average_last"])           # (T, C, d, d)
 
     def mean_M(M, grid, cls, L):
         return M[grid.units(function_class=cls, L=L, sigma=sigma, n=n)].mean(0)
@@ -361,12 +367,16 @@ def inner_dimension(cfg: dict, res: dict[str, SweepResult], M_iso: np.ndarray, u
     def rel(A, B):                       # ||A - B||_F / ||B||_F over the leading axes of A
         return np.linalg.norm(A - B, axis=(-2, -1)) / np.linalg.norm(B)
 
-    keys, neighbour, dist, dist_next, gap, w, spread = [], [], [], [], [], [], []
+    keys, neighbour, dist, dist_next, gap, w, spread, hist = [], [], [], [], [], [], [], []
     for cls in cfg["classes"]:
         for j, L in enumerate(Ls):
             if seed_mean(u_iso.w_pop, u_iso.grid, [(cls, L, sigma, n)])[0] < cfg["regime_w"]:
                 continue
-            Mr = M_r[r_inner.grid.units(function_class=cls, L=L, sigma=sigma, n=n)]     # (seeds, d, d)
+            ir = r_inner.grid.units(function_class=cls, L=L, sigma=sigma, n=n)
+            Mr = M_r[ir]                                                                  # (seeds, d, d)
+            Hd = H_d[:, u_iso.grid.units(function_class=cls, L=L, sigma=sigma, n=n)].mean(1)  # (T, d, d)
+            hist.append((np.linalg.norm(H_r[:, ir] - Hd[:, None], axis=(-2, -1))
+                         / np.linalg.norm(Hd, axis=(-2, -1))[:, None]).mean(1))
             Md = mean_M(M_iso, u_iso.grid, cls, L)
             near = [Ls[k] for k in (j - 1, j + 1) if 0 <= k < len(Ls)]
             gaps = [rel(Md, mean_M(M_iso, u_iso.grid, cls, Lk)) for Lk in near]
@@ -381,7 +391,8 @@ def inner_dimension(cfg: dict, res: dict[str, SweepResult], M_iso: np.ndarray, u
             spread.append(float(rel(M_iso[u_iso.grid.units(function_class=cls, L=L, sigma=sigma, n=n)], Md).mean()))
     seeds = int(r_inner.sweep["seeds"])
     return InnerDim(int(r_inner.sweep["inner_dim"]), keys, neighbour, np.array(dist).reshape(-1, seeds),
-                    np.array(dist_next).reshape(-1, seeds), np.array(spread), np.array(gap), np.array(w))
+                    np.array(dist_next).reshape(-1, seeds), np.array(spread), np.array(gap), np.array(w),
+                    np.asarray(r_inner.log_steps, dtype=np.float64), np.array(hist).reshape(-1, len(r_inner.log_steps)).T)
 
 
 def sweep_index(u: Units, cls: str, sweep: str, cfg: dict) -> np.ndarray:

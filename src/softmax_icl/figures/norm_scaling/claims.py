@@ -1,7 +1,6 @@
 """Checks of the norm-scaling figure, each decided by the statistical design (``book/design.yml``, ``Run.decide``):
-per-seed samples of the design's statistic in every cell it names, its seed mean along training where the design
-follows it, every rival through the same statistic and test. Population computations without seeds (the Theorem 3.4
-scans) take the design's exact test, with the Monte Carlo error of the scan's batches where the design asks for it."""
+per-seed samples of the design's statistic in every cell, its seed mean along training where the design follows it,
+every rival through the same statistic and test; population scans take the design's exact test."""
 
 from __future__ import annotations
 
@@ -184,45 +183,44 @@ def check_trends(run: Run, a: Analysis) -> None:
                kind="control", control_of="w-rises-with-n", source=BASE)
 
 
-def growth_steps(early: Ordering, late: Ordering, L_max: dict) -> tuple[dict, dict, dict]:
-    """The growth-rate checks' cells: per panel and step of L, the per-seed relative step (g(L') - g(L)) / g(L) of the
-    early growth rate g, up to each panel's saturation point ``L_max[(setting, class)]`` (the claim), the same step of
-    the late-training slope over the same g(L) there (the rival), and the early step over the whole grid."""
+def growth_steps(gain: Ordering, late: Ordering, L_max: dict) -> tuple[dict, dict, dict]:
+    """The growth checks' cells: per panel and step of L, the per-seed difference of the gains G(L') - G(L)
+    (:mod:`.dynamics`), followed where logged, up to the panel's saturation point ``L_max[(setting, class)]`` (the
+    claim); the same difference of the late gains there (the rival); and the difference over the whole grid."""
     claim, rival, whole = {}, {}, {}
-    for (setting, cls), g in early.by_panel.items():                  # g: (seeds, L) early growth rates
-        gl = late.by_panel[(setting, cls)]
-        inside = early.L <= L_max[(setting, cls)] * (1 + 1e-9)
-        for k in range(len(early.L) - 1):
-            label = f"{cls}/{setting}, L = {early.L[k]:g} -> {early.L[k + 1]:g}"
-            whole[label] = (g[:, k + 1] - g[:, k]) / g[:, k]
+    for (setting, cls), g in gain.by_panel.items():                   # g: (seeds, L) gains
+        gl, h = late.by_panel[(setting, cls)], (gain.history or {}).get((setting, cls))
+        inside = gain.L <= L_max[(setting, cls)] * (1 + 1e-9)
+        for k in range(len(gain.L) - 1):
+            label = f"{cls}/{setting}, L = {gain.L[k]:g} -> {gain.L[k + 1]:g}"
+            x = g[:, k + 1] - g[:, k]
+            whole[label] = x
             if inside[k + 1]:
-                claim[label] = whole[label]
-                rival[label] = (gl[:, k + 1] - gl[:, k]) / g[:, k]
+                claim[label] = x if h is None else (x, gain.steps, (h[..., k + 1] - h[..., k]).mean(1))
+                rival[label] = gl[:, k + 1] - gl[:, k]
     return claim, rival, whole
 
 
-def check_dynamics(run: Run, a: Analysis, early: Ordering, late: Ordering) -> None:
-    """Figure 3's growth rates (:func:`growth_steps`): the relative step of the early growth rate between consecutive
-    L up to each panel's saturation point (the claim's scope; the whole grid is a finding), against the same step of
-    the late-training slope."""
+def check_dynamics(run: Run, a: Analysis, gain: Ordering, late: Ordering) -> None:
+    """Figure 3's growth (:func:`growth_steps`): the claim up to each panel's saturation point, the finding past it."""
     cfg = run.cfg
     L_max = {(SETTING_LABEL[SETTING_OF[key]], cls): (t := L_trend(a, key, cls)).L[t.boundary]
              for key, cls in panels(a)}
-    claim, rival, whole = growth_steps(early, late, L_max)
-    used = [f"{cls}/{setting} up to L = {max(L for L in early.L if L <= L_max[(setting, cls)] * (1 + 1e-9)):g}"
-            for setting, cls in early.by_panel]
-    what = (f"relative step (g(L') - g(L)) / g(L) per seed ({seeds_of(whole)} seeds), g the slope of log ||M||_2 over "
-            f"the first {cfg['dyn_early']:.0%} of {cfg['dyn_steps']} Adam steps (lr {cfg['dyn_lr']:g}, init scale "
-            f"{cfg['dyn_init']:g}), L' the next L of {early.L.tolist()}")
+    claim, rival, whole = growth_steps(gain, late, L_max)
+    used = [f"{cls}/{setting} up to L = {max(L for L in gain.L if L <= L_max[(setting, cls)] * (1 + 1e-9)):g}"
+            for setting, cls in gain.by_panel]
+    what = (f"G(L') - G(L) per seed ({seeds_of(whole)} seeds), G the mean over the logged steps of log(||M(t)||_2 / "
+            f"||M(0)||_2) during {cfg['dyn_steps']} Adam steps (lr {cfg['dyn_lr']:g}, init scale {cfg['dyn_init']:g}), "
+            f"L' the next L of {gain.L.tolist()}")
     run.decide("growth-rate-orders-with-L", f"{what}, every panel up to its saturation point ({'; '.join(used)}); "
-               "lower bound of the mean vs 0.1", claim, kind="claim", ledger="norm-grows-faster",
-               source=SRC_FIG3 + ": ||M|| 'grows faster during pretraining with larger L'")
-    run.decide("growth-rate-orders-with-L-late", "control: the same step of the slope of log ||M||_2 over the last "
-               "quarter of training (after the norms settled), over the same early rate g(L); " + what, rival,
+               "followed along training; lower bound of the mean vs log 1.1", claim, kind="claim",
+               ledger="norm-grows-faster", source=SRC_FIG3 + ": ||M|| 'grows faster during pretraining with larger L'")
+    run.decide("growth-rate-orders-with-L-late", "control: the same difference of the gains over the last quarter of "
+               "training alone (after the norms settled); " + what, rival,
                kind="control", control_of="growth-rate-orders-with-L", source=BASE)
     run.decide("growth-rate-orders-with-L-every-seed", f"{what}, every panel over the whole grid (past the "
-               "saturation point); lower bound of the mean vs 0.1", whole, kind="finding", ledger="norm-grows-faster",
-               source=BEYOND + ": the claim past the saturation point")
+               "saturation point); lower bound of the mean vs log 1.1", whole, kind="finding",
+               ledger="norm-grows-faster", source=BEYOND + ": the claim past the saturation point")
 
 
 # -- Theorem 3.4 --------------------------------------------------------------------------------------------------
@@ -442,8 +440,8 @@ def check_block_form(run: Run, a: Analysis) -> None:
         base[f"label_row: {label}"] = b0.label_row_ratio[i]
         base[f"xblock: {label}"] = b0.xblock_identity_distance[i]
         base[f"value: {label}"] = np.abs(b0.value_label[i] - 1)
-        vx[label] = followed(b.value_x_ratio[i], uf.steps, h.value_x_ratio[:, i])
-        vx0[label] = b0.value_x_ratio[i]
+        vx[label] = followed(np.log(b.value_x_ratio[i]), uf.steps, np.log(h.value_x_ratio[:, i]))
+        vx0[label] = np.log(b0.value_x_ratio[i])
     what = (f"full W_K, W_Q, W_V units, every configuration ({', '.join(vx)}), per seed ({seeds_of(vx)} seeds)")
     run.decide("full-weights-block-form", f"{what}: label-row mass / x-block mass of W_K^T W_Q, the x-block's "
                "distance from w I, |W_V's label weight - 1|, |log(w / w*)|; upper bounds of the means vs 0.1, 0.2, "
@@ -452,8 +450,8 @@ def check_block_form(run: Run, a: Analysis) -> None:
                       "label row ≈ 0)")
     run.decide("full-weights-block-form-untrained", f"control: the same units at initialisation ({what}): the first "
                "three statistics", base, kind="control", control_of="full-weights-block-form", source=BASE)
-    run.decide("full-weights-value-ignores-x", f"{what}: ||v|| / |c|, v the covariate part and c the label weight of "
-               "W_V's label row; upper bound of the mean vs 0.1", vx, kind="claim", ledger="value-ignores-covariates",
+    run.decide("full-weights-value-ignores-x", f"{what}: log(||v|| / |c|), v the covariate part and c the label weight "
+               "of W_V's label row; upper bound of the mean vs log 0.1", vx, kind="claim", ledger="value-ignores-covariates",
                source="Collins et al. rebuttal (Lemma B.1): the optimal W_V 'leads to a prediction that ignores the "
                       "covariates'")
     run.decide("full-weights-value-ignores-x-untrained", f"control: the same units at initialisation ({what})", vx0,
@@ -477,8 +475,9 @@ def check_inner_dimension(run: Run, a: Analysis) -> None:
             f"n = {cfg['n']}: ||M_r,s - mean_s M_d|| / ||mean_s M_d|| per seed ({inner.dist.shape[1]} seeds), every L "
             f"with optimal w >= {cfg['regime_w']:g} whose neighbour L's M differs by more than {bar:g} (left out: "
             f"{', '.join(out) or 'none'}; the d x d units' own seeds lie {spread} from their mean, by cell)")
-    run.decide("inner-dimension-same-M", what + "; upper bound of the mean vs 0.1",
-               {label[k]: inner.dist[k] for k in keep}, kind="claim", ledger="inner-dimension",
+    run.decide("inner-dimension-same-M", what + f"; seed mean followed at {len(inner.steps)} logged steps; upper "
+               "bound of the mean vs 0.1", {label[k]: (inner.dist[k], inner.steps, inner.dist_history[:, k])
+                                            for k in keep}, kind="claim", ledger="inner-dimension",
                source="Collins et al. rebuttal (global response, point 3): a larger inner dimension 'will not change "
                       "the optimal value of M'")
     run.decide("inner-dimension-same-M-next-L", "control: the same r x d units against the d x d units of the "
@@ -486,10 +485,10 @@ def check_inner_dimension(run: Run, a: Analysis) -> None:
                control_of="inner-dimension-same-M")
 
 
-def check_claims(run: Run, a: Analysis, t: Theorem34, big: TrainedLargeN, early: Ordering, late: Ordering) -> None:
+def check_claims(run: Run, a: Analysis, t: Theorem34, big: TrainedLargeN, gain: Ordering, late: Ordering) -> None:
     run.titles.update(TITLES)
     check_trends(run, a)
-    check_dynamics(run, a, early, late)
+    check_dynamics(run, a, gain, late)
     check_theorem34(run, a, t, big)
     check_window_limit(run, t)
     check_optimum(run, a)

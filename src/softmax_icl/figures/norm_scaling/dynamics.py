@@ -4,9 +4,14 @@ The paper's optimiser and learning rate are not in the sources at hand. The main
 every norm reaches its final value within a few dozen steps, so growth cannot be compared there; these sweeps start
 from a smaller init (``dyn_init``) with a smaller step (``dyn_lr``) and log densely.
 
-Growth rate of a unit: the least-squares slope of log ||M||_2 against the step over the first ``dyn_early`` of
-training (all units start from the same init scale). Its control: the same slope over the last quarter of training,
-after the norms have settled, where no ordering with L is expected.
+How much a unit has grown during pretraining: its *gain*, the mean over the logged steps after the first of
+log(||M(t)||_2 / ||M(0)||_2), the area under Figure 3's curve on a log scale. Between two L the difference of gains is
+the time-averaged log ratio of their norms: "grows faster" is "has grown more after the same number of steps". The
+early slope of log ||M|| (over the first ``dyn_early`` of training) is shown beside it but decides nothing: under
+Adam, whose steps do not depend on the gradient's scale, a unit of larger L (whose early gradient is mostly the same
+direction, larger) starts along the same path as a unit of smaller L and grows faster only by growing for longer, so
+an early slope cannot see the difference (tests/test_norm_scaling.py plants both cases). The rival: the gain over the
+last quarter of training alone (relative to the norm at its start), after the norms have settled.
 """
 
 from __future__ import annotations
@@ -35,6 +40,20 @@ class Growth:
     late_slope: np.ndarray       # the same over the last LATE_FRACTION (control)
     t_half: np.ndarray           # first logged step with ||M|| >= half its final value
     final_norm: np.ndarray
+    gain: np.ndarray             # mean over the logged steps t > 0 of log(||M(t)|| / ||M(0)||): the decided statistic
+    gain_history: np.ndarray     # (T - 1, C): the same had training stopped at each logged step t > 0
+    late_gain: np.ndarray        # the same over the last LATE_FRACTION, relative to the norm where it starts (rival)
+
+
+def gains(steps: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(gain, its history at every logged step after the first, late gain) of norm histories ``H`` (T, C) logged at
+    ``steps`` (see the module docstring)."""
+    logn = np.log(np.asarray(H, dtype=np.float64))
+    up = logn[1:] - logn[:1]                                          # (T - 1, C)
+    history = np.cumsum(up, axis=0) / np.arange(1, len(up) + 1)[:, None]
+    k0 = int(np.nonzero(steps >= (1 - LATE_FRACTION) * steps[-1])[0][0])
+    late = (logn[k0 + 1:] - logn[k0]).mean(0) if k0 + 1 < len(steps) else np.zeros(H.shape[1])
+    return history[-1], history, late
 
 
 def _slope(steps: np.ndarray, logn: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -55,7 +74,7 @@ def growth(res: SweepResult, setting: str, early: float) -> Growth:
     reached = H >= 0.5 * final[None, :]
     t_half = np.where(reached.any(0), steps[reached.argmax(0)], np.nan)
     return Growth(setting, res.configs, res.grid, steps, H, _slope(steps, logn, early_mask),
-                  _slope(steps, logn, late_mask), t_half.astype(np.float64), final)
+                  _slope(steps, logn, late_mask), t_half.astype(np.float64), final, *gains(steps, H))
 
 
 @dataclass(frozen=True)
@@ -67,23 +86,30 @@ class Ordering:
     by_panel: dict               # (setting, class) -> (seeds, len(L)) statistic
     worst_step: float            # min over panels, seeds, consecutive L of stat(L_k+1) - stat(L_k)
     worst_where: str
+    history: dict | None = None  # (setting, class) -> (T', seeds, len(L)) the statistic along training, if logged
+    steps: np.ndarray | None = None  # its logged steps
 
 
 def ordering(growths: list[Growth], classes: list[str], Ls: list[float], stat: str) -> Ordering:
-    by_panel, worst, where = {}, math.inf, ""
+    by_panel, worst, where, history, steps = {}, math.inf, "", {}, None
     for g in growths:
         seeds = list(range(g.grid.seeds))
+        logged = getattr(g, stat + "_history", None)
         for cls in classes:
             tab = np.full((len(seeds), len(Ls)), np.nan)
             for j, L in enumerate(Ls):
                 tab[:, j] = getattr(g, stat)[g.grid.units(function_class=cls, L=L)]      # one unit per seed
             by_panel[(g.setting, cls)] = tab
+            if logged is not None:
+                history[(g.setting, cls)] = np.stack([logged[:, g.grid.units(function_class=cls, L=L)]
+                                                      for L in Ls], axis=-1)            # (T', seeds, L)
+                steps = np.asarray(g.steps[1:], dtype=np.float64)
             diffs = np.diff(tab, axis=1)
             k = np.unravel_index(np.nanargmin(diffs), diffs.shape)
             if diffs[k] < worst:
                 worst = float(diffs[k])
                 where = f"{cls}, {g.setting}, seed {seeds[k[0]]}, L = {Ls[k[1]]:g} -> {Ls[k[1] + 1]:g}"
-    return Ordering(np.array(Ls), by_panel, worst, where)
+    return Ordering(np.array(Ls), by_panel, worst, where, history or None, steps)
 
 
 def mean_ordering(o: Ordering, L_max: dict) -> tuple[float, str, list]:

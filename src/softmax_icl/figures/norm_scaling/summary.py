@@ -214,10 +214,19 @@ def trained_large_n_table(big: TrainedLargeN) -> str:
                       "the other $L$ of the sweep is the control.")
 
 
-def dynamics_table(growths: list[Growth], early: Ordering, late: Ordering) -> str:
-    """Growth of the norm during training: the log-slope early and late per panel and L, and the steps to half the
-    final norm."""
+def dynamics_table(growths: list[Growth], early: Ordering, late: Ordering, gain: Ordering | None = None) -> str:
+    """Growth of the norm during training: the gain (the decided statistic) and the log-slope early and late per
+    panel and L, and the steps to half the final norm."""
     head = ["Panel"] + [f"$L = {L:g}$" for L in early.L]
+    rows = []
+    if gain is not None:
+        rows += [[f"{cls}, {setting}, gain"] + [f"{v:.2f}" for v in np.nanmean(tab, 0)]
+                 for (setting, cls), tab in gain.by_panel.items()]
+    gains = table(head, rows, widths=[34] + [66 // len(early.L)] * len(early.L),
+                  title=f"Growth of {NORM} during pretraining: the gain, mean of $\\log(\\lVert M(t)\\rVert_2 / "
+                        "\\lVert M(0)\\rVert_2)$ over the logged steps (seed means)",
+                  note="The difference of two gains is the time-averaged log ratio of the two norms: "
+                       "the unit with the larger gain has grown more after the same number of steps.") if rows else ""
     rows = []
     for (setting, cls), tab in early.by_panel.items():
         rows.append([f"{cls}, {setting}, early"] + [f"{1000 * v:.2f}" for v in np.nanmean(tab, 0)])
@@ -237,4 +246,4 @@ def dynamics_table(growths: list[Growth], early: Ordering, late: Ordering) -> st
             rows.append([f"{cls}, {g.setting}"] + [f"{v:.0f}" for v in half])
     halves = table(head, rows, widths=widths, title=f"Steps to half the final {NORM} (seed means)",
                    folded=len(rows) > 8)
-    return slopes + "\n\n" + halves
+    return (gains + "\n\n" if gains else "") + slopes + "\n\n" + halves

@@ -87,11 +87,19 @@ def check_tradeoff(run: Run, a: Analysis) -> Tradeoff:
     t = tradeoff(a, run.cfg["sigma"])
     head = (f"population scan over M = w I ({run.cfg['scan_tasks']} Monte Carlo tasks), every isotropic row "
             f"({len(t.labels)}: class, L, n), w* its optimum at sigma = {run.cfg['sigma']:g}")
-    wg = np.asarray(a.w_grid)
+    wg, cfg = np.asarray(a.w_grid), run.cfg
     inside = (t.w_star / SPAN >= wg[0]) & (t.w_star * SPAN <= wg[-1])
+    sc = a.scans.iso_scan
+    w_sat = np.array([th.saturation_w(wg, sc.bias[i]) for i in range(len(t.labels))])
+    # the regime where the window trades bias for noise, from the scan alone: a window exists (w* >= regime_w) and
+    # the bias is not at its floor (w* below regime_saturation of the bias's own minimiser, the noise-free optimum)
+    regime = (t.w_star >= cfg["regime_w"]) & (t.w_star < cfg["regime_saturation"] * w_sat)
     out = [lab for lab, ok in zip(t.labels, inside) if not ok]
+    off = [lab for lab, ok, r in zip(t.labels, inside, regime) if ok and not r]
     head += (f"; rows whose w*/{SPAN:g} or {SPAN:g} w* falls outside the scanned w = {wg[0]:g}..{wg[-1]:g}, left out: "
-             f"{'; '.join(out) or 'none'}")
+             f"{'; '.join(out) or 'none'}; rows outside the trade-off regime (w* < {cfg['regime_w']:g}, or w* at "
+             f"least {cfg['regime_saturation']:g} of the bias's own minimiser), left out: {'; '.join(off) or 'none'}")
+    inside = inside & regime
     for tag, x, se in (("", t.bias_log_ratio, t.bias_se), ("-noise-term", t.noise_log_ratio, t.noise_se)):
         term = "noise term" if tag else "bias term"
         cells = {lab: stats.Estimate(v, s) for lab, v, s, ok in zip(t.labels, x, se, inside) if ok}
