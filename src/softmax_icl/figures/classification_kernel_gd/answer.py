@@ -17,43 +17,54 @@ def _status(run, tag: str) -> str:
 
 
 def ratio(run, tag: str) -> str:
-    """A reading's CE ratio softmax/linear: the exponential of the seed mean of the per-seed log ratio, with its
-    one-sided 95% upper bound (what the design holds against 1.05)."""
-    cell = check(run, f"softmax-ge-linear-{tag}").decision["cells"][0]
-    return f"{math.exp(cell['mean']):.3g} ({math.exp(cell['hi']):.3g})"
+    """A reading's CE ratio softmax/linear in each training basin: the exponential of the basin's seed mean of the
+    per-seed log ratio, with its one-sided 95% upper bound (what the design holds against 1.05), and the basin's
+    share of the seeds."""
+    return "; ".join(f"{_basin(c)} {c['n']} of {run.cfg['seeds']} seeds: {math.exp(c['mean']):.3g} "
+                     f"({math.exp(c['hi']):.3g})" for c in check(run, f"softmax-ge-linear-{tag}").decision["cells"])
+
+
+def _basin(cell: dict) -> str:
+    """A reading's cell label in words: its training basin."""
+    label = cell["label"]
+    return "β > 0:" if "beta > 0" in label else "β ≤ 0:" if "beta <= 0" in label else "all seeds:"
 
 
 def _n(run) -> str:
-    return check(run, "softmax-ge-linear-uniform").decision["cells"][0]["label"].split("= ")[1]
+    return str(run.cfg["n_main"] if run.cfg["n_main"] in run.cfg["n_values"] else max(run.cfg["n_values"]))
+
+
+def _in_basins(run, tag: str) -> str:
+    """Where a reading holds, basin by basin, in words."""
+    cells = check(run, f"softmax-ge-linear-{tag}").decision["cells"]
+    if len(cells) == 1:
+        return ""
+    says = {"pass": "holds", "fail": "fails", "inconclusive": "is undecided", "not settled": "is still moving"}
+    return " (" + ", ".join(f"{says[c['verdict']]} in the {'β > 0' if 'beta > 0' in c['label'] else 'β ≤ 0'} basin, "
+                            f"{c['n']} of {run.cfg['seeds']} seeds" for c in cells) + ")"
 
 
 def short(run) -> str:
-    """The answer in a sentence: the title claim, softmax ≥ linear, under each reading of the task."""
-    by = {st: [w for tag, w in READINGS if _status(run, tag) == st] for st in ("pass", "fail", "inconclusive",
-                                                                             "not settled")}
-    fails = [(w, ratio(run, tag)) for tag, w in READINGS if _status(run, tag) == "fail"]
+    """The answer in a sentence: the title claim, softmax ≥ linear, under each reading of the task, basin by basin."""
+    by = {st: [w + _in_basins(run, tag) for tag, w in READINGS if _status(run, tag) == st]
+          for st in ("pass", "fail", "inconclusive", "not settled")}
     n = _n(run)
     if len(by["pass"]) == len(READINGS):
-        return f"Softmax ≥ linear holds under every reading of the task at $n = {n}$."
+        return f"Softmax ≥ linear holds under every reading of the task at $n = {n}$, in every training basin."
     parts = []
-    if by["pass"]:
-        parts.append(f"holds with {' and '.join(by['pass'])}")
-    if fails:
-        parts.append("fails (softmax worse than linear by more than the 5 % margin) with " +
-                     ", ".join(f"{w} (CE ratio {v})" for w, v in fails))
-    for st, says in (("inconclusive", "is not decided by the seeds"), ("not settled", "has not settled at the end "
-                                                                                    "of training")):
+    for st, says in (("pass", "holds in every training basin with"), ("fail", "fails (softmax worse than linear by "
+                     "more than the 5 % margin in some basin) with"), ("inconclusive", "is not decided by the seeds "
+                     "with"), ("not settled", "has not settled at the end of training with")):
         if by[st]:
-            parts.append(f"{says} with {' and '.join(by[st])}")
+            parts.append(f"{says} {'; '.join(by[st])}")
     return f"At $n = {n}$, softmax ≥ linear " + "; ".join(parts) + "."
 
 
 def lead(run) -> str:
-    """The rest of the answer: the CE ratio of each reading, what each trained unit computes against its rivals, and
-    where the seed audit disagrees with this run."""
-    seeds = check(run, "softmax-ge-linear-uniform").decision["seeds"]
-    ratios = (f"CE ratio softmax/linear over {seeds} seeds (its upper bound, which must lie below 1.05): " + ", ".join(
-        f"{ratio(run, tag)} with {w}" for tag, w in READINGS) + ".")
+    """The rest of the answer: the CE ratio of each reading in each basin, what each trained unit computes against
+    its rivals, and where the seed audit disagrees with this run."""
+    ratios = ("CE ratio softmax/linear per training basin of the softmax units (β, the learned kernel scale; its upper "
+              "bound must lie below 1.05): " + "; ".join(f"{w}: {ratio(run, tag)}" for tag, w in READINGS) + ".")
     algos = _match(run)
     return " ".join([ratios, algos] + ([unstable] if (unstable := _audit_note(run)) else []))
 
@@ -83,22 +94,22 @@ def _match(run) -> str:
 
 
 def _audit_note(run) -> str:
-    """What the fresh seed sets say of the readings, where they disagree with this run (the seed audit)."""
+    """What the seed audit's sets say of the readings, where they disagree with this run."""
+    from ...book.audit import stability
     from ...book.chapter import book_audit
 
     audit = book_audit(run)
     if not audit:
         return ""
-    fresh = {c["id"]: c["fresh"] for c in audit.get("checks", [])}
     notes = []
     for tag, w in READINGS:
-        cid = f"softmax-ge-linear-{tag}"
-        if cid in fresh and any(f != passed(run, cid) for f in fresh[cid]):
-            notes.append(f"{w} ({sum(fresh[cid])} of {len(fresh[cid])} pass)")
+        c = check(run, f"softmax-ge-linear-{tag}")
+        st = stability(c.id, audit, {"id": c.id, "status": c.status, "passed": c.passed})
+        if st is not None and not st.stable:
+            notes.append(f"{w} ({st.agree} of {st.ran} sets agree)")
     if not notes:
         return ""
-    return ("Each fresh seed set of the audit alone (a robustness display; the verdict rests on this run's pooled "
-            "seeds) disagrees for " + ", ".join(notes) + ".")
+    return "The seed audit's sets disagree with this run for " + ", ".join(notes) + "."
 
 
 #: The six match metrics in words.
@@ -119,7 +130,7 @@ def adaptive_rate(run) -> str:
 
     readings = []
     for tag, what in (("uniform", "uniform argmax labels"), ("clustered-tight", "the tightest clusters")):
-        c = check(run, f"adaptive-rate-matters-{tag}")
+        c = check(run, f"adaptive-rate-matters-{tag}-every-n")
         cells, thr = c.decision["cells"], c.decision["threshold"]
         costs = ", ".join(f"{x['mean']:+.3f} ({x['lo']:+.3f}) at $n = {x['label'].split('= ')[1]}$" for x in cells)
         says = [f"{verdict} at $n = {ns}$" for verdict, ns in (
