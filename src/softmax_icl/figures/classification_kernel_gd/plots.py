@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from matplotlib import ticker
 from matplotlib.lines import Line2D
 
 from ... import plotting
@@ -12,8 +13,8 @@ from ...classification import metrics as cmetrics
 from ...classification import tasks as ctasks
 from ...plotting import MODEL_COLORS, QUALITATIVE
 from ...book.run import Run
-from .analysis import Evaluation, ablation, compare, hyperparameters, ratio_maps
-from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, ETA_GRID, MIX_MODELS, Search, uniform_task
+from .analysis import Evaluation, ablation, compare, hyperparameters, loosest_learnable, paired, ratio_maps
+from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, ETA_GRID, MIX_MODELS, Search, task_of, uniform_task
 from .sweeps import label as _task_label
 
 ALG_COLORS = {"gd": MODEL_COLORS["gd"], "kernel_gd": MODEL_COLORS["kernel_gd"], "exp_fixed": QUALITATIVE[1],
@@ -319,4 +320,38 @@ def plot_ablation(run: Run, ev: Evaluation):
         plotting.value_ticks(ax, ns)
     axes[0, 0].set_ylabel(CE_LABEL)
     plotting.figure_legend(fig, ncols=2)
+    return fig
+
+
+def plot_basins(run: Run, ev: Evaluation):
+    """The two training basins of the softmax units at the captions' n: per seed, the softmax/linear test-CE ratio
+    against the softmax unit's learned kernel scale beta (its sign is the basin), one panel per reading of the task.
+    Right of zero: the kernel-GD basin (attention to the points nearest the query); left: attention to far points."""
+    from .claims import LEARNABLE
+
+    cfg, n0 = run.cfg, ev.trajectory.n
+    loose, _ = loosest_learnable(compare(ev.readings), cfg["taus"], n0, 1.0 / cfg["C"], LEARNABLE)
+    readings = [uniform_task(), ctasks.task_spec("balanced"), ctasks.task_spec("clustered", tau=cfg["taus"][0]),
+                ctasks.task_spec("clustered", tau=loose)]
+    at = {(task_of(c), c["C"], c["d"], c["n"], c["model"], c["seed"]): i for i, c in enumerate(ev.readings.configs)}
+    pairs = {p.key: p for p in paired(ev.readings)}
+    fig, axes = plotting.subplots(2, 2, row_height=2.6)
+    for ax, task in zip(axes.ravel(), readings):
+        p = pairs.get((task, cfg["C"], cfg["d"], n0))
+        if p is None or ev.readings.scale is None:
+            ax.set_axis_off()
+            continue
+        beta = np.array([ev.readings.scale[at[(*p.key, "softmax", s)]] for s in p.seeds])
+        ratio = np.exp(p.log_ratio)
+        ax.scatter(beta, ratio, s=18, color=np.where(beta > 0, MODEL_COLORS["softmax"], QUALITATIVE[3]).tolist(),
+                   zorder=3)
+        ax.axvline(0.0, color="0.5", lw=0.8, ls=":")
+        ax.axhline(1.05, color="0.3", lw=0.8, ls="--")
+        ax.set(xscale="symlog", yscale="log", xlabel=r"learned kernel scale $\beta$ (symmetric log scale)",
+               ylabel=RATIO_LABEL, title=label(task))
+        top = 2.0 * max(1.0, float(np.abs(beta).max()))
+        ax.set_xlim(-top, top)
+        ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%.3g"))
+        ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%.3g") if ratio.max() < 3 * ratio.min() else
+                                     ticker.NullFormatter())
     return fig
