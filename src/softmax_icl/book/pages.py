@@ -414,7 +414,7 @@ def findings_block(book: BookVerdicts) -> list[str]:
             st = fv.stability(c)
             out += [f"* - {_md(_title(c))}", f"  - {c.get('kind', 'claim')}",
                     f"  - {check_word(c, fv.status(c) if c.get('kind') == 'claim' else None)}: {_value_cell(c)}",
-                    f"  - {st.text(lambda b, c=c: bound_text(c, b)) if st else 'not audited'}"]
+                    f"  - {nobreak(st.text(lambda b, c=c: bound_text(c, b))) if st else 'not audited'}"]
         rec = fv.record
         out += ["```", "", f"{rec['profile']} profile, device `{rec['provenance']['device']}`, "
                 f"{rec['timings'].get('total', float('nan')):.0f} s of notebook compute{cache_note(rec)}.", "", "````",

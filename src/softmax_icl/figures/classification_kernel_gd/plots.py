@@ -335,7 +335,7 @@ def plot_basins(run: Run, ev: Evaluation):
                 ctasks.task_spec("clustered", tau=loose)]
     at = {(task_of(c), c["C"], c["d"], c["n"], c["model"], c["seed"]): i for i, c in enumerate(ev.readings.configs)}
     pairs = {p.key: p for p in paired(ev.readings)}
-    fig, axes = plotting.subplots(2, 2, row_height=2.6)
+    fig, axes = plotting.subplots(2, 2, row_height=2.1)
     for ax, task in zip(axes.ravel(), readings):
         p = pairs.get((task, cfg["C"], cfg["d"], n0))
         if p is None or ev.readings.scale is None:
