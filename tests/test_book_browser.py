@@ -1025,6 +1025,7 @@ def test_each_headline_figure_switches_between_the_two_scales(html_dir):
                 words = re.sub(r"<[^>]+>", " ", tab)
                 if f"{scale}:" not in words or not re.search(r"training steps.*\bseeds\b", words, re.S):
                     problems.append(f"{page.name}: the {scale} tab does not say what its scale is")
-                if what not in tab:
+                stale = scale == "Paper scale" and "computed by earlier code" in words   # no verdict is counted
+                if what not in tab and not stale:
                     problems.append(f"{page.name}: the {scale} tab lacks its {what}")
     assert not problems, "\n".join(problems)

@@ -56,6 +56,11 @@ def panel_markdown(book: BookVerdicts, figure: str, scale: str, reason: Callable
     fv = book.figures.get(figure)
     record = None if fv is None else (fv.record if scale == "default" else fv.paper)
     if record is None:
+        other = None if fv is None or scale != "paper" else fv.paper_other
+        if other is not None:        # a record of earlier code: its scale, but no verdict counted
+            return (f"**{TITLE[scale]}:** {scale_words(other.get('parameters') or {})}. This chapter's record at this "
+                    "scale was computed by earlier code than the default scale's, so its verdicts are not counted "
+                    "until it is rerun; the image is that earlier run's.\n")
         why = f" ({fv.paper_note})" if fv is not None and fv.paper_note and scale == "paper" else ""
         return f"**{TITLE[scale]}:** no record of this chapter at this scale{why}.\n"
     out = [f"**{TITLE[scale]}:** {scale_words(record.get('parameters') or {})}."]

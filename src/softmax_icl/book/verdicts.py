@@ -83,13 +83,14 @@ class FigureVerdicts:
     audit: dict | None = None
     paper: dict | None = None
     paper_note: str = ""
+    paper_other: dict | None = None     # a paper-profile record computed by other code (not compared, not counted)
 
     @classmethod
     def from_records(cls, figure: str, record: dict | None, audit: dict | None = None,
                      paper: dict | None = None, tolerances: dict | None = None) -> "FigureVerdicts":
         """``tolerances``: the figure's regression tolerances (``Figure.tolerances``), within which an audit's run
         must agree with ``record`` to speak for it."""
-        note = ""
+        note, other = "", None
         if record is not None and audit is not None and not speaks_for(
                 audit, figure, record.get("claims", []), (record.get("provenance") or {}).get("git_revision"),
                 tolerances):
@@ -97,8 +98,8 @@ class FigureVerdicts:
         if paper is not None and record is not None and not same_code(record, paper):
             note = (f"the paper-profile record was computed by other code (fingerprint "
                     f"{fingerprint(paper) or 'none'}, this record's {fingerprint(record) or 'none'}): not compared")
-            paper = None
-        return cls(figure, record, audit, paper, note)
+            paper, other = None, paper
+        return cls(figure, record, audit, paper, note, other)
 
     @classmethod
     def read(cls, results_dir: Path, figure: str, tolerances: dict | None = None) -> "FigureVerdicts":
