@@ -329,6 +329,7 @@ def _ablation(run: Run, ev: Evaluation) -> None:
                            f"{label(t)}, {per} evaluation contexts, at {at}",
                            {at: cost_blocks(ev, "kernel_gd", t, cfg["n_main"])}, kind="control", source=BASE,
                            control_of=cid)
+            if name == "exp_fixed":
                 cid += "-every-n"
             run.decide(cid, f"{label(t)}: {what}, {per} evaluation contexts, at every n in {ns}", cells,
                        kind="finding", source=SRC_TLDR,

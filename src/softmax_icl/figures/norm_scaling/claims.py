@@ -99,8 +99,7 @@ def unit_label(c: dict, sweep: str = "") -> str:
 
 
 def configurations(u: Units, keep=None) -> list[tuple[dict, np.ndarray]]:
-    """The unit configurations of a sweep (its first seed's config, indices of every seed's unit, in seed order),
-    those with ``keep(config_index)`` true."""
+    """A sweep's unit configurations (first seed's config, every seed's unit index) with ``keep(index)`` true."""
     g, out = u.grid, []
     for ci in range(len(g.classes)):
         for si in range(len(g.settings)):
@@ -184,9 +183,8 @@ def check_trends(run: Run, a: Analysis) -> None:
 
 
 def growth_steps(gain: Ordering, late: Ordering, L_max: dict) -> tuple[dict, dict, dict]:
-    """The growth checks' cells: per panel and step of L, the per-seed difference of the gains G(L') - G(L)
-    (:mod:`.dynamics`), followed where logged, up to the panel's saturation point ``L_max[(setting, class)]`` (the
-    claim); the same difference of the late gains there (the rival); and the difference over the whole grid."""
+    """Per panel and step of L, the per-seed G(L') - G(L) (:mod:`.dynamics`) up to ``L_max[(setting, class)]`` (the
+    claim, followed where logged), the late gains' difference there (the rival), and over the whole grid."""
     claim, rival, whole = {}, {}, {}
     for (setting, cls), g in gain.by_panel.items():                   # g: (seeds, L) gains
         gl, h = late.by_panel[(setting, cls)], (gain.history or {}).get((setting, cls))
@@ -389,16 +387,18 @@ def check_covariance(run: Run, a: Analysis) -> None:
                                   "under symmetry"),
             ("noniso", "finding", BEYOND + " (the lemma outside its symmetry condition)")):
         u = a.units[key]
-        cells, rival = {}, {}
+        cells, rival, none = {}, {}, []
         for c, i in configurations(u, lambda j: u.w_pop[j] >= cfg["regime_w"]):
             label = f"{c['function_class']}, L = {c['L']:g}"
-            p = defined(u.p_trained[i], f"covariance-lemma-{key}", label + " (a diagonal of M <= 0)")
+            p = u.p_trained[i]
             cells[f"distance: {label}"] = followed(u.dist_cov[i], u.steps, u.dist_cov_history[:, i])
-            cells[f"exponent: {label}"] = np.abs(p - 1)
             rival[f"distance: {label}"] = u.dist_iso[i]
-            rival[f"exponent: {label}"] = np.abs(p)
+            if np.all(np.isfinite(p)):                 # else a diagonal of M <= 0: no exponent (the distance decides)
+                cells[f"exponent: {label}"], rival[f"exponent: {label}"] = np.abs(p - 1), np.abs(p)
+            else: none.append(label)  # noqa: E701
         what = (f"{SETTING_LABEL[SETTING_OF[key]]} inputs, every unit configuration with optimal w >= "
-                f"{cfg['regime_w']:g} ({len(cells) // 2}), per seed ({seeds_of(cells)} seeds)")
+                f"{cfg['regime_w']:g} ({sum(k[:8] == 'distance' for k in cells)}), per seed ({seeds_of(cells)} seeds)"
+                + (f"; no exponent (a diagonal of M <= 0) at {', '.join(none)}" if none else ""))
         run.decide(f"covariance-lemma-{key}", f"{what}: ||M/||M|| - Sigma^-1/||Sigma^-1|| ||_F and |p - 1| of the "
                    "fitted M ~ Sigma^-p; upper bounds of the means vs 0.1", cells, kind=kind, source=src,
                    ledger="covariance-lemma")
@@ -410,9 +410,10 @@ def check_covariance(run: Run, a: Analysis) -> None:
     for key in ("whitened", "noniso"):
         u = a.units[key]
         for c, i in configurations(u, lambda j: u.w_pop[j] >= cfg["regime_w"]):
-            cells[f"{SETTING_LABEL[SETTING_OF[key]]}: {c['function_class']}, L = {c['L']:g}"] = \
-                np.abs(u.p_trained[i] - u.p_star[i])
-            costs.append(u.p_cost[i])
+            if np.all(np.isfinite(u.p_trained[i])):   # a unit with a diagonal of M <= 0 has no exponent: left out
+                cells[f"{SETTING_LABEL[SETTING_OF[key]]}: {c['function_class']}, L = {c['L']:g}"] = \
+                    np.abs(u.p_trained[i] - u.p_star[i])
+                costs.append(u.p_cost[i])
     costs = np.concatenate(costs)
     run.decide("covariance-exponent-matches-population", f"|p_trained - p*| per seed ({seeds_of(cells)} seeds), p the "
                "exponent of the trained M ~ Sigma^-p, p* the population-optimal one, every non-isotropic unit "
