@@ -180,8 +180,9 @@ def page(design: dict, power: dict, decided: list[str] = (), results: Path | Non
              "A unit test feeds every test exactly these two cases at the committed seed count: the first must pass, "
              "the second fail.",
              "* **Settling.** A check marked *followed* records its statistic's seed mean at every logged step of "
-             "training. It is *not settled at this training length* when, over the last quarter of training, that mean "
-             "moved by more than half the margin towards another verdict than the one it has.",
+             "training. It is *not settled at this training length* only when its drift over the last quarter of "
+             "training, carried on for one more training length, would take its deciding bound to another verdict; "
+             "a check not followed says why in the design.",
              "* **Rivals.** Every claim check runs on at least one rival without the property (the best isotropic or "
              "fixed window, identical units, the neighbouring L, the algorithm at a wrong rate, kernel GD with a fixed "
              "rate), through the same statistic and test. A rival must *fail*: like the check, it fails when one of "
