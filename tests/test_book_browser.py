@@ -28,7 +28,11 @@ one property of every page at both widths, and names the page, the width, the el
 * ``test_folded_blocks_are_no_taller_than_their_title``: a folded block (closed ``<details>``, folded dropdown) is
   at most 60 CSS px tall as the page opens;
 * ``test_settings_page_is_at_most_six_screens``: the settings page is at most six screens of 900 CSS px at every
-  width, as it opens.
+  width, as it opens;
+* ``test_chapters_keep_the_machinery_in_their_fold``, ``test_chapters_quote_the_authors_within_three_screens``,
+  ``test_chapters_fold_at_most_two_figures``, ``test_the_papers_figures_show_without_a_click``: a chapter, as it
+  opens, uses the machinery's words in at most a tenth of its sentences, quotes the authors within three screens,
+  folds at most two figures and shows every figure of the papers it reproduces.
 
 Folded content (``<details>``, sphinx-togglebutton dropdowns) is measured unfolded, as a reader who opens it sees it;
 the position of the first figure and the screenshots are taken as the page opens.
@@ -994,6 +998,11 @@ def test_raw_notation_pattern():
 def chapter_pages(html_dir, browser) -> list:
     """``(page, width, {folds, texts})`` for every chapter page at each width, as it opens: its folded blocks
     (``{height, text}``, closed) and the text it shows outside code and its folded block of checks."""
+    return on_chapters(html_dir, browser, _CHAPTER_PAGE)
+
+
+def on_chapters(html_dir, browser, script: str) -> list:
+    """``(page, width, what script returns)`` for every chapter page at each width, as it opens."""
     out = []
     chapters = [p for p in pages(html_dir) if page_kind(p.relative_to(html_dir).as_posix()) == "chapter"]
     for width in WIDTHS:
@@ -1001,7 +1010,7 @@ def chapter_pages(html_dir, browser) -> list:
         for page in chapters:
             browser.get(page.as_uri())
             browser.execute_async_script(_INSPECT, COLUMN, FIRST_SCREEN_PX)
-            out.append((page.relative_to(html_dir).as_posix(), width, browser.execute_script(_CHAPTER_PAGE, COLUMN)))
+            out.append((page.relative_to(html_dir).as_posix(), width, browser.execute_script(script, COLUMN)))
     return out
 
 
@@ -1029,3 +1038,143 @@ def test_each_headline_figure_switches_between_the_two_scales(html_dir):
                 if what not in tab and not stale:
                     problems.append(f"{page.name}: the {scale} tab lacks its {what}")
     assert not problems, "\n".join(problems)
+
+
+# -- the chapters as a researcher reads them: the science first, the machinery folded -----------------------------
+# A chapter states the papers' claims in their authors' words early, keeps the words of the machinery that decides
+# verdicts (``MACHINERY``: bounds, margins, rivals, cells, seeds, ...) to its folded block, and shows its figures
+# without a click.
+
+#: At most this share of the sentences a chapter shows as it opens (outside folded blocks, code and the other scale's
+#: tab) use the machinery's words.
+MACHINERY_SHARE = 0.10
+#: The authors' first sentence (a chapter's first quote) starts within this many screens of the top, at every width.
+FIRST_QUOTE_SCREENS = 3
+#: At most this many of a chapter's figures sit in folded blocks (a figure in the other scale's tab is not folded).
+MAX_FOLDED_FIGURES = 2
+
+# The sentences' blocks a chapter shows as it opens (leaf paragraphs, list items, captions, table cells, headings and
+# folded blocks' titles that are laid out and visible), where its quotes start, and its images inside folded blocks.
+_CHAPTER_READING = r"""
+const column = document.querySelector(arguments[0]);
+if (!column) return {blocks: [], quotes: [], folded: []};
+const skip = 'pre, code, kbd, samp, script, style, textarea, mjx-container, .highlight, .MathJax';
+const shown = el => el.checkVisibility ? el.checkVisibility({contentVisibilityAuto: true, visibilityProperty: true})
+                                       : el.getClientRects().length > 0;
+const blocks = [];
+column.querySelectorAll('p, li, figcaption, td, th, h1, h2, h3, h4, summary, .sd-summary-title, .admonition-title')
+  .forEach(el => {
+    // (a code cell's toggle, "Show code cell source", is the notebook's, not a sentence of the chapter)
+    if (el.closest(skip) || el.closest('details.above-input > summary') || el.querySelector('p, li, td') ||
+        !shown(el)) return;
+    blocks.push(el.innerText);
+  });
+const quotes = Array.from(column.querySelectorAll('blockquote')).filter(shown)
+  .map(b => b.getBoundingClientRect().top + scrollY);
+const folded = Array.from(column.querySelectorAll('img')).filter(i => {
+  const fold = i.closest('details, .toggle-hidden, .dropdown');
+  return fold && !i.closest('.sd-tab-content:not(:first-of-type)') && !shown(i);
+}).map(i => i.getAttribute('src'));
+return {blocks: blocks, quotes: quotes, folded: folded};
+"""
+
+
+def sentences(blocks: list[str]) -> list[str]:
+    """The sentences of ``blocks`` (text of three words or more between sentence ends)."""
+    out = []
+    for block in blocks:
+        out += [s for s in re.split(r"(?<=[.;:!?])\s+", " ".join(block.split())) if len(s.split()) >= 3]
+    return out
+
+
+@pytest.fixture(scope="module")
+def chapter_reading(html_dir, browser) -> list:
+    """``(page, width, {blocks, quotes, folded})`` for every chapter page at each width, as it opens."""
+    return on_chapters(html_dir, browser, _CHAPTER_READING)
+
+
+def test_sentences_pattern():
+    """``sentences`` splits at sentence ends and drops fragments of fewer than three words."""
+    assert sentences(["The window narrows. It widens with σ; at n = 4 too", "Fig. 1"]) == \
+        ["The window narrows.", "It widens with σ;", "at n = 4 too"]
+
+
+def test_chapters_keep_the_machinery_in_their_fold(chapter_reading):
+    """At both widths, at most ``MACHINERY_SHARE`` of the sentences a chapter shows as it opens use the machinery's
+    words (``MACHINERY``); the rest is the papers' science and the book's findings in words."""
+    problems = []
+    for page, width, seen in chapter_reading:
+        said = sentences(seen["blocks"])
+        mach = [s for s in said if MACHINERY.search(s)]
+        share = len(mach) / max(len(said), 1)
+        print(f"{width} px: {page} {len(mach)} of {len(said)} sentences use the machinery's words ({share:.0%})")
+        if not said:
+            problems.append((page, width, "shows no sentence"))
+        elif share > MACHINERY_SHARE:
+            problems.append((page, width, f"{len(mach)} of {len(said)} sentences ({share:.0%}, at most "
+                                          f"{MACHINERY_SHARE:.0%}) use the machinery's words, e.g. {mach[:3]}"))
+    assert_none("chapters that speak the machinery's words", problems)
+
+
+def test_chapters_quote_the_authors_within_three_screens(chapter_reading):
+    """At both widths, a chapter's first quote (the authors' first sentence) starts within ``FIRST_QUOTE_SCREENS``
+    screens of the top as the page opens."""
+    problems = []
+    for page, width, seen in chapter_reading:
+        if not seen["quotes"]:
+            problems.append((page, width, "quotes no sentence of the authors"))
+            continue
+        first = min(seen["quotes"])
+        print(f"{width} px: {page} first quote at {first / HEIGHT:.1f} screens")
+        if first > FIRST_QUOTE_SCREENS * HEIGHT:
+            problems.append((page, width, f"its first quote starts {first / HEIGHT:.1f} screens down (at most "
+                                          f"{FIRST_QUOTE_SCREENS})"))
+    assert_none("chapters that quote the authors late", problems)
+
+
+def test_chapters_fold_at_most_two_figures(chapter_reading):
+    """A chapter shows its figures without a click: at most ``MAX_FOLDED_FIGURES`` sit in folded blocks."""
+    problems = [(page, width, f"folds {len(seen['folded'])} figures (at most {MAX_FOLDED_FIGURES}): "
+                              f"{[Path(s).name for s in seen['folded']]}")
+                for page, width, seen in chapter_reading if len(seen["folded"]) > MAX_FOLDED_FIGURES]
+    assert_none("chapters that fold their figures", problems)
+
+
+#: The papers' figures each chapter reproduces, by the name of the figure that draws them (``fig-<chapter>-<name>``):
+#: each must be visible as the page opens, without a click.
+PAPER_FIGURES = {
+    "window_adaptation": ("headline",),                        # Collins et al., Fig. 1 (three rows)
+    "norm_scaling": ("headline", "dynamics"),                  # Fig. 3, and its growth from a small init
+    "generalization": ("main",),                               # Fig. 5(a)
+    "low_rank": ("headline",),                                 # Figs 4 and 10
+    "classification_kernel_gd": ("tasks", "linear_vs_gd", "softmax_vs_kernel_gd"),   # Dragutinović et al., 1, 4, 5
+}
+
+_VISIBLE_IDS = r"""
+return arguments[0].map(id => {
+  const el = document.getElementById(id);
+  if (!el) return [id, null];
+  const shown = el.checkVisibility ? el.checkVisibility({contentVisibilityAuto: true, visibilityProperty: true})
+                                   : el.getClientRects().length > 0;
+  return [id, shown && el.getBoundingClientRect().height > 50];
+});
+"""
+
+
+def test_the_papers_figures_show_without_a_click(html_dir, browser):
+    """At both widths, every figure of the papers a chapter reproduces (``PAPER_FIGURES``) is on its page and
+    visible as the page opens (not in a folded block)."""
+    problems = []
+    for width in WIDTHS:
+        set_viewport(browser, width, HEIGHT)
+        for chapter, names in PAPER_FIGURES.items():
+            page = html_dir / "notebooks" / f"{chapter}.html"
+            browser.get(page.as_uri())
+            browser.execute_async_script(_INSPECT, COLUMN, FIRST_SCREEN_PX)
+            for fid, shown in browser.execute_script(_VISIBLE_IDS, [f"fig-{chapter}-{n}".replace("_", "-")
+                                                                     for n in names]):
+                if shown is None:
+                    problems.append((f"notebooks/{chapter}.html", width, f"has no figure {fid}"))
+                elif not shown:
+                    problems.append((f"notebooks/{chapter}.html", width, f"folds the paper's figure {fid}"))
+    assert_none("the papers' figures behind a click", problems)

@@ -486,15 +486,17 @@ def test_a_decided_check_reads_as_its_bound_against_the_threshold():
 
 
 def test_the_setting_follows_the_landing_and_the_machinery_sits_in_the_appendix():
-    """The reading path: the landing page, the Setting page, the chapters, the tutorial; the results, the design and
-    the parameter values in the appendix after them; one results page (the results summary merged into it)."""
+    """The reading path: the landing page, the Setting page, the chapters, the tutorial; the results, the chapters'
+    further figures, the design and the parameter values in the appendix after them; one results page (the results
+    summary merged into it)."""
     import yaml
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     files = [c["file"] for part in toc["parts"] for c in part["chapters"]]
     assert toc["root"] == "book/intro" and files[0] == "book/setting"
     appendix = next(p for p in toc["parts"] if p["caption"] == "Appendix")
-    assert [c["file"] for c in appendix["chapters"]] == ["book/scales", "book/design", "book/settings"]
+    assert [c["file"] for c in appendix["chapters"]] == ["book/scales", "book/more_figures", "book/design",
+                                                                     "book/settings"]
     assert max(files.index(f) for f in files if f.startswith("notebooks/")) < files.index("book/scales")
     assert "book/results_summary" not in files and not (ROOT / "book" / "results_summary.md").exists()
     assert (ROOT / "book" / "settings.md").read_text().startswith("# Parameter values and deviations")
@@ -514,10 +516,41 @@ def test_a_headline_number_reads_in_words():
     assert in_words("in {held} of the {readings}\n   ways", held=1, readings=4) == "in 1 of the 4 ways"
 
 
+def test_a_deciding_number_reads_in_words():
+    """``deciding.in_words``: where a check's number lies and where the claim needs it, as a factor for a log-ratio
+    statistic, the metric named for a check over several metrics, and none of the machinery's words (bound, margin,
+    threshold, required)."""
+    import math
+    import re
+
+    from softmax_icl.book.deciding import in_words
+
+    def cell(label, test, hi, lo, thr):
+        return {"label": label, "test": test, "hi": hi, "lo": lo, "mean": (hi + lo) / 2, "threshold": thr,
+                "verdict": "pass"}
+
+    near = {"decision": {"design": "window_adaptation/softmax-near-oracle",
+                         "cells": [cell("a", "below", math.log(1.16), 0.0, math.log(1.25))]}}
+    assert in_words(near) == "at most 1.16 times, where the claim needs below 1.25 times"
+    far = {"decision": {"design": "window_adaptation/linear-does-not-adapt",
+                        "cells": [cell("a", "above", 9.0, math.log(26.4), math.log(2))]}}
+    assert in_words(far) == "at least 26.4 times, where the claim needs above 2 times"
+    rho = {"decision": {"design": "low_rank/softmax-rho1-to-zero", "cells": [cell("a", "below", 0.0123, 0.0, 0.1)]}}
+    assert in_words(rho) == "at most 0.0123, where the claim needs below 0.1"
+    metrics = {"decision": {"design": "classification_kernel_gd/linear-sa-matches-gd-step",
+                            "cells": [cell("logit_cosine", "above", 1.0, 0.99, 0.95),
+                                      cell("loss_rel_diff", "below", 0.095, 0.0, 0.1)]}}
+    assert in_words(metrics) == "the relative loss difference at most 0.095, where the claim needs below 0.1"
+    exact = {"value": 4.3e-07, "threshold": "value < 1e-05 (a computation without seeds)"}
+    assert in_words(exact) == "4.3e-07, where the claim needs below 1e-05"
+    for text in (in_words(x) for x in (near, far, rho, metrics, exact)):
+        assert not re.search(r"\b(?:bound|margin|threshold|required|seeds?)\b", text), text
+
+
 def test_each_scale_panel_says_what_its_scale_is():
     """``scale_words``: a run's steps, batch, context lengths and seeds in words, from its parameters; the committed
     panels: each chapter's two, the paper one with a verdict per claim tested in the chapter."""
-    from softmax_icl.book.pages import reason
+    from softmax_icl.book.pages import scale_difference, words
     from softmax_icl.book.scale_panels import panel_texts, scale_words
     from softmax_icl.book.verdicts import BookVerdicts
 
@@ -528,7 +561,7 @@ def test_each_scale_panel_says_what_its_scale_is():
         "at 128), 15 seeds"
     assert scale_words({"n": 20}) == "contexts of 20 examples"
     book = BookVerdicts.read(ROOT / "book" / "results", FIGURES)
-    panels = panel_texts(book, ROOT / "book" / "scale_panels", reason)
+    panels = panel_texts(book, ROOT / "book" / "scale_panels", words, scale_difference)
     assert len(panels) == 2 * len(FIGURES)
     for path, text in panels.items():
         assert path.read_text(encoding="utf-8") == text, f"{path.name} is stale: softmax-icl pages"

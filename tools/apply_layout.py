@@ -12,11 +12,12 @@ For each notebook it:
   executes and compares it, the reader sees the verdicts in the tables instead of a second printout;
 * makes sure the short answer (``{glue:md} answer``) follows the title cell, and the rest of it
   (``{glue:md} answer-details``) the headline figure;
-* makes sure the chapter's closing sections exist, in this order, at the end: one paragraph per claim of the ledger
-  whose chapter this is (label ``(claim-<id>)=``, heading, ``{glue:md} claim-<id>``), then one folded block with
-  every check (``{glue:md} verdicts``), the seed audit (``{glue:md} audit``) and the provenance
-  (``{glue:md} provenance``); and that a ``remove-cell`` code cell after the claim checks glues them
-  (``chapter.glue_chapter``). The chapter's Summary and Exercises, after the folded block, are the author's.
+* makes sure the chapter's claim sections and its closing block exist (appended at the end where missing; their
+  place is the author's: the claims right after the headline figure, the block before the Summary): one paragraph per
+  claim of the ledger whose chapter this is (label ``(claim-<id>)=``, heading, ``{glue:md} claim-<id>``), and one
+  folded block with how each claim is tested, every check (``{glue:md} verdicts``), the seed audit
+  (``{glue:md} audit``) and the provenance (``{glue:md} provenance``); and that a ``remove-cell`` code cell after the
+  claim checks glues them (``chapter.glue_chapter``). The chapter's Summary and Exercises are the author's.
 
 It leaves everything else as it is (the headline figure and the text are the author's). Cells it inserts have no
 outputs until the notebook is executed again, and the strict book build fails on a glue key until then: re-execute
@@ -78,14 +79,14 @@ def closing_cells(figure: str) -> list[str]:
     mine = [e for e in lg.load().entries if e.chapter == figure]
     out = []
     if mine:
-        out.append("## The claims, one by one\n\nEach claim of the papers tested in this chapter, in the authors' "
-                   "words, and what the figures show about it. Its verdict is stated once, under the headline figure; "
-                   "every check with its baseline is in the folded block at the end of the chapter.")
+        out.append("## What the authors claim\n\nEach claim of the papers tested in this chapter, in the authors' words "
+                   "and then in plain terms. Its verdict is in the list under the figure above; how each claim is "
+                   "tested is in the folded block at the end of the chapter.")
         out += [f"({e.anchor})=\n### {e.label[0].upper() + e.label[1:]}\n\n{glue_md(f'claim-{e.id}')}" for e in mine]
-    out.append(('**Every check, the seed audit, the provenance** (folded): every check of this chapter grou'
-                'ped by claim, with its\nbaseline, its verdict in the fresh seed sets and at the paper scale'
-                '; then the seed audit and the provenance of the\nrun.\n\n``````{dropdown} Every check, the se'
-                'ed audit, the provenance\n:class-container: checks-appendix\n:class-body: sd-p-0\n\n')
+        out.append(f"```{{glue:figure}} seeds\n:name: fig-{figure}-seeds\n\nThe trained units behind each claim "
+                   "tested here.\n```")
+    out.append("## How the verdicts were reached\n\n``````{dropdown} How each claim is tested, every check, the seed "
+               "audit, the provenance\n:class-container: checks-appendix\n:class-body: sd-p-0\n\n"
                + "\n\n".join(glue_md(k) for k in ("verdicts", "audit", "provenance")) + "\n``````")
     return out
 

@@ -52,7 +52,7 @@ def _analysed(run: Run):
 
 def window_adaptation(run: Run) -> Drawers:
     plots, results, result = _analysed(run)
-    return {"headline": lambda: plots.plot_headline(run, result, results),
+    return {"figure1": lambda: plots.plot_figure1(run, result, results),
             "tasks": lambda: plots.plot_tasks(run, result),
             "error": lambda: plots.plot_error(run, result),
             "training": lambda: plots.plot_training(run, results)}
@@ -88,7 +88,7 @@ def generalization(run: Run) -> Drawers:
 
 def low_rank(run: Run) -> Drawers:
     plots, _, result = _analysed(run)
-    return {"headline": lambda: plots.plot_headline(run, result),
+    return {"heatmaps": lambda: plots.plot_headline(run, result),
             "dynamics": lambda: plots.plot_dynamics(run, result),
             "matrices": lambda: plots.plot_matrices(run, result)}
 
@@ -116,8 +116,8 @@ def classification_kernel_gd(run: Run) -> Drawers:
 CHAPTERS: dict[str, Callable[[Run], Drawers]] = {
     f.__name__: f for f in (window_adaptation, norm_scaling, generalization, low_rank, classification_kernel_gd)}
 #: Each chapter's headline figure (the one that shows its answer, under the answer at the top of the chapter).
-HEADLINE = {"window_adaptation": "headline", "norm_scaling": "scaling", "generalization": "headline",
-            "low_rank": "headline", "classification_kernel_gd": "softmax_vs_linear"}
+HEADLINE = {"window_adaptation": "figure1", "norm_scaling": "training", "generalization": "headline",
+            "low_rank": "dynamics", "classification_kernel_gd": "softmax_vs_linear"}
 
 
 def report_line(path: Path) -> str:

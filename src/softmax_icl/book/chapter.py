@@ -201,16 +201,17 @@ def show(markdown: str) -> None:
     display(Markdown(markdown))
 
 
-def glue_verdicts(run: Any, key: str = VERDICT_KEY) -> str:
+def glue_verdicts(run: Any, key: str = VERDICT_KEY, store: bool = True) -> str:
     """Store the verdict box of ``run`` (a :class:`~softmax_icl.book.run.Run` after its claim checks) in the
-    notebook under ``key``, without displaying it here; returns the markdown.
+    notebook under ``key`` (unless not ``store``), without displaying it here; returns the markdown.
 
     Call it in its own cell after the cell that prints ``run.finish()``. Outside a notebook kernel it only
     returns the markdown.
     """
     text = verdict_markdown(getattr(run, "claims", []), audit=book_audit(run), paper=book_paper_record(run),
                             figure=getattr(run, "figure", ""))
-    glue_markdown(key, text)
+    if store:
+        glue_markdown(key, text)
     return text
 
 
@@ -263,44 +264,42 @@ def answer_markdown(run: Any, registry: Mapping[str, Figure], lead: str = "") ->
     return "\n".join(["````{admonition} The answer", ":class: answer-box", "", lead, "````"])
 
 
-def answer_details_markdown(run: Any, registry: Mapping[str, Figure], lead: str = "") -> str:
-    """The rest of the answer, under the headline figure: ``lead`` (sentences with the run's numbers, from the
-    figure's ``answer.lead``) and one line per claim of the papers tested here (its short label; the claim in full
-    heads its paragraph), with its verdict (one badge where the two scales agree, default → paper where they
-    differ), the run's deciding numbers and a link to its paragraph. This is where the chapter states each claim's
-    verdict."""
-    from .pages import badge, reason
+def answer_details_markdown(run: Any, registry: Mapping[str, Figure]) -> str:
+    """The rest of the answer, under the headline figure: one line per claim of the papers tested here (its short
+    label; the claim in full heads its paragraph), with its verdict (one badge where the two scales agree, default →
+    paper where they differ), the deciding number in words (:func:`softmax_icl.book.pages.words`) and a link to its
+    paragraph. This is where the chapter states each claim's verdict; the run's numbers as the checks read them, with
+    their bounds (the figure's ``answer.lead``), open the folded block of checks instead (:func:`glue_chapter`)."""
+    from .pages import badge, words
 
     book = run_verdicts(run, registry)
-    lines = ([lead, ""] if lead else []) + ["The claims of the papers tested here, with their verdict (at the "
-                                            "default scale → at the paper scale, where the two differ):", ""]
+    lines = ["The claims of the papers tested here, and what this run finds (the verdict at the default scale → at "
+             "the paper scale, where the two differ):", ""]
     for ev in book.entries:
         if not any(k.startswith(run.figure + "/") for k in ev.entry.all_checks()):
             continue
         e = ev.entry
         differs = ev.paper and (ev.default is None or ev.paper.status != ev.default.status)
         paper = f" → {badge(ev.paper.status)}" if differs else ""
-        link = f"{{ref}}`why <{e.anchor}>`" if e.chapter == run.figure else f"{{doc}}`its chapter <{e.chapter}>`"
+        link = (f"{{ref}}`the claim <{e.anchor}>`" if e.chapter == run.figure
+                else f"{{doc}}`its chapter <{e.chapter}>`")
         lines.append(f"* {badge(ev.default.status if ev.default else None)}{paper} **{e.label}**: "
-                     f"{_cell(reason(book, ev, cell=False))} ({link})")
+                     f"{_cell(words(book, ev))} ({link})")
     return "\n".join(lines)
 
 
 def claim_markdown(run: Any, entry_id: str, registry: Mapping[str, Figure]) -> str:
-    """The head of the paragraph that explains one claim in its chapter: the authors' sentence and, where the two
-    scales disagree, why. The verdict itself is stated once, under the headline figure
-    (:func:`answer_details_markdown`); every check with its baselines is in the folded block at the chapter's end."""
+    """The paragraph of one claim in its chapter: the authors' sentence and the claim in plain terms (the ledger's
+    ``claim``); where the two scales disagree, why is in the paper scale's tab (:mod:`.scale_panels`). The verdict
+    itself is stated once, under the headline figure (:func:`answer_details_markdown`); every check with its
+    baselines is in the folded block at the chapter's end."""
     from .ledger import render_quote
-    from .pages import scale_difference
 
     book = run_verdicts(run, registry)
-    ev = next(x for x in book.entries if x.entry.id == entry_id)
-    e = ev.entry
+    e = next(x for x in book.entries if x.entry.id == entry_id).entry
     paper = book.ledger.papers[e.paper]["short"]
-    why = scale_difference(book, ev)
-    fold = ["", "```{dropdown} Why the verdict changes with scale", ":class-container: scale-change", "", _cell(why),
-            "```"]
-    return "\n".join([f"> {render_quote(e.source.quote)} — {paper}, `{e.source.file}`"] + (fold if why else []))
+    return "\n".join([f"> {render_quote(e.source.quote)} — {paper}, `{e.source.file}`", "",
+                      f"In plain terms: {' '.join(str(e.claim).split())}"])
 
 
 def provenance_markdown(run: Any) -> str:
@@ -324,15 +323,16 @@ def provenance_markdown(run: Any) -> str:
 
 def glue_chapter(run: Any, registry: Mapping[str, Figure], lead: str = "", short: str = "") -> None:
     """Glue everything a chapter shows from its run (call after the claim checks): the short answer above the
-    headline figure (``answer``: ``short``), the rest of it under the figure (``answer-details``: ``lead`` and each
-    claim's verdict), the verdict table (``verdicts``), the head of one paragraph per claim tested here
-    (``claim-<entry id>``), the seed audit (``audit``) and the provenance (``provenance``). ``registry``: the book's
+    headline figure (``answer``: ``short``), each claim's verdict in words under the figure (``answer-details``),
+    the folded block's numbers and verdict table (``verdicts``: ``lead``, then every check), the paragraph of each
+    claim tested here (``claim-<entry id>``), the seed audit (``audit``) and the provenance (``provenance``). ``registry``: the book's
     figures (:data:`softmax_icl.figures.FIGURES`), whose committed records give a claim's parts in other chapters."""
     from . import ledger as lg
 
-    glue_verdicts(run)
+    numbers = f"**The run's numbers, as the checks read them.** {lead}" if (short and lead) else ""
+    glue_markdown(VERDICT_KEY, "\n\n".join(x for x in (numbers, glue_verdicts(run, store=False)) if x))
     glue_markdown("answer", answer_markdown(run, registry, short or lead))
-    glue_markdown("answer-details", answer_details_markdown(run, registry, lead if short else ""))
+    glue_markdown("answer-details", answer_details_markdown(run, registry))
     for eid in dict.fromkeys(c.ledger for c in run.claims if c.kind == "claim" and c.ledger):
         if lg.load().by_id(eid).chapter == run.figure:
             glue_markdown(f"claim-{eid}", claim_markdown(run, eid, registry))

@@ -5,6 +5,7 @@ statistic as a log ratio (``log(x)`` thresholds)."""
 from __future__ import annotations
 
 import math
+import re
 
 from .. import stats
 from ..profiles import fmt
@@ -60,3 +61,45 @@ def bound_text(check: dict, bound: float) -> str:
     except OverflowError:
         pass
     return fmt(bound)
+
+
+def in_words(check: dict) -> str:
+    """A check's deciding number in a reader's words, without the machinery's (no bound, margin or threshold named):
+    where it lies and where the claim needs it (``at most 1.16 times, where the claim needs below 1.25 times``), as a
+    factor where the design states the statistic as a log ratio; from the check's value and threshold where no
+    design decides it."""
+    d = check.get("decision") or {}
+    if not d.get("cells"):
+        m = _THRESHOLD_TEXT.match(str(check.get("threshold", "")))
+        if m is None:
+            return fmt(check.get("value"))
+        return f"{fmt(check.get('value'))}, where the claim needs {_NEEDS[m.group(1)]} {m.group(2)}"
+    worst = min(d["cells"], key=stats.margin_over_threshold)
+    b, c, test = stats.worst_bound(worst), worst["threshold"], worst["test"]
+    metric = str(worst.get("label", "")).split(": ", 1)[0]
+    if metric in METRIC_WORDS and len(d["cells"]) > 1:
+        return f"{METRIC_WORDS[metric]} {_in_words(d, worst, b, c, test)}"
+    return _in_words(d, worst, b, c, test)
+
+
+def _in_words(d: dict, worst: dict, b: float, c: float, test: str) -> str:
+    if _is_log(d, worst):
+        if test == "equal":
+            return f"within a factor {math.exp(abs(b)):.3g}, where the claim needs within {math.exp(c):.3g}"
+        return (f"{_AT[test]} {math.exp(b):.3g} times, where the claim needs {_NEEDS[_SIGN[test]]} "
+                f"{math.exp(c):.3g} times")
+    if test == "equal":
+        return f"within {fmt(abs(b))}, where the claim needs within {fmt(c)}"
+    return f"{_AT[test]} {fmt(b)}, where the claim needs {_NEEDS[_SIGN[test]]} {fmt(c)}"
+
+
+_THRESHOLD_TEXT = re.compile(r"\s*(?:value|mean)?\s*([<>])\s*([-+0-9.eE]+)")
+#: The metrics of the checks decided on several metrics, in words.
+METRIC_WORDS = {"label_row": "the label row's share", "xblock": "the covariate block", "value": "the value part",
+                "w_factor": "the scale factor", "distance": "the distance", "exponent": "the exponent",
+                "logit_cosine": "the logit cosine", "argmax_agreement": "the argmax agreement",
+                "loss_rel_diff": "the relative loss difference", "prob_correct_diff": "the difference of p(correct)",
+                "entropy_diff": "the entropy difference", "prob_l2": "the probability distance"}
+_SIGN = {"below": "<", "above": ">"}
+_NEEDS = {"<": "below", ">": "above"}
+_AT = {"below": "at most", "above": "at least"}

@@ -21,11 +21,12 @@ from pathlib import Path
 from ..profiles import Figure, fmt
 from . import ledger as lg
 from .landing import answer_markdown
-from .deciding import bound_text, decided_number
+from .deciding import bound_text, decided_number, in_words
 from .myst import nobreak
 from .scales import cache_note, scales_markdown
 from .overview import BADGE, SHORT, badge, by_paper, overview_figure  # noqa: F401 (the badges: chapter.py, tests)
 from .palette import css_text
+from .more_figures import more_figures_markdown
 from .scale_panels import panel_texts
 from .schematic import setting_figure
 from .settings_page import _md, settings_markdown
@@ -181,6 +182,24 @@ def reason(book: BookVerdicts, ev, scale: str = "default", cell: bool = True) ->
     n_base = sum(len(book.controls_of(k)) for k in ev.entry.all_checks())
     if n_base and v.status == lg.REPRODUCED:
         text += f"; {n_base} baseline{'s fail' if n_base != 1 else ' fails'}, as {'they' if n_base != 1 else 'it'} must"
+    return typeset(text)
+
+
+def words(book: BookVerdicts, ev, scale: str = "default") -> str:
+    """One line on an entry's verdict in a reader's words, for the chapters (:func:`reason` keeps the machinery's
+    numbers for the appendix): the check that decides it, with where its number lies and where the claim needs it
+    (:func:`softmax_icl.book.deciding.in_words`); for a map, how many of its readings hold."""
+    v = ev.default if scale == "default" else ev.paper
+    if v is None:
+        return "no record at this scale"
+    checks = deciding_checks(book, ev, scale)
+    shown = 1 if ev.entry.is_map else 2
+    text = "; ".join(f"{_title(c)}: {in_words(c)}" for c, _ in checks[:shown])
+    if len(checks) > shown:
+        text += f"; and {len(checks) - shown} more"
+    if ev.entry.is_map:
+        held = sum(st == lg.REPRODUCED for st in v.parts.values())
+        text = f"holds in {held} of {len(v.parts)} readings" + (f"; {text}" if text else "")
     return typeset(text)
 
 
@@ -433,7 +452,11 @@ def page_texts(book_dir: Path, registry: Mapping[str, Figure]) -> dict[Path, str
              book_dir / "landing_answer.md": answer_markdown(book),
              book_dir / "claims_table.md": landing_table(book) + "\n",
              book_dir / "scales.md": results_markdown(book, scales)}
-    pages.update(panel_texts(book, book_dir / "scale_panels", reason))
+    pages.update(panel_texts(book, book_dir / "scale_panels", words, scale_difference))
+    notebooks = book_dir.parent / "notebooks"
+    if notebooks.is_dir():
+        pages[book_dir / "more_figures.md"] = more_figures_markdown(
+            notebooks, registry, {k: chapter_title(book, k) for k in registry})
     css = book_dir.parent / "_static" / "book.css"
     if css.is_file():
         pages[css] = css_text(css.read_text(encoding="utf-8"))

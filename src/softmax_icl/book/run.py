@@ -18,6 +18,7 @@ import os
 import shutil
 import time
 from contextlib import contextmanager
+from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -250,6 +251,16 @@ class Run:
             glue_image(glue, paths[0])
             plt.close(fig)
 
+    def _seeds_figure(self) -> None:
+        """Glue the figure of the seeds behind the claim checks (``seeds``: each trained unit's value, their mean
+        and its bound, :mod:`softmax_icl.book.seeds_figure`), for the chapter's claims section; none where no claim
+        check is decided on seeds."""
+        from .seeds_figure import seeds_figure
+
+        fig = seeds_figure([asdict(c) if is_dataclass(c) else dict(c) for c in self.claims])
+        if fig is not None:
+            self.savefig(fig, "seeds", glue="seeds")
+
     def pending_figures(self) -> Path:
         """Where this run's figures wait for :meth:`finish` (``<output>/.pending-figures-<pid>/``)."""
         return self.output_dir / f"{PENDING_FIGURES}{os.getpid()}"
@@ -276,6 +287,7 @@ class Run:
         without the measured values, so the lines are the same on every machine (nbval compares them). The values
         are in the record, in the chapter's verdict box and in :meth:`values_table`."""
         self.timings["total"] = time.perf_counter() - self._t0
+        self._seeds_figure()
         self._place_figures()
         records.write_record(self.output_dir, records.record(
             self.figure, self.profile, self.cfg, self.claims, self.numbers, self.provenance(), self.timings,

@@ -50,9 +50,12 @@ def scale_words(params: dict) -> str:
     return ", ".join(parts)
 
 
-def panel_markdown(book: BookVerdicts, figure: str, scale: str, reason: Callable) -> str:
+def panel_markdown(book: BookVerdicts, figure: str, scale: str, reason: Callable,
+                   differs: Callable | None = None) -> str:
     """One tab's words: the scale in words; at the paper scale, then, each claim of the papers tested in this chapter
-    with its verdict there and its deciding numbers (``reason``: :func:`softmax_icl.book.pages.reason`)."""
+    with its verdict there and its deciding number in words (``reason``: :func:`softmax_icl.book.pages.words`), and,
+    folded, why a verdict of this chapter's claims differs between the scales (``differs``:
+    :func:`softmax_icl.book.pages.scale_difference`)."""
     fv = book.figures.get(figure)
     record = None if fv is None else (fv.record if scale == "default" else fv.paper)
     if record is None:
@@ -70,13 +73,18 @@ def panel_markdown(book: BookVerdicts, figure: str, scale: str, reason: Callable
             if not any(k.startswith(figure + "/") for k in ev.entry.all_checks()) or ev.paper is None:
                 continue
             lines.append(f"* {badge(ev.paper.status)} **{ev.entry.label}**: "
-                         f"{nobreak(' '.join(reason(book, ev, 'paper', cell=False).split()))}")
+                         f"{nobreak(' '.join(reason(book, ev, 'paper').split()))}")
         if lines:
             out += ["", "The claims tested here, at this scale:", ""] + lines
+        why = [f"* **{ev.entry.label}**: {differs(book, ev)}" for ev in book.entries
+               if differs is not None and ev.entry.chapter == figure and differs(book, ev)]
+        if why:
+            out += ["", "```{dropdown} Why a verdict changes with scale", ":class-container: scale-change", ""] + why \
+                + ["```"]
     return "\n".join(out) + "\n"
 
 
-def panel_texts(book: BookVerdicts, folder, reason: Callable) -> dict:
+def panel_texts(book: BookVerdicts, folder, reason: Callable, differs: Callable | None = None) -> dict:
     """Every chapter's two panels: path under ``folder`` -> text."""
-    return {folder / f"{figure}_{scale}.md": panel_markdown(book, figure, scale, reason)
+    return {folder / f"{figure}_{scale}.md": panel_markdown(book, figure, scale, reason, differs)
             for figure in book.figures for scale in SCALES}

@@ -34,30 +34,40 @@ def _n(run) -> str:
     return str(run.cfg["n_main"] if run.cfg["n_main"] in run.cfg["n_values"] else max(run.cfg["n_values"]))
 
 
-def _in_basins(run, tag: str) -> str:
-    """Where a reading holds, basin by basin, in words."""
-    cells = check(run, f"softmax-ge-linear-{tag}").decision["cells"]
-    if len(cells) == 1:
-        return ""
-    says = {"pass": "holds", "fail": "fails", "inconclusive": "is undecided", "not settled": "is still moving"}
-    return " (" + ", ".join(f"{says[c['verdict']]} in the {'β > 0' if 'beta > 0' in c['label'] else 'β ≤ 0'} basin, "
-                            f"{c['n']} of {run.cfg['seeds']} seeds" for c in cells) + ")"
+def _basin_words(cell: dict) -> str:
+    return "β > 0" if "beta > 0" in cell["label"] else "β ≤ 0"
+
+
+def _series(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def short(run) -> str:
-    """The answer in a sentence: the title claim, softmax ≥ linear, under each reading of the task, basin by basin."""
-    by = {st: [w + _in_basins(run, tag) for tag, w in READINGS if _status(run, tag) == st]
-          for st in ("pass", "fail", "inconclusive", "not settled")}
-    n = _n(run)
-    if len(by["pass"]) == len(READINGS):
-        return f"Softmax ≥ linear holds under every reading of the task at $n = {n}$, in every training basin."
-    parts = []
-    for st, says in (("pass", "holds in every training basin with"), ("fail", "fails (softmax worse than linear by "
-                     "more than the 5 % margin in some basin) with"), ("inconclusive", "is not decided by the seeds "
-                     "with"), ("not settled", "has not settled at the end of training with")):
-        if by[st]:
-            parts.append(f"{says} {'; '.join(by[st])}")
-    return f"At $n = {n}$, softmax ≥ linear " + "; ".join(parts) + "."
+    """The answer in a sentence: the title claim, softmax ≥ linear, under each reading of the task: where it holds in
+    every training basin, where only in some (with the basin's share of the trained units), where in none."""
+    n, every, some, none = _n(run), [], [], []
+    for tag, words in READINGS:
+        cells = check(run, f"softmax-ge-linear-{tag}").decision["cells"]
+        held = [c for c in cells if c["verdict"] == "pass"]
+        if _status(run, tag) == "pass":
+            every.append(words)
+        elif held and len(cells) > 1:
+            some.append(f"{words} (the {' and '.join(_basin_words(c) for c in held)} basin, "
+                        f"{sum(c['n'] for c in held)} of {run.cfg['seeds']} trained units)")
+        else:
+            none.append((words, _status(run, tag)))
+    if not some and not none:
+        return f"At $n = {n}$, softmax classifies at least as well as linear under every reading of the task, in " \
+               "every training basin."
+    parts = ([f"in every training basin with {_series(every)}"] if every else []) + \
+        ([f"only in part of the training basins with {_series(some)}"] if some else [])
+    head = f"At $n = {n}$, softmax classifies at least as well as linear " + ("; ".join(parts) if parts else
+                                                                              "under no reading of the task")
+    failed = [w for w, st in none if st == "fail"]
+    other = [f"{w} ({st})" for w, st in none if st != "fail"]
+    tail = (f"; with {_series(failed)} its cross-entropy is more than 5 % above linear's in every basin" if failed
+            else "") + (f"; undecided with {_series(other)}" if other else "")
+    return head + tail + "."
 
 
 def lead(run) -> str:

@@ -43,10 +43,15 @@ def task_columns(cfg: dict) -> list[tuple]:
             ctasks.task_spec("uniform", P=cfg["local_prototypes"]), ctasks.task_spec("subspace", k=1)]
 
 
-def _task_grid(run: Run, d: int, **kwargs):
-    """One context per reading (C classes, n_main points) in input dimension ``d``, three readings a row."""
+#: How many of :func:`task_columns` are the papers' readings (the rest are the book's own tasks).
+PAPER_READINGS = 5
+
+
+def _task_grid(run: Run, d: int, cols: list[tuple] | None = None, **kwargs):
+    """One context per reading (C classes, n_main points) in input dimension ``d``, three readings a row; ``cols``:
+    the readings (default: every one of :func:`task_columns`)."""
     cfg = run.cfg
-    C, n, cols = cfg["C"], cfg["n_main"], task_columns(cfg)
+    C, n, cols = cfg["C"], cfg["n_main"], cols or task_columns(cfg)
     rows = -(-len(cols) // 3)
     fig, axes = plotting.subplots(rows, 3, row_height=2.3, **kwargs)
     colors = plotting.qualitative(C)
@@ -72,9 +77,9 @@ def _task_grid(run: Run, d: int, **kwargs):
 
 
 def plot_tasks(run: Run):
-    """Paper Fig. 1 for each reading: one context in d = 2 (C classes, n = n_main); arrows: the class vectors
-    (prototypes); dots: the context inputs, coloured by label."""
-    fig, axes = _task_grid(run, 2)
+    """Paper Fig. 1 for each of the papers' readings: one context in d = 2 (C classes, n = n_main); arrows: the class
+    vectors (prototypes); dots: the context inputs, coloured by label."""
+    fig, axes = _task_grid(run, 2, task_columns(run.cfg)[:PAPER_READINGS])
     th = np.linspace(0, 2 * np.pi, 721)
     for ax in axes:
         ax.plot(np.cos(th), np.sin(th), color="0.8", lw=0.6, zorder=0)
@@ -138,7 +143,7 @@ def plot_alignment(run: Run, ev: Evaluation, model: str, seed: int = 0):
     correct class and the entropy of the prediction, trained model (x) against the algorithm (y)."""
     main = ev.main
     ks = [k for k, c in enumerate(main.configs) if c["model"] == model]
-    fig, axes = plotting.subplots(2, 2, row_height=2.8)
+    fig, axes = plotting.subplots(2, 2, row_height=2.4)
     ax = axes[0, 0]
     for (m, ls), color in zip(zip(cmetrics.METRICS, ("-", "--", "-.", ":")), QUALITATIVE):
         plotting.band(ax, main.log_steps, main.align[m][:, ks], color, label=METRIC_LABEL[m], ls=ls)

@@ -22,7 +22,7 @@ ALG_SHORT = {"gd": "GD", "kernel_gd": "kernel GD", "exp_fixed": "exp, fixed rate
 SYMBOL = {"tau": "\\tau"}
 #: the comparison tables' columns after the task (and its n or shape)
 CMP_HEAD = ["Softmax", "Linear", "Ratio [bounds]", "≥ linear"]
-CMP_NOTE = ("Test cross-entropy (accuracy) of the trained units, mean over seeds and contexts. Ratio: the exponential "
+CMP_NOTE = ("Test cross-entropy (accuracy) of the trained units, mean over the trained units and contexts. Ratio: the exponential "
             "of the seed mean of the per-seed log CE ratio softmax / linear, with its one-sided 95% $t$-bounds over "
             "the seeds (each seed pairs the two units); *≥ linear*: the statistical design's non-inferiority "
             "test of softmax ≥ linear (no worse by 5%) on those bounds (pass: upper bound below 1.05; fail: lower bound above it).")
@@ -58,7 +58,7 @@ def alignment_table(run: Run, ev: Evaluation, found: Search) -> str:
     align = table(["Unit", "Against", "Logit cosine", "Probability $L_2$", "Jacobian cosine", "Argmax agreement"], rows,
                   title=f"Alignment with the GD steps at the end of training: $C = {cfg['C']}$, $d = {cfg['d']}$, "
                         f"$n = {cfg['n_main']}$", widths=[11, 25, 14, 17, 16, 17],
-                  note="Each algorithm at its searched hyperparameters, mean over seeds; the control is the other "
+                  note="Each algorithm at its searched hyperparameters, mean over the trained units; the control is the other "
                        "unit's algorithm.")
     hp = hyperparameters(run, ev, found)
     rows = [[f"${sym}$", f"{getattr(hp, name + '_searched'):.3g}",

@@ -8,7 +8,7 @@ import math
 
 from ...book.chapter_text import check
 
-SAYS = {"pass": "holds", "fail": "fails", "inconclusive": "is not decided by the seeds",
+SAYS = {"pass": "holds", "fail": "fails", "inconclusive": "is not decided",
         "not settled": "is still moving at the end of training"}
 
 
@@ -32,6 +32,11 @@ def _ratio(cell: dict, bound: str = "hi") -> str:
     return f"{math.exp(cell['mean']):.3g}× ({side} bound {math.exp(cell[bound]):.3g}×)"
 
 
+def _mean(cell: dict) -> str:
+    """A log-ratio cell as a ratio in words: the exponential of its mean over the trained units."""
+    return f"{math.exp(cell['mean']):.3g}×"
+
+
 def short(run) -> str:
     """The answer in a sentence: how units pretrained with the same $L$ on another class compare with the unit
     pretrained on the test class, and how close all come to the best window at the pretraining length."""
@@ -45,18 +50,18 @@ def short(run) -> str:
     head = "Units pretrained on affine, ReLU or cosine tasks with the same $L$ "
     alike = f"come within a factor {bar:.3g} of the unit pretrained on the test class"
     if c.status == "pass":
-        text = head + f"{alike} at every test length up to pretraining ($n \\le {ns[-1]}$; worst {_ratio(worst)})."
+        text = head + f"{alike} at every test length up to pretraining ($n \\le {ns[-1]}$; worst {_mean(worst)})."
     elif not ok:
         text = head + f"do not {alike} at any test length up to pretraining (worst at $n = {_n_of(worst)}$: " \
-            f"{_ratio(worst)}, {c.decision['seeds']} seeds)."
+            f"{_mean(worst)})."
     else:
         where = (f"$n = {ok[0]}$" if len(ok) == 1 else f"$n = {ok[0]}$ to ${ok[-1]}$"
                  if ok == ns[ns.index(ok[0]):] else f"$n$ = {', '.join(map(str, ok))}")
         text = head + f"{alike} at {where}, but not at every shorter length (worst at $n = {_n_of(worst)}$: " \
-            f"{_ratio(worst)}, {c.decision['seeds']} seeds)."
+            f"{_mean(worst)})."
     level = check(run, "matched-L-level")
     top = max(_cells(run, "matched-L-level"), key=lambda x: x["hi"])
-    return text + (f" At the pretraining length every unit's error lies within {_ratio(top)} of the best re-tuned "
+    return text + (f" At the pretraining length every unit's error lies within {_mean(top)} of the best re-tuned "
                    "window" + ("." if level.status == "pass" else f": that check {SAYS[level.status]}."))
 
 

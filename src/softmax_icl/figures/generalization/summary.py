@@ -27,7 +27,7 @@ def key_numbers_table(a: GeneralizationAnalysis) -> str:
     header = ["Pretrained on", "$\\lVert M\\rVert_2$", "Seeds with $\\mathrm{tr}(M) < 0$"]
     header += [f"Test {c}" for c in classes]
     return table(header, rows, title=f"ICL error at $n = {a.n_train}$ (the pretraining $n$) on each test class at "
-                             f"$L = {a.L_test:g}$, per pretraining class and $L$ (seed means)",
+                             f"$L = {a.L_test:g}$, per pretraining class and $L$ (means)",
                  folded=len(rows) > 8, widths=[22, 10, 14] + [54 // max(len(classes), 1)] * len(classes),
                  note="$\\lVert M\\rVert_2$: the learned inverse window; a unit with $\\mathrm{tr}(M) < 0$ attends "
                       "away from the query. Linear attention (matched): the linear unit pretrained on the "
@@ -71,8 +71,8 @@ def theory_table(a: GeneralizationAnalysis) -> str:
     rates = table(["Setting", "Matched units (seed range)", "Bound's rate", "Sketch", "NW oracle",
                    f"Unit at $L = {L_u[0]:g}$", "Error over the bound, largest $n$"], decay,
                   title="Theorem 3.5: the error's slope in $n$ and the bound", folded=True, widths=[17, 18, 12, 10, 11, 12, 20],
-                  note=f"Matched units: pretrained and tested at $L = {L_u[1]:g}$ (mean over seeds, then the range "
-                       f"over seeds); the unit pretrained at $L = {L_u[0]:g}$ and tested at $L = {L_u[1]:g}$ is the "
+                  note=f"Matched units: pretrained and tested at $L = {L_u[1]:g}$ (mean over the trained units, then the range "
+                       f"over them); the unit pretrained at $L = {L_u[0]:g}$ and tested at $L = {L_u[1]:g}$ is the "
                        "control. Last column: the matched units' error over the bound "
                        "$L^{2-2/(d+2)}(\\sigma^2/n)^{1/(d+2)}$ with the slide's constant 1 (geometric mean over "
                        f"seeds), and in brackets the same for the unit pretrained at $L = {L_u[0]:g}$.")

@@ -9,7 +9,7 @@ import math
 from ...book.chapter_text import check
 
 #: How a check's status reads in the answer.
-SAYS = {"pass": "", "fail": "above its bar", "inconclusive": "the seeds do not decide it",
+SAYS = {"pass": "", "fail": "too large for the claim", "inconclusive": "not decided",
         "not settled": "still falling at the end of pretraining"}
 
 
@@ -17,15 +17,6 @@ def _worst(run, cid: str) -> dict:
     """The deciding cell of a decided check: the one whose bound clears its threshold by the least."""
     cells = check(run, cid).decision["cells"]
     return min(cells, key=lambda c: c["threshold"] - c["hi"] if c["test"] == "below" else c["lo"] - c["threshold"])
-
-
-def _rho(run, cid: str) -> str:
-    """'0.0092 (bound 0.011)' for the deciding cell of a one-cell rho check; 'quadratic link: 0.12, bound 0.14' for
-    one with several cells."""
-    c = _worst(run, cid)
-    if len(check(run, cid).decision["cells"]) > 1:
-        return f"{c['label']} link: {c['mean']:.2g}, bound {c['hi']:.2g}"
-    return f"{c['mean']:.2g} (bound {c['hi']:.2g})"
 
 
 def _ratio(run, cid: str) -> str:
@@ -46,14 +37,17 @@ def short(run) -> str:
     ok = all(_status(run, f"softmax-{r}-to-zero") == "pass" for r in ("rho1", "rho2"))
     head = ("On the low-rank linear class the pretrained softmax unit projects onto the tasks' subspace" if ok else
             "On the low-rank linear class the pretrained softmax unit moves towards the tasks' subspace")
-    out = (f"{head}: over {seeds} seeds $\\rho_1(M, B)$ averages {_rho(run, 'softmax-rho1-to-zero')} and $\\rho_2$ "
-           f"{_rho(run, 'softmax-rho2-to-zero')}, bars 0.1 and 0.15")
+    out = (f"{head}: averaged over {seeds} trained units, its distances from the subspace $\\rho_1(M, B)$ and "
+           f"$\\rho_2$ (zero for an exact projection) are {_worst(run, 'softmax-rho1-to-zero')['mean']:.2g} and "
+           f"{_worst(run, 'softmax-rho2-to-zero')['mean']:.2g}")
     links = {r: _status(run, f"links-{r}-to-zero") for r in ("rho1", "rho2")}
     if all(s == "pass" for s in links.values()):
         return out + "; on the slides' nonlinear links too."
     r = next(r for r in ("rho1", "rho2") if links[r] != "pass")
     sym = "$\\rho_1$" if r == "rho1" else "$\\rho_2$"
-    return out + f"; on the nonlinear links {sym} is {SAYS[links[r]]} ({_rho(run, f'links-{r}-to-zero')})."
+    c = _worst(run, f"links-{r}-to-zero")
+    where = f", {c['label']} link" if len(check(run, f"links-{r}-to-zero").decision["cells"]) > 1 else ""
+    return out + f"; on the nonlinear links {sym} is {SAYS[links[r]]} ({c['mean']:.2g}{where})."
 
 
 def lead(run) -> str:

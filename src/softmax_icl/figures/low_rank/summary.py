@@ -28,7 +28,7 @@ def key_numbers_table(a: LowRankAnalysis) -> str:
     init = ", ".join(f"{m} {fmt(a.model(m).norm[0].mean())}" for m in MODELS)
     subspace = table(
         ["Class", "Model", "$\\rho_1(M, B)$", "$\\rho_2(M, B)$", "Distance to $cBB^\\top$ (sign of $c$)", NORM], rows,
-        title="The learned $M$ against the subspace $B$ (seed means)", folded=True,
+        title="The learned $M$ against the subspace $B$ (means over the trained units)", folded=True,
         widths=[14, 12, 16, 16, 26, 16],
         note="Distance: $\\min_c \\lVert M - cBB^\\top\\rVert_F / \\lVert M\\rVert_F$; in brackets how many "
              f"seeds' best $c$ is positive (+) and negative (−). {NORM} at initialisation: {init}.")
@@ -36,7 +36,7 @@ def key_numbers_table(a: LowRankAnalysis) -> str:
              fmt(a.mean[i]), fmt(a.oracle_cBB[i]), fmt(a.oracle_wI[i].mean())] for i, c in enumerate(a.classes)]
     errors = table(["Class", "Softmax", "Linear", "Predict 0", "Plain average", "Best $M = cBB^\\top$",
                     "Best $M = wI$"], rows,
-                   title="ICL error of the units and of the references (seed means)", folded=True,
+                   title="ICL error of the units and of the references (means over the trained units)", folded=True,
                    note="The references: predicting 0, the plain average of the context labels (softmax with "
                         "$M = 0$), and the softmax unit at the best multiple of $BB^\\top$ (tuned per class) and of "
                         "the identity (tuned per class and seed, each seed on a tuning set of its own: the mean over "
@@ -52,12 +52,12 @@ def theorem_table(a: LowRankAnalysis) -> str:
                                                                     fmt(th.rho2_other_basis[i, j].mean()))]
             for i, n in enumerate(th.n)]
     theorem = table(header, rows, title="Theorem 4.4: final $\\rho_2(M, B)$ of the softmax units on the linear class "
-                                        "(seed means)",
+                                        "(means over the trained units)",
                     note="Against another basis $B'$: the same $M$ measured against a random subspace (the control).")
     rows = [[f"{sch} learning rate"] + [fmt(v) for v in fl.rho2[k].mean(-1)] for k, sch in enumerate(fl.schedules)]
     floor = table(["Schedule"] + [f"{s} steps" for s in fl.steps], rows,
                   title="The $\\rho$ floor: final $\\rho_2(M, B)$ against the training length (softmax, linear class, "
-                        "seed means)")
+                        "means over the trained units)")
     out = [theorem, floor]
     if a.affine_minus_linear == a.affine_minus_linear:                       # not NaN: both classes present
         mant, exp = f"{a.affine_minus_linear:.1e}".split("e")
@@ -79,9 +79,9 @@ def window_table(a: LowRankAnalysis) -> str:
              f"{fmt(s[-1, p].max())})", fmt(s[0, p].mean()), fmt(w.best_scale[p]), fmt(w.best_over_mean[p]),
              fmt(r[-1, p].mean())] for p in order]
     c = "$\\lvert c\\rvert$"
-    return table(["$\\omega$", "$\\sigma$", f"Trained {c} (range over seeds)", f"{c}, untrained",
+    return table(["$\\omega$", "$\\sigma$", f"Trained {c} (range over the trained units)", f"{c}, untrained",
                   "Best $c$ of $M = cBB^\\top$", "Its error / plain average's", "Trained $\\rho_2(M, B)$"], rows,
-                 title="The window in $\\mathrm{col}(B)$ on the cosine link (seed means)", folded=True,
+                 title="The window in $\\mathrm{col}(B)$ on the cosine link (means over the trained units)", folded=True,
                  note=f"{c[:-1]} = \\lvert\\mathrm{{tr}}(B^\\top M B)\\rvert / k$ of the trained softmax units on "
                       "$\\cos(\\omega a^\\top B^\\top x)$. Best $c$: the window $M = cBB^\\top$ tuned on the first "
                       "seed's tuning set; its ICL error over the plain average's ($M = 0$) on the evaluation set says "

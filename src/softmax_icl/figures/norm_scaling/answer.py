@@ -48,14 +48,14 @@ def short(run) -> str:
     for cid, says, not_says, op, per in TRENDS:
         status, f = _status(run, cid), _factor(run, cid)
         text = not_says if status == "fail" else says
-        bound = "at least " if status in ("pass", "not settled") else "worst step's bound "
-        parts.append(f"{text} ({bound}{op}{f} per {per}" + (", not decided by the seeds" if status == "inconclusive"
+        bound = "at least " if status in ("pass", "not settled") else "worst step "
+        parts.append(f"{text} ({bound}{op}{f} per {per}" + (", not decided" if status == "inconclusive"
                                                             else "") + ")")
         if status == "not settled":
             moving.append(per.split(" up to")[0].replace("step of ", ""))
-    tail = (f"; the ratios along {', '.join(moving)} were still moving at the end of training (not settled)"
-            if moving else "")
-    return (f"Over {_seeds(run, 'norm-grows-with-L')} seeds, the learned window scale $\\|M\\|_2$ {parts[0]}; "
+    tail = (f"; the ratios along {', '.join(moving)} were still moving when training stopped" if moving else "")
+    return (f"Averaged over {_seeds(run, 'norm-grows-with-L')} trained units per setting, the learned window scale "
+            f"$\\|M\\|_2$ {parts[0]}; "
             f"{parts[1]} and {parts[2]}{tail}.")
 
 

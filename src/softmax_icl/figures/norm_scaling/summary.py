@@ -224,7 +224,7 @@ def dynamics_table(growths: list[Growth], early: Ordering, late: Ordering, gain:
                  for (setting, cls), tab in gain.by_panel.items()]
     gains = table(head, rows, widths=[34] + [66 // len(early.L)] * len(early.L),
                   title=f"Growth of {NORM} during pretraining: the gain, mean of $\\log(\\lVert M(t)\\rVert_2 / "
-                        "\\lVert M(0)\\rVert_2)$ over the logged steps (seed means)",
+                        "\\lVert M(0)\\rVert_2)$ over the logged steps (means over the trained units)",
                   note="The difference of two gains is the time-averaged log ratio of the two norms: "
                        "the unit with the larger gain has grown more after the same number of steps.") if rows else ""
     rows = []
@@ -234,7 +234,7 @@ def dynamics_table(growths: list[Growth], early: Ordering, late: Ordering, gain:
         rows.append([f"{cls}, {setting}, late"] + [f"{1000 * v:.2f}" for v in np.nanmean(late_tab, 0)])
     widths = [34] + [66 // len(early.L)] * len(early.L)
     slopes = table(head, rows, widths=widths,
-                   title=f"Growth of {NORM}: slope of $\\log \\lVert M\\rVert_2$ per 1000 steps (seed means)",
+                   title=f"Growth of {NORM}: slope of $\\log \\lVert M\\rVert_2$ per 1000 steps (means over the trained units)",
                    folded=len(rows) > 8,
                    note="Early: over the first part of training; late: over its last quarter. Smallest early step "
                         f"between consecutive $L$: {1000 * early.worst_step:.3f} per 1000 steps "
@@ -244,6 +244,6 @@ def dynamics_table(growths: list[Growth], early: Ordering, late: Ordering, gain:
         for cls in sorted({c["function_class"] for c in g.configs}):
             half = [np.nanmean(g.t_half[g.grid.units(function_class=cls, L=L)]) for L in early.L]
             rows.append([f"{cls}, {g.setting}"] + [f"{v:.0f}" for v in half])
-    halves = table(head, rows, widths=widths, title=f"Steps to half the final {NORM} (seed means)",
+    halves = table(head, rows, widths=widths, title=f"Steps to half the final {NORM} (means over the trained units)",
                    folded=len(rows) > 8)
     return (gains + "\n\n" if gains else "") + slopes + "\n\n" + halves

@@ -37,13 +37,13 @@ def short(run, a: WindowAnalysis) -> str:
     narrow = math.exp(sum(c["mean"] for c in _cells(run, "window-narrows-with-L")))
     widen = math.exp(_cells(run, "window-widens-with-sigma")[0]["mean"])
     bar = math.exp(_cells(run, "window-narrows-with-L")[0]["threshold"])
-    says = {"pass": f"each step of $L$ narrows it by more than {bar:.2g}× with 95 % confidence",
-            "fail": f"but some step of $L$ narrows it by less than {bar:.2g}×",
-            "inconclusive": f"the seeds do not decide whether each step of $L$ narrows it by {bar:.2g}×",
-            "not settled": "the window is still moving at the end of training"}
-    return (f"Pretraining sets the softmax window: over {_seeds(run, 'window-narrows-with-L')} seeds its half-width "
-            f"is {narrow:.3g}× as wide at $L = {L0:g}$ as at $L = {L2:g}$, and {widen:.3g}× as wide at "
-            f"$\\sigma = {s_hi:g}$ as at $\\sigma = {s_lo:g}$ ({says[_status(run, 'window-narrows-with-L')]}).")
+    says = {"pass": f"every step up in $L$ narrows it by more than {bar:.2g}×",
+            "fail": f"but some step up in $L$ narrows it by less than {bar:.2g}×",
+            "inconclusive": f"whether every step up in $L$ narrows it by {bar:.2g}× is not decided",
+            "not settled": "the window was still moving when training stopped"}
+    return (f"Pretraining sets the softmax window: averaged over {_seeds(run, 'window-narrows-with-L')} trained "
+            f"units, its half-width is {narrow:.3g}× as wide at $L = {L0:g}$ as at $L = {L2:g}$, and {widen:.3g}× as "
+            f"wide at $\\sigma = {s_hi:g}$ as at $\\sigma = {s_lo:g}$ ({says[_status(run, 'window-narrows-with-L')]}).")
 
 
 def _worst(run, cid: str, key: str = "hi") -> tuple[float, str]:

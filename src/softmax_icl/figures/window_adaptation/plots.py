@@ -56,15 +56,14 @@ def example_context(cfg: dict, s: Setting, seed: int, n: int):
     return dict(angle=angle.numpy(), y=y.numpy(), f_q=float(f[n]), grid=grid, f_grid=f_grid.numpy())
 
 
-def plot_headline(run: Run, a: WindowAnalysis, results: dict[str, SweepResult]):
-    """The answer: the window of pretrained softmax units narrows as L grows and widens with noise; linear
-    attention's does not move. Attention weight against the angle to the query (relative to the weight on the
-    query, averaged over queries: :func:`~softmax_icl.metrics.window_profile`), units at ``n_window`` on the
-    paper's tasks, seed mean and min-max band; legend: each setting with the softmax window's half-width."""
-    fig, axes = plotting.subplots(1, 2, sharey=True)
+def _draw_windows(axes, run: Run, a: WindowAnalysis, results: dict[str, SweepResult]) -> None:
+    """The attention window of the pretrained softmax and linear units (one axis each) in every setting: attention
+    weight against the angle to the query, relative to the weight on the query and averaged over queries
+    (:func:`~softmax_icl.metrics.window_profile`), units at ``n_window`` on the paper's tasks, seed mean and min-max
+    band; each line labelled with its setting and the softmax window's half-width."""
     thetas = np.linspace(0, np.pi, 181)
     angle = np.degrees(np.concatenate([-thetas[:0:-1], thetas]))
-    for ax, m in zip(axes[0], MODELS):
+    for ax, m in zip(axes, MODELS):
         for j, (s, style) in enumerate(zip(a.settings, setting_styles(a.settings))):
             M = results[m].M[unit_index(results[m], s, run.cfg["n_window"], a.families[0])]
             prof = window_profile(m, M, thetas)                                   # (seed, theta)
@@ -73,8 +72,45 @@ def plot_headline(run: Run, a: WindowAnalysis, results: dict[str, SweepResult]):
                           axis=0, **style)
         ax.axhline(0, color="0.6", lw=0.6)
         ax.set(title=f"{m} attention", xlabel=ANGLE_LABEL, xlim=(-180, 180), xticks=[-180, -90, 0, 90, 180])
-    axes[0, 0].set(ylabel="attention weight / weight at the query", ylim=(-1.05, 1.1))
-    plotting.figure_legend(fig, ncols=2, title="setting (softmax window's half-width)")
+    axes[0].set(ylabel="weight / weight at query", ylim=(-1.05, 1.1))
+
+
+def plot_figure1(run: Run, a: WindowAnalysis, results: dict[str, SweepResult]):
+    """The paper's Figure 1 as the paper lays it out, three rows in one figure: one task at each $L$ of the low-noise
+    settings (top), the attention window of the pretrained softmax and linear units in every setting (middle, as
+    :func:`_draw_windows`), and their ICL error against the context length on the paper's tasks beside the tuned
+    Nadaraya-Watson window (bottom, as :func:`plot_error`)."""
+    import matplotlib.pyplot as plt
+
+    cfg = run.cfg
+    low = [j for j, s in enumerate(a.settings) if s.sigma == min(x.sigma for x in a.settings)][:3]
+    styles = setting_styles(a.settings)
+    fig = plt.figure(figsize=(plotting.COLUMN_WIDTH_IN, 7.6), layout="constrained")
+    top, mid, bottom = fig.subfigures(3, 1, height_ratios=[2.2, 2.9, 2.5])
+    axes = top.subplots(1, len(low), sharey=False)
+    for ax, j in zip(axes, low):
+        s = a.settings[j]
+        ex = example_context(cfg, s, cfg["eval_seed"], cfg["n_window"])
+        ax.plot(np.degrees(ex["grid"]), ex["f_grid"], color=styles[j]["color"], lw=1.2, label="$f$ (the task)")
+        ax.scatter(np.degrees(ex["angle"]), ex["y"], s=5, color="0.45", label="context labels")
+        ax.scatter([0], [ex["f_q"]], marker="*", s=70, color="k", zorder=3, label="query")
+        ax.set(title=s.label, xlim=(-180, 180), xticks=[-180, 0, 180], xlabel="angle (degrees)")
+    axes[0].set_ylabel("label")
+    top.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=3)
+    axes = mid.subplots(1, 2, sharey=True)
+    _draw_windows(axes, run, a, results)
+    mid.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=2,
+               title="setting (softmax window's half-width)")
+    axes = bottom.subplots(1, len(low), sharey=False)
+    for ax, j in zip(axes, low):
+        for m in MODELS:
+            plotting.band(ax, a.n, a.error[m][0, j], MODEL_COLORS[m], label=f"{m} attention", marker="o", ms=3)
+        ax.plot(a.n, a.mean_error("oracle")[0, j], "k--", lw=1, label="tuned NW window")
+        ax.set(xscale="log", title=a.settings[j].label, xlabel="context length n")
+        plotting.value_ticks(ax, a.n[::2])
+        plotting.log_axis(ax)
+    axes[0].set_ylabel("ICL error (MSE)")
+    bottom.legend(*axes[0].get_legend_handles_labels(), loc="outside upper center", ncols=3)
     return fig
 
 

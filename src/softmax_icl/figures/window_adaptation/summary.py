@@ -38,14 +38,14 @@ def key_numbers_table(a: WindowAnalysis) -> str:
                 "degrees; NW oracle: the Nadaraya–Watson estimator at its best bandwidth per setting and $n$; one NW "
                 "window: its one bandwidth per $n$ for every setting (both tuned on each seed's own tuning set).")
         out.append(table(["Setting", "Model", "$\\lVert M\\rVert_2$", "Half-width", f"ICL error at $n$ = {ns}"], rows,
-                         title=f"Task family *{fam}*: windows and ICL errors at $n$ = {ns} (seed means)",
+                         title=f"Task family *{fam}*: windows and ICL errors at $n$ = {ns} (means over the trained units)",
                          folded=len(rows) > 8,
                          widths=[16, 12, 9, 15, 48], note=note))
     return "\n\n".join(out)
 
 
 def ratio_table(a: WindowAnalysis) -> str:
-    """Softmax over linear ICL error (seed means): one table per task family, one row per n, one column per setting."""
+    """Softmax over linear ICL error (means over the trained units): one table per task family, one row per n, one column per setting."""
     r = a.ratio("softmax", "linear")
     out = []
     for k, fam in enumerate(a.families):
