@@ -74,6 +74,12 @@ def _code(source: str, tags: list[str]) -> dict:
             "source": source.splitlines(keepends=True)}
 
 
+def heading(label: str) -> str:
+    """A ledger label as a heading: its first word capitalised, unless that word is a symbol (``n → ∞``, ``σ``)."""
+    first = label.split(" ")[0]
+    return label[0].upper() + label[1:] if len(first) > 1 and first[:2].isalpha() else label
+
+
 def closing_cells(figure: str) -> list[str]:
     """The markdown of the closing sections, in order (see the module docstring)."""
     mine = [e for e in lg.load().entries if e.chapter == figure]
@@ -82,7 +88,7 @@ def closing_cells(figure: str) -> list[str]:
         out.append("## What the authors claim\n\nEach claim of the papers tested in this chapter, in the authors' words "
                    "and then in plain terms. Its verdict is in the list under the figure above; how each claim is "
                    "tested is in the folded block at the end of the chapter.")
-        out += [f"({e.anchor})=\n### {e.label[0].upper() + e.label[1:]}\n\n{glue_md(f'claim-{e.id}')}" for e in mine]
+        out += [f"({e.anchor})=\n### {heading(e.label)}\n\n{glue_md(f'claim-{e.id}')}" for e in mine]
         out.append(f"```{{glue:figure}} seeds\n:name: fig-{figure}-seeds\n\nThe trained units behind each claim "
                    "tested here.\n```")
     out.append("## How the verdicts were reached\n\n``````{dropdown} How each claim is tested, every check, the seed "
