@@ -550,7 +550,7 @@ def test_a_deciding_number_reads_in_words():
 def test_each_scale_panel_says_what_its_scale_is():
     """``scale_words``: a run's steps, batch, context lengths and seeds in words, from its parameters; the committed
     panels: each chapter's two, the paper one with a verdict per claim tested in the chapter."""
-    from softmax_icl.book.pages import scale_difference, words
+    from softmax_icl.book.pages import paper_answers, scale_difference, words
     from softmax_icl.book.scale_panels import panel_texts, scale_words
     from softmax_icl.book.verdicts import BookVerdicts
 
@@ -561,11 +561,13 @@ def test_each_scale_panel_says_what_its_scale_is():
         "at 128), 15 seeds"
     assert scale_words({"n": 20}) == "contexts of 20 examples"
     book = BookVerdicts.read(ROOT / "book" / "results", FIGURES)
-    panels = panel_texts(book, ROOT / "book" / "scale_panels", words, scale_difference)
+    panels = panel_texts(book, ROOT / "book" / "scale_panels", words, scale_difference,
+                         paper_answers(ROOT / "book", FIGURES))
     assert len(panels) == 2 * len(FIGURES)
     for path, text in panels.items():
         assert path.read_text(encoding="utf-8") == text, f"{path.name} is stale: softmax-icl pages"
-        assert text.startswith("**Default scale:**" if path.stem.endswith("_default") else "**Paper scale:**")
+        head = text.split("````\n\n", 1)[1] if text.startswith("````{admonition} The answer") else text
+        assert head.startswith("**Default scale:**" if path.stem.endswith("_default") else "**Paper scale:**")
         if path.stem.endswith("_paper") and book.figures[path.stem[:-len("_paper")]].paper is not None:
             assert "{bdg-" in text
 
@@ -581,3 +583,29 @@ def test_every_check_of_the_committed_records_has_a_title_in_its_figure():
         untitled = [c["id"] for c in rec["claims"] if not c.get("title") and c["id"] not in titles
                     and c.get("kind") != "control"]
         assert not untitled, f"{fig}: checks without a title: {untitled}"
+
+
+def test_the_paper_tab_shows_the_paper_runs_own_answer(tmp_path):
+    """``publish.glued_answer`` reads the answer box a run glued into its executed notebook (None where it glued
+    none), and the paper scale's panel shows it first, above the scale in words and the verdicts."""
+    import json
+
+    from softmax_icl.book.publish import glued_answer
+    from softmax_icl.book.scale_panels import panel_markdown
+    from softmax_icl.book.verdicts import BookVerdicts
+
+    box = "````{admonition} The answer\n:class: answer-box\n\nAt the paper scale the window narrows.\n````"
+    nb = {"cells": [{"cell_type": "code", "outputs": [
+        {"output_type": "display_data", "metadata": {"scrapbook": {"name": "answer-details"}},
+         "data": {"application/papermill.record/text/markdown": "not this"}},
+        {"output_type": "display_data", "metadata": {"scrapbook": {"name": "answer"}},
+         "data": {"application/papermill.record/text/markdown": box}}]}]}
+    (tmp_path / "run.ipynb").write_text(json.dumps(nb))
+    assert glued_answer(tmp_path / "run.ipynb") == box
+    (tmp_path / "none.ipynb").write_text(json.dumps({"cells": []}))
+    assert glued_answer(tmp_path / "none.ipynb") is None and glued_answer(tmp_path / "missing.ipynb") is None
+    book = BookVerdicts.read(ROOT / "book" / "results", FIGURES)
+    text = panel_markdown(book, "window_adaptation", "paper", lambda *a, **k: "words", answer=box)
+    assert text.startswith(box) and text.index("**Paper scale:**") > text.index("answer-box")
+    assert "answer-box" not in panel_markdown(book, "window_adaptation", "default", lambda *a, **k: "words",
+                                              answer=box)

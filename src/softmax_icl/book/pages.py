@@ -441,6 +441,13 @@ def findings_block(book: BookVerdicts) -> list[str]:
     return out
 
 
+def paper_answers(book_dir: Path, registry: Mapping[str, Figure]) -> dict[str, str]:
+    """Each chapter's paper-scale answer box, as its published paper run glued it
+    (``results/paper/<figure>.answer.md``, :func:`softmax_icl.book.publish.glued_answer`), where there is one."""
+    return {f: p.read_text(encoding="utf-8") for f in registry
+            if (p := Path(book_dir) / "results" / "paper" / f"{f}.answer.md").is_file()}
+
+
 def page_texts(book_dir: Path, registry: Mapping[str, Figure]) -> dict[Path, str]:
     """The generated pages of the book (path -> text), from the figures of ``registry`` and the committed records;
     with them the stylesheet ``_static/book.css`` beside the book's folder, its verdict colours from
@@ -452,7 +459,8 @@ def page_texts(book_dir: Path, registry: Mapping[str, Figure]) -> dict[Path, str
              book_dir / "landing_answer.md": answer_markdown(book),
              book_dir / "claims_table.md": landing_table(book) + "\n",
              book_dir / "scales.md": results_markdown(book, scales)}
-    pages.update(panel_texts(book, book_dir / "scale_panels", words, scale_difference))
+    pages.update(panel_texts(book, book_dir / "scale_panels", words, scale_difference,
+                             paper_answers(book_dir, registry)))
     notebooks = book_dir.parent / "notebooks"
     if notebooks.is_dir():
         pages[book_dir / "more_figures.md"] = more_figures_markdown(

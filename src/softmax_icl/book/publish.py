@@ -20,9 +20,24 @@ def headline_name(notebook: Path) -> str:
     return m.group(1) if m else "headline"
 
 
+def glued_answer(notebook: Path) -> str | None:
+    """The chapter's answer box as the run glued it (``answer``, :func:`softmax_icl.book.chapter.glue_chapter`) in
+    its executed ``notebook``, as MyST; None where the notebook has none."""
+    if not notebook.is_file():
+        return None
+    for cell in json.loads(notebook.read_text(encoding="utf-8")).get("cells", []):
+        for out in cell.get("outputs", []):
+            if ((out.get("metadata") or {}).get("scrapbook") or {}).get("name") == "answer":
+                data = out.get("data") or {}
+                text = data.get("application/papermill.record/text/markdown") or data.get("text/markdown")
+                return "".join(text) if isinstance(text, list) else text
+    return None
+
+
 def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
     """Copy the records of a ``profile`` build (``runs/<figure>-<profile>/results/``) to ``book/results/<profile>/``,
-    where the results appendix "Results at both scales" reads them (:mod:`softmax_icl.book.scales`), and its headline figure
+    where the results appendix "Results at both scales" reads them (:mod:`softmax_icl.book.scales`), with the answer box
+    the run glued (``<figure>.answer.md``, :func:`glued_answer`, for the chapter's paper-scale tab), and its headline figure
     (the one the book's notebook glues as ``headline``: :func:`headline_name`) to
     ``book/figures/<profile>/<figure>_headline.png``, which the chapter shows
     beside the default scale's, and every other figure of the run under its own name
@@ -42,6 +57,13 @@ def publish_records(root: Path, names: list[str], profile: str) -> list[Path]:
         dest = root / "book" / "results" / PAPER_SUBDIR / f"{name}.json"
         atomic_write_bytes(dest, src.read_bytes())
         out.append(dest)
+        # the run's own answer box, which the chapter's paper-scale tab shows beside its figure
+        answer, said = glued_answer(run / f"{name}.ipynb"), dest.with_name(f"{name}.answer.md")
+        if answer:
+            atomic_write_bytes(said, (answer.rstrip() + "\n").encode())
+            out.append(said)
+        else:
+            said.unlink(missing_ok=True)
         figure = run / "figures" / f"{name}_{headline_name(root / 'notebooks' / f'{name}.ipynb')}.png"
         figures = root / "book" / "figures" / PAPER_SUBDIR
         alias = f"{name}_headline.png"               # what the chapter's switch shows as the headline

@@ -51,11 +51,12 @@ def scale_words(params: dict) -> str:
 
 
 def panel_markdown(book: BookVerdicts, figure: str, scale: str, reason: Callable,
-                   differs: Callable | None = None) -> str:
+                   differs: Callable | None = None, answer: str | None = None) -> str:
     """One tab's words: the scale in words; at the paper scale, then, each claim of the papers tested in this chapter
     with its verdict there and its deciding number in words (``reason``: :func:`softmax_icl.book.pages.words`), and,
     folded, why a verdict of this chapter's claims differs between the scales (``differs``:
-    :func:`softmax_icl.book.pages.scale_difference`)."""
+    :func:`softmax_icl.book.pages.scale_difference`); ``answer``: the paper run's own answer box, shown first in its
+    tab (:func:`softmax_icl.book.publish.glued_answer`)."""
     fv = book.figures.get(figure)
     record = None if fv is None else (fv.record if scale == "default" else fv.paper)
     if record is None:
@@ -67,6 +68,8 @@ def panel_markdown(book: BookVerdicts, figure: str, scale: str, reason: Callable
         why = f" ({fv.paper_note})" if fv is not None and fv.paper_note and scale == "paper" else ""
         return f"**{TITLE[scale]}:** no record of this chapter at this scale{why}.\n"
     out = [f"**{TITLE[scale]}:** {scale_words(record.get('parameters') or {})}."]
+    if scale == "paper" and answer:
+        out = [answer.strip(), ""] + out
     if scale == "paper":
         lines = []
         for ev in book.entries:
@@ -84,7 +87,10 @@ def panel_markdown(book: BookVerdicts, figure: str, scale: str, reason: Callable
     return "\n".join(out) + "\n"
 
 
-def panel_texts(book: BookVerdicts, folder, reason: Callable, differs: Callable | None = None) -> dict:
-    """Every chapter's two panels: path under ``folder`` -> text."""
-    return {folder / f"{figure}_{scale}.md": panel_markdown(book, figure, scale, reason, differs)
+def panel_texts(book: BookVerdicts, folder, reason: Callable, differs: Callable | None = None,
+                answers: dict | None = None) -> dict:
+    """Every chapter's two panels: path under ``folder`` -> text; ``answers``: each chapter's paper-scale answer
+    box (figure -> MyST), where its paper run glued one."""
+    return {folder / f"{figure}_{scale}.md": panel_markdown(book, figure, scale, reason, differs,
+                                                            (answers or {}).get(figure))
             for figure in book.figures for scale in SCALES}
