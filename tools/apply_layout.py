@@ -85,9 +85,8 @@ def closing_cells(figure: str) -> list[str]:
     mine = [e for e in lg.load().entries if e.chapter == figure]
     out = []
     if mine:
-        out.append("## What the authors claim\n\nEach claim of the papers tested in this chapter, in the authors' words "
-                   "and then in plain terms. Its verdict is in the list under the figure above; how each claim is "
-                   "tested is in the folded block at the end of the chapter.")
+        out.append("## What the authors claim\n\nEach claim tested here, in the authors' words and then in plain terms; its "
+                   "verdict is in the list above, how it is\ntested in the folded block at the end of the chapter.")
         out += [f"({e.anchor})=\n### {heading(e.label)}\n\n{glue_md(f'claim-{e.id}')}" for e in mine]
         out.append(f"```{{glue:figure}} seeds\n:name: fig-{figure}-seeds\n\nThe trained units behind each claim "
                    "tested here.\n```")

@@ -273,8 +273,8 @@ def answer_details_markdown(run: Any, registry: Mapping[str, Figure]) -> str:
     from .pages import badge, words
 
     book = run_verdicts(run, registry)
-    lines = ["The claims of the papers tested here, and what this run finds (the verdict at the default scale → at "
-             "the paper scale, where the two differ):", ""]
+    lines = ["Each claim tested here, with what this run finds (verdict: default scale → paper scale, where they "
+             "differ):", ""]
     for ev in book.entries:
         if not any(k.startswith(run.figure + "/") for k in ev.entry.all_checks()):
             continue
@@ -283,8 +283,10 @@ def answer_details_markdown(run: Any, registry: Mapping[str, Figure]) -> str:
         paper = f" → {badge(ev.paper.status)}" if differs else ""
         link = (f"{{ref}}`the claim <{e.anchor}>`" if e.chapter == run.figure
                 else f"{{doc}}`its chapter <{e.chapter}>`")
+        there = "" if not differs else "; at the paper scale, " + (
+            words(book, ev, "paper").split(";")[0] if e.is_map else words(book, ev, "paper", titled=False))
         lines.append(f"* {badge(ev.default.status if ev.default else None)}{paper} **{e.label}**: "
-                     f"{_cell(words(book, ev))} ({link})")
+                     f"{_cell(words(book, ev) + there)} ({link})")
     return "\n".join(lines)
 
 

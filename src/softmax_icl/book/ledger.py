@@ -223,6 +223,7 @@ def render_quote(text: str) -> str:
     # display maths inside a sentence ($$...$$) is set inline ($\displaystyle ...$): the page's MyST reads $$ as
     # display maths only where it opens a block, and would leave the outer dollars as text
     text = re.sub(r"\$\$(.+?)\$\$", lambda m: "$\\displaystyle " + m.group(1).strip() + "$", " ".join(text.split()))
+    text = re.sub(r"\\bold\b\s*", r"\\mathbf ", text)                 # a PDF extraction's \bold: MathJax knows \mathbf
     out, in_math, run = [], False, []
 
     def flush():

@@ -185,17 +185,20 @@ def reason(book: BookVerdicts, ev, scale: str = "default", cell: bool = True) ->
     return typeset(text)
 
 
-def words(book: BookVerdicts, ev, scale: str = "default") -> str:
+def words(book: BookVerdicts, ev, scale: str = "default", titled: bool = True) -> str:
     """One line on an entry's verdict in a reader's words, for the chapters (:func:`reason` keeps the machinery's
-    numbers for the appendix): the check that decides it, with where its number lies and where the claim needs it
-    (:func:`softmax_icl.book.deciding.in_words`); for a map, how many of its readings hold."""
+    numbers for the appendix): the check that decides it (named unless not ``titled``), with where its number lies
+    and where the claim needs it (:func:`softmax_icl.book.deciding.in_words`); for a map, how many of its readings
+    hold; for a statistic still moving, that it was."""
     v = ev.default if scale == "default" else ev.paper
     if v is None:
         return "no record at this scale"
     checks = deciding_checks(book, ev, scale)
     shown = 1 if ev.entry.is_map else 2
-    text = "; ".join(f"{_title(c)}: {in_words(c)}" for c, _ in checks[:shown])
-    if len(checks) > shown:
+    text = "; ".join((f"{_title(c)}: " if titled else "") + in_words(c) for c, _ in checks[:shown])
+    if v.status == lg.NOT_SETTLED:
+        text = f"{text} (still changing when training stopped)"
+    if len(checks) > shown and not ev.entry.is_map:        # (a map says how many of its readings hold)
         text += f"; and {len(checks) - shown} more"
     if ev.entry.is_map:
         held = sum(st == lg.REPRODUCED for st in v.parts.values())

@@ -79,7 +79,7 @@ def seeds_figure(claims: list[Any]):
         ax.plot([bound, mean], [y, y], color="k", lw=2.2, solid_capstyle="butt", zorder=3)
         ax.plot([mean], [y], marker="D", ms=4.5, color="k", zorder=4)
         ax.text(0.01, i + 0.44, label, transform=label_at, va="top", ha="left", fontsize=plotting.SMALLEST_PT + 1,
-                color="0.15")
+                color="0.15", zorder=5, bbox=dict(facecolor="white", alpha=0.8, lw=0, pad=1.0))
     ax.axvline(0, color="k", lw=0.8, ls="--")
     ax.set_xscale("symlog", linthresh=1, linscale=0.6)
     lo, hi = ax.get_xlim()
@@ -93,6 +93,6 @@ def seeds_figure(claims: list[Any]):
     ax.set_ylim(-0.5, len(found) - 0.5)
     for i in range(1, len(found)):
         ax.axhline(i - 0.5, color="0.88", lw=0.6, zorder=0)
-    ax.set_xlabel("distance from what the claim needs, in margins of its check (right: the claim's side)")
+    ax.set_xlabel("how far past what the claim needs (right: holds), in units of each check's tolerance")
     ax.grid(axis="y", visible=False)
     return fig

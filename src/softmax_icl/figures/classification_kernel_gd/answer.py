@@ -45,7 +45,7 @@ def _series(items: list[str]) -> str:
 def short(run) -> str:
     """The answer in a sentence: the title claim, softmax ≥ linear, under each reading of the task: where it holds in
     every training basin, where only in some (with the basin's share of the trained units), where in none."""
-    n, every, some, none = _n(run), [], [], []
+    n, every, some, none, basin = _n(run), [], [], [], False
     for tag, words in READINGS:
         cells = check(run, f"softmax-ge-linear-{tag}").decision["cells"]
         held = [c for c in cells if c["verdict"] == "pass"]
@@ -54,6 +54,7 @@ def short(run) -> str:
         elif held and len(cells) > 1:
             some.append(f"{words} (the {' and '.join(_basin_words(c) for c in held)} basin, "
                         f"{sum(c['n'] for c in held)} of {run.cfg['seeds']} trained units)")
+            basin = True
         else:
             none.append((words, _status(run, tag)))
     if not some and not none:
@@ -67,7 +68,9 @@ def short(run) -> str:
     other = [f"{w} ({st})" for w, st in none if st != "fail"]
     tail = (f"; with {_series(failed)} its cross-entropy is more than 5 % above linear's in every basin" if failed
             else "") + (f"; undecided with {_series(other)}" if other else "")
-    return head + tail + "."
+    defined = (" A unit's training basin is the sign of its learned kernel scale β: with β > 0 it attends to the "
+               "nearest context points, as kernel GD does.") if basin else ""
+    return head + tail + "." + defined
 
 
 def lead(run) -> str:
