@@ -69,16 +69,20 @@ def _series(items: list[str], sep: str = ", ") -> str:
 def paper_answer(book: BookVerdicts, key: str, evs: list, scale: str = "default") -> str:
     """What the landing page says of a paper, in at most three sentences printed from the records at ``scale``: what
     its authors claim (its ``idea``), what the book finds of its headline results, each with its number and verdict
-    in words (:func:`headline_clause`), and the exceptions among its claims. Opens with the paper's name and a badge
-    counting its claims reproduced."""
+    in words (:func:`headline_clause`) with how many of its claims the other scale reproduces, and the exceptions among
+    its claims. Opens with the paper's name and a badge counting its claims reproduced."""
     paper = book.ledger.papers[key]
     n = len(evs)
     count = sum(_at(ev, scale) is not None and _at(ev, scale).status == lg.REPRODUCED for ev in evs)
     out = [f"**{_md(paper['short'])}** {{{BADGE[lg.REPRODUCED]}}}`{count} of {n} claims reproduced` claim that "
            f"{' '.join(str(paper.get('idea', '')).split())}."]
     clauses = [headline_clause(book, h, scale) for h in paper.get("headline") or ()]
+    other = "paper" if scale == "default" else "default"
+    there = sum(_at(ev, other) is not None and _at(ev, other).status == lg.REPRODUCED for ev in evs)
+    also = (f"; {there} of {n} at the {other} scale"
+            if any(_at(ev, other) is not None for ev in evs) else "")
     if clauses:
-        out.append("The book finds that " + _series(clauses, "; ") + ".")
+        out.append(f"At the {scale} scale the book finds that " + _series(clauses, "; ") + also + ".")
     shown = {h["entry"] for h in paper.get("headline") or ()}
     groups: dict = {}
     for ev in evs:
