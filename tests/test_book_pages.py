@@ -88,7 +88,6 @@ claims:
     claim: the first claim
     figure: {paper: Fig. 1, chapter: window_adaptation}
     scope: s
-    checks: [window_adaptation/ok]
     baselines: [b]
   - id: two
     paper: p1
@@ -97,7 +96,6 @@ claims:
     claim: the second claim
     figure: {paper: Fig. 2, chapter: window_adaptation}
     scope: s
-    checks: [window_adaptation/fails, low_rank/ok2]
     baselines: [b]
   - id: three
     paper: p1
@@ -106,7 +104,6 @@ claims:
     claim: the third claim
     figure: {paper: Fig. 3, chapter: window_adaptation}
     scope: s
-    checks: [window_adaptation/flips]
     baselines: [b]
   - id: four
     paper: p1
@@ -116,11 +113,27 @@ claims:
     figure: {paper: title, chapter: low_rank}
     scope: s
     setting: the data model
-    readings:
-      first: [low_rank/r1]
-      second: [low_rank/r2]
     baselines: [b]
 """
+
+#: The planted ledger's checks, as the design names them (a check names its entry; the ledger names no check).
+DESIGN = """
+checks:
+  window_adaptation/ok: {claim: one}
+  window_adaptation/fails: {claim: two}
+  low_rank/ok2: {claim: two}
+  window_adaptation/flips: {claim: three}
+  low_rank/r1: {claim: four, reading: first}
+  low_rank/r2: {claim: four, reading: second}
+"""
+
+
+def _planted_ledger(tmp_path):
+    from softmax_icl.book import ledger as lg
+    (tmp_path / "claims.yml").write_text(LEDGER)
+    (tmp_path / "design.yml").write_text(DESIGN)
+    return lg.load(tmp_path / "claims.yml", tmp_path / "design.yml")
+
 
 
 def test_entries_are_counted_in_five_categories_at_both_scales(tmp_path):
@@ -131,8 +144,7 @@ def test_entries_are_counted_in_five_categories_at_both_scales(tmp_path):
     from softmax_icl.book.pages import headline, landing_table, reason
     from softmax_icl.book.verdicts import BookVerdicts
 
-    (tmp_path / "claims.yml").write_text(LEDGER)
-    led = lg.load(tmp_path / "claims.yml")
+    led = _planted_ledger(tmp_path)
     results = tmp_path / "results"
     (results / "audit").mkdir(parents=True)
     (results / "paper").mkdir()
@@ -333,8 +345,7 @@ def test_a_verdict_that_changes_with_scale_names_its_checks_values_and_the_setti
     from softmax_icl.book.pages import scale_difference
     from softmax_icl.book.verdicts import BookVerdicts
 
-    (tmp_path / "claims.yml").write_text(LEDGER)
-    led = lg.load(tmp_path / "claims.yml")
+    led = _planted_ledger(tmp_path)
     results = tmp_path / "results"
     (results / "paper").mkdir(parents=True)
     for profile, where, passed, steps in (("default", results, False, 1000), ("paper", results / "paper", True, 5000)):

@@ -794,7 +794,7 @@ def test_a_metric_measured_in_several_cells_is_decided_per_cell(tmp_path):
 
     run = Run(FIGURES["classification_kernel_gd"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
     tight, loose = stats.synthetic(15, -0.2, 0.02), stats.synthetic(15, 0.2, 0.02)
-    kw = dict(kind="finding", source="test")
+    kw = dict(source="test")
     c = run.decide("clustered-crossover-within-sweep", "x", {"tight_end: n = 10": tight, "loose_end: n = 10": loose,
                                                              "tight_end: n = 30": tight, "loose_end: n = 30": loose},
                    **kw)
@@ -866,14 +866,12 @@ def test_softmax_ge_linear_is_decided_in_each_training_basin(tmp_path):
     cells, words = cl._basin_cells(x, good, hist, steps, 100)
     assert len(cells) == 2 and "3 of 15 seeds" in words and "12 of 15 seeds" in words
     run = Run(FIGURES["classification_kernel_gd"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
-    c = run.decide("softmax-ge-linear-clustered-tight", "x", cells, kind="claim", source="t",
-                   ledger="softmax-ge-linear")
+    c = run.decide("softmax-ge-linear-clustered-tight", "x", cells, source="t")
     assert [x["verdict"] for x in c.decision["cells"]] == ["pass", "fail"] and c.status == "fail"
     pooled = stats.decide(stats.Test("below", np.log(1.05), np.log(1.05)), x)
     assert pooled.verdict == "pass"                      # the pooled bound would have called the mixture a pass
     one, _ = cl._basin_cells(x[good], good[good], hist[:, good], steps, 100)
-    assert run.decide("softmax-ge-linear-clustered-tight", "x", one, kind="claim", source="t",
-                      ledger="softmax-ge-linear").status == "pass"
+    assert run.decide("softmax-ge-linear-clustered-tight", "x", one, source="t").status == "pass"
     # the basin of a seed: the sign of its softmax unit's learned kernel scale, paired by seed with the linear unit
     cfg = [dict(reading="uniform", P=1, tau=0.0, k=0, C=5, d=5, n=100, model=m, seed=s)
            for m in ("softmax", "linear") for s in range(3)]

@@ -3,7 +3,9 @@ verdicts combine as the ledger's header says."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -58,13 +60,57 @@ def test_entries_are_well_formed():
     assert len(titles) == 1 and titles[0].is_map
 
 
-def test_a_check_belongs_to_one_entry(tmp_path):
-    text = lg.LEDGER_PATH.read_text().replace("checks: [low_rank/softmax-rho1-to-zero, low_rank/softmax-rho2-to-zero]",
-                                              "checks: [low_rank/softmax-rho1-to-zero, low_rank/thm44-n2-cBBT]")
-    p = tmp_path / "claims.yml"
-    p.write_text(text)
-    with pytest.raises(ValueError, match="more than one entry"):
-        lg.load(p)
+def _planted_design(tmp_path, edit) -> Path:
+    """A copy of the design with ``edit(checks)`` applied to its checks."""
+    import yaml
+    data = yaml.safe_load(lg.DESIGN_PATH.read_text(encoding="utf-8"))
+    edit(data["checks"])
+    path = tmp_path / f"design{len(list(tmp_path.glob('design*.yml')))}.yml"     # a new name: lg.load is cached
+    path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_a_check_names_one_entry_that_exists(tmp_path):
+    """The join of a check and its entry is written once, in the design: a check names an entry that exists, as a
+    claim of it or a finding beyond it, never both."""
+    def unknown(checks):
+        checks["low_rank/softmax-rho1-to-zero"]["claim"] = "no-such-entry"
+
+    def both(checks):
+        checks["low_rank/softmax-rho1-to-zero"]["beyond"] = "theorem-4-4"
+
+    for edit in (unknown, both):
+        with pytest.raises(ValueError, match="must be one ledger entry"):
+            lg.load(lg.LEDGER_PATH, _planted_design(tmp_path, edit))
+    moved = lg.load(lg.LEDGER_PATH, _planted_design(
+        tmp_path, lambda c: c["low_rank/thm44-n2-cBBT"].update(claim="low-rank-projection")))
+    assert "low_rank/thm44-n2-cBBT" in moved.by_id("low-rank-projection").checks
+    assert "low_rank/thm44-n2-cBBT" not in moved.by_id("theorem-4-4").checks
+
+
+def test_a_check_id_is_written_in_at_most_two_source_files():
+    """One source for each check: its design (book/design.yml, which also names its ledger entry) and the module
+    that computes it. The ledger, the answer boxes, the plots and the tables name none (they use the computing
+    module's constants). Planted: an id written into a third file is found."""
+    import yaml
+    root = lg.ROOT
+    design = yaml.safe_load(lg.DESIGN_PATH.read_text(encoding="utf-8"))["checks"]
+    ids = {k.split("/", 1)[1] for k in design} | {c for d in design.values() for c in d.get("controls") or {}}
+    files = {p: p.read_text(encoding="utf-8") for p in [*(root / "src").rglob("*.py"), *(root / "tools").glob("*.py"),
+                                                         *(root / "book").glob("*.yml")]}
+    ledger_ids = re.compile(r"^\s*(- id|entry): .*$", re.M)          # an entry may be spelled like its one check
+    files[lg.LEDGER_PATH] = ledger_ids.sub("", files[lg.LEDGER_PATH])
+    for nb in (root / "notebooks").glob("*.ipynb"):
+        files[nb] = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text(encoding="utf-8"))["cells"])
+
+    def writers(cid, texts):
+        pat = re.compile(r"(?<![\w-])" + re.escape(cid) + r"(?![\w-])")
+        return sorted(str(p.relative_to(root)) for p, t in texts.items() if pat.search(t))
+
+    over = {cid: w for cid in ids if len(w := writers(cid, files)) > 2}
+    assert not over, f"check ids written in more than two source files: {over}"
+    planted = {**files, root / "planted.py": 'ANSWER = "softmax-near-oracle"'}
+    assert len(writers("softmax-near-oracle", planted)) == len(writers("softmax-near-oracle", files)) + 1
 
 
 @pytest.mark.parametrize("statuses, expected", [
@@ -110,20 +156,25 @@ def test_render_quote_sets_extracted_tex_as_maths():
 
 
 def test_a_papers_headline_names_its_own_entries_and_their_checks(tmp_path):
-    """A paper's ``headline`` (the landing page's sentence) must name entries of that paper, with one of the entry's
-    checks, or none for an entry with readings; else loading the ledger says which and what is allowed."""
+    """A paper's ``headline`` (the landing page's sentence) must name entries of that paper, each with exactly one
+    check flagged ``headline`` in the design, or none for an entry with readings, and a flagged check's entry must be
+    in a headline; else loading the ledger says which and what is allowed."""
     import yaml
-
-    from softmax_icl.book import ledger as lg
 
     data = yaml.safe_load(lg.LEDGER_PATH.read_text(encoding="utf-8"))
     for bad, words in (({"entry": "softmax-ge-linear", "text": "x"}, "is not one of its entries"),
-                       ({"entry": "nn-window", "check": "low_rank/softmax-rho1-to-zero", "text": "x"}, "needs 'check'"),
-                       ({"entry": "nn-window", "text": "x"}, "needs 'check'")):
+                       ({"entry": "low-rank-projection", "text": "x"}, "exactly one of its checks flagged")):
         planted = dict(data, papers={k: dict(v) for k, v in data["papers"].items()})
-        planted["papers"]["collins2024"]["headline"] = [bad]
+        planted["papers"]["collins2024"]["headline"] = [*data["papers"]["collins2024"]["headline"], bad]
         path = tmp_path / "claims.yml"
         path.write_text(yaml.safe_dump(planted, allow_unicode=True), encoding="utf-8")
         with pytest.raises(ValueError, match=words):
             lg.load(path)
-    assert lg.load(lg.LEDGER_PATH).papers["collins2024"]["headline"]
+    with pytest.raises(ValueError, match="does not report"):
+        lg.load(lg.LEDGER_PATH, _planted_design(
+            tmp_path, lambda c: c["low_rank/softmax-rho1-to-zero"].update(headline=True)))
+    with pytest.raises(ValueError, match="exactly one of its checks flagged"):
+        lg.load(lg.LEDGER_PATH, _planted_design(
+            tmp_path, lambda c: c["window_adaptation/softmax-near-oracle"].pop("headline")))
+    headline = lg.load(lg.LEDGER_PATH).papers["collins2024"]["headline"]
+    assert headline[0]["check"] == "window_adaptation/softmax-near-oracle"

@@ -183,7 +183,7 @@ def test_an_exact_check_with_its_monte_carlo_error_needs_the_whole_interval_insi
     from softmax_icl import stats
     from softmax_icl.book.run import Run
     run = Run(FIGURES["norm_scaling"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
-    kw = dict(kind="claim", source="test", ledger="theorem-3-4-window-scale")
+    kw = dict(source="test")
     z = stats.normal_quantile(0.95)
     ok = run.decide("theorem34-slides-range", "x", {"d = 3": stats.Estimate(0.03, 0.01)}, **kw)
     assert ok.status == "pass" and ok.value == pytest.approx(0.03 - z * 0.01)
@@ -214,9 +214,8 @@ def _growth_checks(run, res):
     order = {stat: dynamics.ordering(g, ["relu"], [0.1, 0.3, 1.0], stat)
              for stat in ("gain", "late_gain", "early_slope", "late_slope")}
     claim, rival, _ = claims.growth_steps(order["gain"], order["late_gain"], {("isotropic", "relu"): 1.0})
-    c = run.decide("growth-rate-orders-with-L", "x", claim, kind="claim", source="t", ledger="norm-grows-faster")
-    r = run.decide("growth-rate-orders-with-L-late", "x", rival, kind="control", source="t",
-                   control_of="growth-rate-orders-with-L")
+    c = run.decide("growth-rate-orders-with-L", "x", claim, source="t")
+    r = run.decide("growth-rate-orders-with-L-late", "x", rival, source="t")
     return c, r, order
 
 

@@ -91,6 +91,18 @@ class Design:
     def is_control(self, figure: str, cid: str) -> bool:
         return f"{figure}/{cid}" in self.parents
 
+    def role(self, figure: str, cid: str) -> tuple[str, str | None, str | None]:
+        """``(kind, control_of, ledger entry)`` of check ``cid``, as the design gives them: a control of the check
+        whose ``controls`` list it; else a claim of the entry its ``claim`` names; else a finding, past the scope of
+        the entry its ``beyond`` names, if any."""
+        key = f"{figure}/{cid}"
+        if key in self.parents:
+            return "control", self.parents[key].split("/", 1)[1], None
+        raw = self.entry(figure, cid).raw
+        if raw.get("claim"):
+            return "claim", None, str(raw["claim"])
+        return "finding", None, (str(raw["beyond"]) if raw.get("beyond") else None)
+
     def of_figure(self, figure: str) -> list[Entry]:
         return [e for k, e in self.entries.items() if k.split("/", 1)[0] == figure]
 

@@ -1,8 +1,9 @@
 """The claims ledger (``book/claims.yml``): the papers' statements in their authors' words, and the checks that test
 them.
 
-Each entry quotes one statement of the authors verbatim and names the checks of kind *claim* that test it (or, for a
-statement whose test turns on a setting the sources leave open, one list of checks per reading). This module loads
+Each entry quotes one statement of the authors verbatim; the checks of kind *claim* that test it name it in the
+statistical design (``book/design.yml``: ``claim``, and ``reading`` for a statement whose test turns on a setting the
+sources leave open), which this module reads for the join, so a check is written once. This module loads
 the ledger, knows which parts of the source files hold the authors' own words (``sources/papers/SOURCES.md``), and
 turns the checks' verdicts into an entry's verdict:
 
@@ -120,11 +121,41 @@ def _quote(d: dict) -> Quote:
     return Quote(str(src["file"]), str(src.get("section", "")), str(d["quote"]))
 
 
+#: The statistical design, which names each check's ledger entry (the ledger names none of its checks).
+DESIGN_PATH = ROOT / "book" / "design.yml"
+
+
+def _links(design_path: Path, ids: set) -> tuple[dict, dict, dict, dict]:
+    """From the design: entry -> its checks, entry -> reading -> checks, entry -> findings beyond it, and the checks
+    flagged ``headline``, each in the design's order (a check names its entry with ``claim`` or ``beyond``)."""
+    checks, readings, beyond, headline = {}, {}, {}, {}
+    for key, d in yaml.safe_load(design_path.read_text(encoding="utf-8"))["checks"].items():
+        eid = d.get("claim") or d.get("beyond")
+        if eid is None:
+            continue
+        if eid not in ids or (d.get("claim") and d.get("beyond")):
+            raise ValueError(f"{design_path}: check {key!r} names {'claim' if d.get('claim') else 'beyond'} "
+                             f"{eid!r}, which must be one ledger entry; entries: {', '.join(sorted(ids))}")
+        if d.get("beyond"):
+            beyond.setdefault(eid, []).append(key)
+        elif d.get("reading"):
+            readings.setdefault(eid, {}).setdefault(str(d["reading"]), []).append(key)
+        else:
+            checks.setdefault(eid, []).append(key)
+        if d.get("headline"):
+            headline.setdefault(eid, []).append(key)
+    return checks, readings, beyond, headline
+
+
 @functools.lru_cache(maxsize=4)
-def load(path: str | Path | None = None) -> Ledger:
-    """Read and validate the ledger (default: ``book/claims.yml`` of this checkout)."""
+def load(path: str | Path | None = None, design_path: str | Path | None = None) -> Ledger:
+    """Read and validate the ledger (default: ``book/claims.yml`` of this checkout), its entries' checks taken from
+    the statistical design (default: ``book/design.yml``)."""
     path = Path(path or LEDGER_PATH)
+    design_path = Path(design_path or DESIGN_PATH)
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    ids = [raw["id"] for raw in data["claims"]]
+    checks, readings, beyond, headline = _links(design_path, set(ids))
     entries, seen = [], set()
     for raw in data["claims"]:
         if raw["id"] in seen:
@@ -133,32 +164,45 @@ def load(path: str | Path | None = None) -> Ledger:
         if raw["paper"] not in data["papers"]:
             raise ValueError(f"{path}: entry {raw['id']!r} names paper {raw['paper']!r}; allowed: "
                              f"{', '.join(data['papers'])}")
-        if bool(raw.get("checks")) == bool(raw.get("readings")):
-            raise ValueError(f"{path}: entry {raw['id']!r} must have either 'checks' or 'readings'")
+        eid = raw["id"]
+        if bool(checks.get(eid)) == bool(readings.get(eid)):
+            raise ValueError(f"{design_path}: entry {eid!r} needs checks that name it (claim: {eid}), all with a "
+                             "reading or all without")
+        if bool(readings.get(eid)) != bool(raw.get("setting")):
+            raise ValueError(f"{path}: entry {eid!r}: a 'setting' goes with checks that have a reading, and only then")
         entries.append(Entry(
-            id=raw["id"], paper=raw["paper"], source=_quote(raw), claim=" ".join(str(raw["claim"]).split()),
+            id=eid, paper=raw["paper"], source=_quote(raw), claim=" ".join(str(raw["claim"]).split()),
             figure=dict(raw["figure"]), scope=" ".join(str(raw["scope"]).split()),
-            checks=tuple(raw.get("checks") or ()),
-            readings={k: tuple(v) for k, v in (raw.get("readings") or {}).items()},
+            checks=tuple(checks.get(eid, ())),
+            readings={k: tuple(v) for k, v in readings.get(eid, {}).items()},
             setting=str(raw.get("setting", "")), baselines=tuple(raw.get("baselines") or ()),
-            beyond=tuple(raw.get("beyond") or ()), also=tuple(_quote(q) for q in raw.get("also") or ()),
-            label=str(raw.get("label") or raw["id"])))
-    keys = [c for e in entries for c in e.all_checks()]
-    dup = sorted({c for c in keys if keys.count(c) > 1})
-    if dup:
-        raise ValueError(f"{path}: checks named by more than one entry: {', '.join(dup)}")
+            beyond=tuple(beyond.get(eid, ())), also=tuple(_quote(q) for q in raw.get("also") or ()),
+            label=str(raw.get("label") or eid)))
     by_id = {e.id: e for e in entries}
+    papers = {}
     for key, paper in data["papers"].items():
+        papers[key] = dict(paper)
+        lines = []
         for h in paper.get("headline") or ():
             e = by_id.get(h.get("entry"))
             if e is None or e.paper != key:
                 raise ValueError(f"{path}: paper {key!r}: headline entry {h.get('entry')!r} is not one of its entries; "
                                  f"allowed: {', '.join(x.id for x in entries if x.paper == key)}")
-            if bool(h.get("check")) == e.is_map or (h.get("check") and h["check"] not in e.checks):
-                raise ValueError(f"{path}: paper {key!r}: headline entry {e.id!r} needs "
-                                 + ("no check (its sentence counts its readings)" if e.is_map else
-                                    f"'check', one of {', '.join(e.checks)}"))
-    return Ledger(papers=dict(data["papers"]), entries=tuple(entries),
+            flagged = headline.get(e.id, [])
+            if (len(flagged) != 1 and not e.is_map) or (flagged and e.is_map):
+                raise ValueError(f"{design_path}: headline entry {e.id!r} needs "
+                                 + ("no check flagged headline (its sentence counts its readings)" if e.is_map else
+                                    f"exactly one of its checks flagged 'headline: true' (flagged: "
+                                    f"{', '.join(flagged) or 'none'}; checks: {', '.join(e.checks)})"))
+            lines.append({**h, **({"check": flagged[0]} if flagged else {})})
+        if lines:
+            papers[key]["headline"] = lines
+    stray = sorted(k for eid, ks in headline.items() for k in ks if eid not in
+                   {h["entry"] for p in papers.values() for h in p.get("headline") or ()})
+    if stray:
+        raise ValueError(f"{design_path}: checks flagged headline whose entry the landing page does not report: "
+                         f"{', '.join(stray)}")
+    return Ledger(papers=papers, entries=tuple(entries),
                   not_counted=tuple(_quote(q) for q in data.get("not_counted") or ()))
 
 

@@ -111,15 +111,6 @@ STATUSES = VERDICTS
 BASELINE_SOURCE = "a baseline that must fail (claims ledger)"
 
 
-def claim_or_baseline(tag: str, cid: str, entry: str, source: str) -> dict:
-    """Keyword arguments of :meth:`softmax_icl.book.run.Run.check` for claim ``cid`` of ledger entry ``entry``
-    (``tag`` empty) or, for any other ``tag``, for its baseline: the same check run on a model that must fail it (a
-    control of ``cid``)."""
-    if tag:
-        return dict(kind="control", control_of=cid, source=BASELINE_SOURCE)
-    return dict(kind="claim", ledger=entry, source=source)
-
-
 def check_ledger(figure: str, cid: str, kind: str, entry_id: str | None) -> None:
     """A claim names the ledger entry that lists it; a finding naming an entry is among its ``beyond``; a control
     names none (it belongs to the check it controls)."""
@@ -130,8 +121,8 @@ def check_ledger(figure: str, cid: str, kind: str, entry_id: str | None) -> None
         return
     if entry_id is None:
         if kind == "claim":
-            raise ValueError(f"claim {cid!r} names no ledger entry (book/claims.yml); a check of an authors' "
-                             "statement names the entry that quotes it, anything else is a finding")
+            raise ValueError(f"claim {cid!r} names no ledger entry; a check of an authors' statement names the "
+                             "entry that quotes it (book/design.yml: claim), anything else is a finding")
         return
     entry = ledger.load().by_id(entry_id)
     listed = entry.all_checks() if kind == "claim" else entry.beyond

@@ -179,9 +179,16 @@ class Run:
         self.claims = [c for c in self.claims if c.id != id] + [claim]
         return claim
 
-    def decide(self, id: str, statement: str, cells, *, kind: str, source: str, control_of: str | None = None,
-               anchor: str | None = None, ledger: str | None = None, title: str | None = None) -> records.Claim:
+    def decide(self, id: str, statement: str, cells, *, source: str, anchor: str | None = None,
+               title: str | None = None, kind: str | None = None, control_of: str | None = None,
+               ledger: str | None = None) -> records.Claim:
         """Record a check decided by the statistical design (``book/design.yml``, :mod:`softmax_icl.stats`).
+
+        What the check is comes from the design alone: a control listed under a check's ``controls`` is a control
+        of that check; a check with ``claim: <entry>`` is a claim of that ledger entry, one with ``beyond: <entry>``
+        a finding past that entry's scope, any other a finding of its own (:meth:`softmax_icl.book.design.Design.role`).
+        ``kind``, ``control_of`` and ``ledger`` need not be given; where a caller gives one, it must be the design's
+        (a ValueError otherwise), so the design stays the one source of what a check is.
 
         ``cells``: label -> per-seed samples of the check's statistic, or label -> ``(samples, steps, means)`` with
         the statistic's seed mean at the logged training steps (for the settling rule). The test, threshold and
@@ -197,9 +204,13 @@ class Run:
         control may take a subset of the metrics, e.g. those defined at initialisation). A cell of an ``exact`` test
         whose Monte Carlo error is estimated is a :class:`stats.Estimate` (value and standard error).
         The recorded value is the deciding bound of the worst cell (for a control that fails: its clearest failure)."""
-        entry = design.load().entry(self.figure, control_of or id)
-        if control_of is not None and not design.load().is_control(self.figure, id):
-            raise ValueError(f"{id!r} is not a control of {control_of!r} in the statistical design (book/design.yml)")
+        role = design.load().role(self.figure, id)
+        for name, given, found in zip(("kind", "control_of", "ledger"), (kind, control_of, ledger), role):
+            if given is not None and given != found:
+                raise ValueError(f"check {id!r}: {name}={given!r}, but the statistical design (book/design.yml) makes "
+                                 f"it {found!r}; what a check is, is the design's")
+        kind, control_of, ledger = role
+        entry = design.load().entry(self.figure, id)
         metric = lambda label: str(label).split(": ", 1)[0]  # noqa: E731  (the metric of a cell's label)
         given = set(map(metric, cells))
         if entry.metrics and (given - set(entry.metrics) or (kind != "control" and given != set(entry.metrics))):

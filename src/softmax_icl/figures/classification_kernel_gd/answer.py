@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ...book.chapter_text import check, passed
+from . import claims as check_ids
 
 READINGS = (("uniform", "uniform argmax labels"), ("balanced", "class-balanced contexts"),
             ("clustered-tight", "tight class clusters"), ("clustered-loose", "the loosest learnable clusters"))
@@ -92,17 +93,18 @@ def _match(run) -> str:
     says = {"pass": "matches {}", "fail": "does not match {}", "inconclusive": "is not told apart from {}",
             "not settled": "is still approaching {} at the end of training"}
     parts = [f"{model} attention " + says[check(run, cid).status].format(what) for model, cid, what in (
-        ("linear", "linear-sa-matches-gd-step", "one GD step"),
-        ("softmax", "softmax-sa-matches-kernel-gd", "one step of context-adaptive kernel GD"))]
-    loss = [_cell(run, cid, "loss_rel_diff") for cid in ("linear-sa-matches-gd-step", "softmax-sa-matches-kernel-gd")]
-    ids = ("linear-sa-matches-gd-step-half-rate", "linear-sa-matches-gd-step-double-rate",
-           "softmax-sa-matches-fixed-rate-kernel-gd")
-    rejected = all(check(run, cid).status == "fail" for cid in ids)
-    cos = min(_cell(run, cid, "logit_cosine")["mean"] for cid in ids)
+        ("linear", check_ids.LINEAR_SA_MATCHES_GD_STEP, "one GD step"),
+        ("softmax", check_ids.SOFTMAX_SA_MATCHES_KERNEL_GD, "one step of context-adaptive kernel GD"))]
+    loss = [_cell(run, cid, "loss_rel_diff") for cid in (check_ids.LINEAR_SA_MATCHES_GD_STEP,
+                                                         check_ids.SOFTMAX_SA_MATCHES_KERNEL_GD)]
+    rivals = (check_ids.LINEAR_SA_MATCHES_GD_STEP_HALF_RATE, check_ids.LINEAR_SA_MATCHES_GD_STEP_DOUBLE_RATE,
+              check_ids.SOFTMAX_SA_MATCHES_FIXED_RATE_KERNEL_GD)
+    rejected = all(check(run, cid).status == "fail" for cid in rivals)
+    cos = min(_cell(run, cid, "logit_cosine")["mean"] for cid in rivals)
     return (f"Trained {parts[0]} and trained {parts[1]} on six match metrics (loss differences "
             f"{loss[0]['mean']:.1%} and {loss[1]['mean']:.1%}; bar {loss[0]['threshold']:.0%}); the GD step at half "
             f"or twice its rate and kernel GD with a fixed rate {'are' if rejected else 'are not all'} rejected ("
-            + ", ".join(f"{_cell(run, cid, 'loss_rel_diff')['mean']:.0%}" for cid in ids)
+            + ", ".join(f"{_cell(run, cid, 'loss_rel_diff')['mean']:.0%}" for cid in rivals)
             + f"), though their logit cosine ({cos:.3f} or more) is as high.")
 
 
@@ -153,7 +155,7 @@ def adaptive_rate(run) -> str:
     out = [f"Replacing kernel GD's adaptive rate by its best fixed rate raises the test cross-entropy (nats; mean, and "
            f"its one-sided 95 % lower bound over {cells[0]['n']} blocks of evaluation contexts; the rate matters "
            f"where that bound exceeds {thr:g}) " + "; ".join(readings) + "."]
-    metrics = design.load().entry(run.figure, "softmax-sa-matches-kernel-gd").metrics
+    metrics = design.load().entry(run.figure, check_ids.SOFTMAX_SA_MATCHES_KERNEL_GD).metrics
     n_main = run.cfg["n_main"]
     apart = {}
     for row in run.numbers["fixed_rate_distance"]:
@@ -166,7 +168,7 @@ def adaptive_rate(run) -> str:
     out.append("Per context, on the uniform reading, the fixed-rate step's predictions differ from kernel GD's by more "
                "than the softmax alignment claim's thresholds at " + ("; ".join(far) if far else "no $n$")
                + (f", and not at $n = {', '.join(near)}$" if near else "") + ".")
-    control = check(run, "softmax-sa-matches-fixed-rate-kernel-gd")
+    control = check(run, check_ids.SOFTMAX_SA_MATCHES_FIXED_RATE_KERNEL_GD)
     seen = {"fail": "fails: the trained softmax unit is told apart from the fixed-rate step",
             "pass": "passes: the trained softmax unit is not told apart from the fixed-rate step",
             "inconclusive": "is inconclusive", "not settled": "has not settled"}[control.status]

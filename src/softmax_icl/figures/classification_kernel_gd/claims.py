@@ -26,6 +26,14 @@ from .analysis import (BLOCKS, Evaluation, ablation, basins, compare, cost_block
 from .mechanism import RIVALS
 from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, MODELS, Search, label, mixture_tasks, uniform_task
 
+#: The check ids that other modules of the chapter name (each check's design is in book/design.yml).
+LINEAR_SA_MATCHES_GD_STEP = "linear-sa-matches-gd-step"
+LINEAR_SA_MATCHES_GD_STEP_DOUBLE_RATE = "linear-sa-matches-gd-step-double-rate"
+LINEAR_SA_MATCHES_GD_STEP_HALF_RATE = "linear-sa-matches-gd-step-half-rate"
+SOFTMAX_GE_LINEAR_UNIFORM = "softmax-ge-linear-uniform"
+SOFTMAX_SA_MATCHES_FIXED_RATE_KERNEL_GD = "softmax-sa-matches-fixed-rate-kernel-gd"
+SOFTMAX_SA_MATCHES_KERNEL_GD = "softmax-sa-matches-kernel-gd"
+
 SRC_TITLE = ("Dragutinovic et al., title 'Softmax >= Linear'; setting of the Figs 4-5 captions (C = 5, n = 100, "
              "d = 5)")
 SRC_ABLATIONS = ("Dragutinovic et al., abstract: 'a greater adaptability to context for softmax attention, which we "
@@ -92,14 +100,13 @@ TITLES = {
 }
 
 
-def _ge_decide(run: Run, cid: str, cells: dict, what: str, kind: str, source: str, a: str = "softmax SA",
-               b: str = "linear SA", **kw) -> None:
+def _ge_decide(run: Run, cid: str, cells: dict, what: str, source: str, a: str = "softmax SA",
+               b: str = "linear SA") -> None:
     """A softmax >= linear check decided by the statistical design: per cell, the per-seed log of ``a``'s test CE
     over ``b``'s (non-inferiority: the upper 95% bound of the seed mean below log 1.05)."""
     seeds = sorted({len(x[0] if isinstance(x, tuple) else x) for x in cells.values()})
     run.decide(cid, f"{what}: log of {a}'s test CE over {b}'s per seed ({', '.join(map(str, seeds))} seeds), at "
-               f"{', '.join(cells)}; upper bound of mean log CE ratio vs log 1.05", cells, kind=kind, source=source,
-               **kw)
+               f"{', '.join(cells)}; upper bound of mean log CE ratio vs log 1.05", cells, source=source)
 
 
 def _with(table, extra):
@@ -157,21 +164,20 @@ def _alignment(run: Run, ev: Evaluation) -> None:
         cells = {mt: (np.array([main.match[k][own][mt] for k in ks]), main.log_steps,
                       main.match_history[mt][:, ks].mean(1)) for mt in MATCH_METRICS}
         run.decide(cid, f"trained {m} SA vs {RIVAL_LABEL[own]} at its searched hyperparameters ({what}); bound of "
-                   "the metric nearest its threshold", cells,
-                   kind="claim", source=src, ledger=ENTRY[m])
+                   "the metric nearest its threshold", cells, source=src)
         for r in rivals:
             run.decide(CONTROL_ID[m][r], f"control: trained {m} SA vs {RIVAL_LABEL[r]} ({len(ks)} seeds, the same "
                        "six metrics)", {mt: np.array([main.match[k][r][mt] for k in ks]) for mt in MATCH_METRICS},
-                       kind="control", source=f"control of {cid}: {RIVAL_LABEL[r]}", control_of=cid)
+                       source=f"control of {cid}: {RIVAL_LABEL[r]}")
         cos = main.align["logit_cosine"][:, ks]                                     # (T, S)
         gain = cos[-1] - np.maximum(cos[0], main.control["logit_cosine"][-1, ks])
         nA = min(cfg["align_contexts"], cfg["eval_contexts"])
         run.decide(f"{m}-alignment-rises", f"{m} SA, per seed: final logit cosine with {ALG_LABEL[ALG[m]]} minus the "
                    f"larger of its cosine at initialisation and its final cosine with the control algorithm "
                    f"{ALG_LABEL[CONTROL_ALG[m]]} ({len(ks)} seeds, the first {nA} evaluation contexts of the main "
-                   "setting)", {"main setting": gain}, kind="finding",
+                   "setting)", {"main setting": gain},
                    source="beyond the papers: the caption of panel (a) names 'alignment metrics through transformer "
-                   "training' without stating how they move", ledger=ENTRY[m])
+                   "training' without stating how they move")
 
 
 def log_deviation(learned, searched: float) -> np.ndarray:
@@ -188,21 +194,18 @@ def _hyperparameters(run: Run, ev: Evaluation, found: Search):
     other = label(ctasks.task_spec("clustered", tau=cfg["taus"][0]))
     for tag, eta, beta, gamma in (("", hp.eta_searched, hp.beta_searched, hp.gamma_searched),
                                   ("-other-task", hp.eta_other, hp.beta_other, hp.gamma_other)):
-        kind = "control" if tag else "finding"
         where = f"searched on the {other} task (control)" if tag else "searched on the same task"
-        kw = (dict(control_of="learned-eta-matches-search", source="control of learned-eta-matches-search") if tag
-              else dict(ledger="linear-sa-gd-step", source="beyond the papers: is the learned step the loss-optimal "
-                        "GD step?"))
         run.decide("learned-eta-matches-search" + tag, f"per seed, |log(eta_learned / eta)| for eta = a b of the "
                    f"trained linear unit against eta {where} ({eta:.3g}); {len(hp.eta_learned)} seeds",
-                   {"eta": log_deviation(hp.eta_learned, eta)}, kind=kind, **kw)
-        kw = (dict(control_of="learned-beta-gamma-match-search", source="control of learned-beta-gamma-match-search")
-              if tag else dict(ledger="softmax-sa-kernel-gd", source="beyond the papers: are the learned kernel width "
-                               "and rate the loss-optimal ones?"))
+                   {"eta": log_deviation(hp.eta_learned, eta)},
+                   source="control of learned-eta-matches-search" if tag else "beyond the papers: is the learned step "
+                   "the loss-optimal GD step?")
         run.decide("learned-beta-gamma-match-search" + tag, f"per seed, |log(learned / searched)| of the trained "
                    f"softmax unit's beta and gamma against ({beta:.3g}, {gamma:.3g}) {where}; "
                    f"{len(hp.beta_learned)} seeds", {"beta": log_deviation(hp.beta_learned, beta),
-                                                     "gamma": log_deviation(hp.gamma_learned, gamma)}, kind=kind, **kw)
+                                                     "gamma": log_deviation(hp.gamma_learned, gamma)},
+                   source="control of learned-beta-gamma-match-search" if tag else "beyond the papers: are the "
+                   "learned kernel width and rate the loss-optimal ones?")
     return hp
 
 
@@ -256,24 +259,23 @@ def _readings(run: Run, ev: Evaluation) -> list:
         cid = f"softmax-ge-linear-{tag}"
         key = (task, C, d, n0)
         cells, shares = _basin_cells(lr[key], basin.get(key), np.array(hist[key]), ev.trajectory.steps, n0)
-        _ge_decide(run, cid, cells, f"{what}; every training basin holding at least two seeds ({shares})", "claim",
-                   SRC_TITLE, ledger="softmax-ge-linear")
-        _ge_decide(run, cid + "-untrained", {f"n = {n0}": lr_base[key]}, f"control: {what}", "control", BASE,
-                   a="untrained softmax SA", b="trained linear SA", control_of=cid)
+        _ge_decide(run, cid, cells, f"{what}; every training basin holding at least two seeds ({shares})",
+                   SRC_TITLE)
+        _ge_decide(run, cid + "-untrained", {f"n = {n0}": lr_base[key]}, f"control: {what}", BASE,
+                   a="untrained softmax SA", b="trained linear SA")
     other = {f"{label(t)}, n = {n}": lr[(t, C, d, n)] for _, t, _ in readings for n in cfg["n_values"]
              if n != n0 and (t, C, d, n) in lr}
     if other:
         _ge_decide(run, "softmax-ge-linear-other-n", other, "the same readings at the other context lengths",
-                   "finding", "beyond the papers: context lengths other than the captions' n = 100",
-                   ledger="softmax-ge-linear")
+                   "beyond the papers: context lengths other than the captions' n = 100")
     _ge_decide(run, "softmax-ge-linear-other-C-d", {f"(C, d) = ({c}, {dd})": v for (_, c, dd, _), v in
                                                     log_ratios(ev.shapes).items()},
-               f"uniform argmax reading at n = {n0}, other (C, d)", "finding",
-               "beyond the papers: (C, d) other than the captions' (5, 5)", ledger="softmax-ge-linear")
+               f"uniform argmax reading at n = {n0}, other (C, d)",
+               "beyond the papers: (C, d) other than the captions' (5, 5)")
     _ge_decide(run, "softmax-ge-linear-local", {f"n = {n}": v for (t, _, _, n), v in log_ratios(ev.extras).items()
                                                 if t[0] == "uniform"},
-               f"local task (P = {cfg['local_prototypes']}, beyond the papers)", "finding",
-               "beyond the papers: a task whose classes are not linearly separable", ledger="softmax-ge-linear")
+               f"local task (P = {cfg['local_prototypes']}, beyond the papers)",
+               "beyond the papers: a task whose classes are not linearly separable")
     for mt in ("uniform", "clustered"):
         task = next(t for t in mixture_tasks(cfg) if t[0] == mt)
         what = f"{label(task)} reading, trained over lengths {cfg['mix_lengths'][0]}..{cfg['mix_lengths'][1]}"
@@ -281,9 +283,9 @@ def _readings(run: Run, ev: Evaluation) -> list:
                                ("-unnormalised", "linear_sum", "unnormalised linear SA")):
             cells = {f"test n = {n}": v for (t, _, _, n), v in log_ratios(ev.mixture, "softmax", b).items()
                      if t == task}
-            _ge_decide(run, f"softmax-ge-linear-mixed-lengths-{mt}{suffix}", cells, what, "finding",
+            _ge_decide(run, f"softmax-ge-linear-mixed-lengths-{mt}{suffix}", cells, what,
                        "beyond the papers: mixtures of context lengths and unseen lengths (no source mentions them)",
-                       b=lin, ledger="softmax-ge-linear")
+                       b=lin)
     return rows
 
 
@@ -303,8 +305,8 @@ def _crossover(run: Run, rows: list) -> None:
     run.decide("clustered-crossover-within-sweep", "class-clustered reading: per seed, log of the trained softmax "
                f"unit's test CE over the linear unit's at the tightest tau ({taus[0]:g}; below -log 1.05) and at the "
                "loosest learnable tau of each n (better model's accuracy >= halfway from chance to 1; above log 1.05), "
-               f"at every n in {cfg['n_values']} ({', '.join(map(str, sorted(seeds)))} seeds)", cells, kind="finding",
-               source="beyond the papers: where the title claim holds", ledger="softmax-ge-linear")
+               f"at every n in {cfg['n_values']} ({', '.join(map(str, sorted(seeds)))} seeds)", cells,
+               source="beyond the papers: where the title claim holds")
 
 
 def _ablation(run: Run, ev: Evaluation) -> None:
@@ -324,29 +326,26 @@ def _ablation(run: Run, ev: Evaluation) -> None:
             if name == "exp_fixed" and cfg["n_main"] in ns:      # the abstract's ablations, at the Figs 4-5 setting
                 at = f"n = {cfg['n_main']}"
                 run.decide(cid, f"{label(t)}: {what}, {per} evaluation contexts, at {at}", {at: cells[at]},
-                           kind="claim", source=SRC_ABLATIONS, ledger="adaptivity-ablations")
+                           source=SRC_ABLATIONS)
                 run.decide(cid + "-placebo", f"control: an ablation that removes nothing, kernel GD against itself; "
                            f"{label(t)}, {per} evaluation contexts, at {at}",
-                           {at: cost_blocks(ev, "kernel_gd", t, cfg["n_main"])}, kind="control", source=BASE,
-                           control_of=cid)
+                           {at: cost_blocks(ev, "kernel_gd", t, cfg["n_main"])}, source=BASE)
             if name == "exp_fixed":
                 cid += "-every-n"
             run.decide(cid, f"{label(t)}: {what}, {per} evaluation contexts, at every n in {ns}", cells,
-                       kind="finding", source=SRC_TLDR,
-                       ledger="adaptivity-ablations" if name == "exp_fixed" else "softmax-ge-linear")
+                       source=SRC_TLDR)
 
 
 def _construction(run: Run, ev: Evaluation) -> None:
     """Proposition 3.1: the construction is the GD step (and not kernel GD at the same rate): exact computations."""
     pc = ev.construction
-    for tag, dev, kind in (("", pc["gd"], "claim"), ("-kernel-gd", pc["kernel_gd"], "control")):
+    for tag, dev in (("", pc["gd"]), ("-kernel-gd", pc["kernel_gd"])):
         run.decide("prop31-construction" + tag, ("control: the same construction against kernel GD at the same "
                    "rate; " if tag else "") + "linear SA with (W_K^T W_Q)_xx = a I, W_V's label block b I: largest "
                    f"|difference| of class probabilities from the {'kernel GD' if tag else 'GD'} step with eta = a b, "
                    f"over {pc['contexts']} evaluation contexts (float32; a computation without seeds)",
-                   {"evaluation set": np.array([dev])}, kind=kind,
-                   **({"ledger": "proposition-3-1", "source": "Dragutinovic et al. Proposition 3.1"} if not tag else
-                      {"control_of": "prop31-construction", "source": BASE}))
+                   {"evaluation set": np.array([dev])},
+                   source=BASE if tag else "Dragutinovic et al. Proposition 3.1")
 
 
 def _kernel_shape(run: Run, ev: Evaluation) -> None:
@@ -356,15 +355,14 @@ def _kernel_shape(run: Run, ev: Evaluation) -> None:
                f"coordinates): per seed, the share tr(A_SS)/tr(A_xx) of the trained softmax kernel on the class "
                f"subspace (isotropic beta I: {ks.k / cfg['d']:.2g}); {ks.frac_sub.size} seeds", {"subspace task":
                                                                                                 ks.frac_sub},
-               kind="finding", source=SRC_TLDR + " (meta-learned kernel shape)", ledger="softmax-ge-linear")
+               source=SRC_TLDR + " (meta-learned kernel shape)")
     run.decide("kernel-shape-follows-class-subspace-uniform-task", "control: the same share for the softmax units "
                f"trained on the uniform task (no class subspace); {ks.frac_uni.size} seeds",
-               {"uniform task": ks.frac_uni}, kind="control", source="control of kernel-shape-follows-class-subspace",
-               control_of="kernel-shape-follows-class-subspace")
+               {"uniform task": ks.frac_uni}, source="control of kernel-shape-follows-class-subspace")
     seeds = np.intersect1d(ks.seeds_sub, ks.seeds_uni)                 # both in increasing seed order
     i, j = np.searchsorted(ks.seeds_sub, seeds), np.searchsorted(ks.seeds_uni, seeds)
     gain = (ks.cos_aniso_sub - ks.cos_iso_sub)[i] - (ks.cos_aniso_uni - ks.cos_iso_uni)[j]
     run.decide("anisotropic-kernel-gd-fits-better", "per seed, the gain in logit cosine with the trained softmax unit "
                "when kernel GD read off its weights is anisotropic (beta_S, beta_perp) instead of isotropic, subspace "
                f"task minus the same gain on the uniform task; {len(seeds)} seeds", {"subspace - uniform": gain},
-               kind="finding", source="beyond the papers: is the learned shape what the unit computes")
+               source="beyond the papers: is the learned shape what the unit computes")

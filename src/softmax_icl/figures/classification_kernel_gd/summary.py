@@ -16,6 +16,7 @@ from ...classification import algorithms as calg
 from ...book.run import Run
 from .analysis import Evaluation, ablation, compare, hyperparameters, ratio_maps
 from .sweeps import ALG, ALG_LABEL, CONTROL_ALG, MODELS, Search, label
+from . import claims as check_ids
 
 #: short column names of the four GD steps (their full names: ``ALG_LABEL``)
 ALG_SHORT = {"gd": "GD", "kernel_gd": "kernel GD", "exp_fixed": "exp, fixed rate", "linear_norm": "linear, adaptive"}
@@ -27,7 +28,7 @@ CMP_NOTE = ("Test cross-entropy (accuracy) of the trained units, mean over the t
             "the seeds (each seed pairs the two units); *≥ linear*: the statistical design's non-inferiority "
             "test of softmax ≥ linear (no worse by 5%) on those bounds (pass: upper bound below 1.05; fail: lower bound above it).")
 #: The design's check whose test every comparison row is read with (softmax >= linear: non-inferiority).
-GE_CHECK = ("classification_kernel_gd", "softmax-ge-linear-uniform")
+GE_CHECK = ("classification_kernel_gd", check_ids.SOFTMAX_GE_LINEAR_UNIFORM)
 
 
 def task(t: tuple) -> str:

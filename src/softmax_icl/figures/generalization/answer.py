@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ...book.chapter_text import check
+from . import claims as check_ids
 
 SAYS = {"pass": "holds", "fail": "fails", "inconclusive": "is not decided",
         "not settled": "is still moving at the end of training"}
@@ -40,7 +41,7 @@ def _mean(cell: dict) -> str:
 def short(run) -> str:
     """The answer in a sentence: how units pretrained with the same $L$ on another class compare with the unit
     pretrained on the test class, and how close all come to the best window at the pretraining length."""
-    cid = "matched-L-curves-coincide"
+    cid = check_ids.MATCHED_L_CURVES_COINCIDE
     c = check(run, cid)
     cells = _cells(run, cid)
     worst = max(cells, key=lambda x: x["hi"])
@@ -59,8 +60,8 @@ def short(run) -> str:
                  if ok == ns[ns.index(ok[0]):] else f"$n$ = {', '.join(map(str, ok))}")
         text = head + f"{alike} at {where}, but not at every shorter length (worst at $n = {_n_of(worst)}$: " \
             f"{_mean(worst)})."
-    level = check(run, "matched-L-level")
-    top = max(_cells(run, "matched-L-level"), key=lambda x: x["hi"])
+    level = check(run, check_ids.MATCHED_L_LEVEL)
+    top = max(_cells(run, check_ids.MATCHED_L_LEVEL), key=lambda x: x["hi"])
     return text + (f" At the pretraining length every unit's error lies within {_mean(top)} of the best re-tuned "
                    "window" + ("." if level.status == "pass" else f": that check {SAYS[level.status]}."))
 
@@ -68,15 +69,15 @@ def short(run) -> str:
 def lead(run) -> str:
     """The rest of the answer: units pretrained at another $L$, Theorem 3.5's crossover and its matched bound."""
     small, large = (_cells(run, f"mismatched-L-{k}-worse")[0] for k in ("small", "large"))
-    seeds = check(run, "mismatched-L-small-worse").decision["seeds"]
+    seeds = check(run, check_ids.MISMATCHED_L_SMALL_WORSE).decision["seeds"]
     text = (f"A unit pretrained at a smaller $L$ is {_ratio(small, 'lo')} and one at a larger $L$ "
             f"{_ratio(large, 'lo')} worse than the matched unit (seed means over {seeds} seeds). ")
-    cross = max(_cells(run, "thm35-crossover-at-L"), key=lambda x: x["hi"])
+    cross = max(_cells(run, check_ids.THM35_CROSSOVER_AT_L), key=lambda x: x["hi"])
     text += (f"Theorem 3.5's two error branches meet within a factor {math.exp(cross['hi']):.3g} (upper bound) of "
-             "the pretraining $L$" + (". " if check(run, "thm35-crossover-at-L").status == "pass" else
-                                  f": the crossover check {SAYS[check(run, 'thm35-crossover-at-L').status]}. "))
-    bound = max(_cells(run, "thm35-matched-bound"), key=lambda x: x["hi"])
-    rival = check(run, "thm35-matched-bound-control")
+             "the pretraining $L$" + (". " if check(run, check_ids.THM35_CROSSOVER_AT_L).status == "pass" else
+                                  f": the crossover check {SAYS[check(run, check_ids.THM35_CROSSOVER_AT_L).status]}. "))
+    bound = max(_cells(run, check_ids.THM35_MATCHED_BOUND), key=lambda x: x["hi"])
+    rival = check(run, check_ids.THM35_MATCHED_BOUND_CONTROL)
     text += (f"The matched units' error is at most {math.exp(bound['hi']):.2g}× Theorem 3.5's bound with the "
              f"slide's constant 1 (upper bound, {bound['label']}), ")
     text += {"fail": "while the unit pretrained at the wrong $L$ lies above it.",

@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...book.records import BASELINE_SOURCE as BASE, claim_or_baseline
+from ...book.records import BASELINE_SOURCE as BASE
 from ...book.run import Run
 from .analysis import GeneralizationAnalysis, TheoryAtD, index_of, loglog_slope, two_branch_fit, upper_half
+
+#: The check ids that other modules of the chapter name (each check's design is in book/design.yml).
+MATCHED_L_CURVES_COINCIDE = "matched-L-curves-coincide"
+MATCHED_L_LEVEL = "matched-L-level"
+MISMATCHED_L_SMALL_WORSE = "mismatched-L-small-worse"
+THM35_CROSSOVER_AT_L = "thm35-crossover-at-L"
+THM35_MATCHED_BOUND = "thm35-matched-bound"
+THM35_MATCHED_BOUND_CONTROL = "thm35-matched-bound-control"
 
 FIG5 = "Collins et al. Fig. 5"
 SRC_5A = "Collins et al. Fig. 5(a) (slides): 'All three attention units generalize to all test distributions'"
@@ -60,7 +68,7 @@ def check_claims(run: Run, a: GeneralizationAnalysis) -> None:
     share = np.concatenate(neg).mean(0)                                       # (S,)
     run.decide("no-negative-window", f"share of a seed's {sum(len(x) for x in neg)} softmax units (every sweep) "
                f"that end with tr(M) < 0 (attending away from the query), {S} seeds", {"every sweep": share},
-               kind="finding", source="beyond the papers (the theorem's optimum is M = wI with w > 0)")
+               source="beyond the papers (the theorem's optimum is M = wI with w > 0)")
     _same_L(run, a)
     _other_L(run, a)
     if a.theory:
@@ -96,15 +104,14 @@ def _same_L(run: Run, a: GeneralizationAnalysis) -> None:
             f"class, per seed ({S} seeds, paired), every class at L = {a.L_test:g}")
     run.decide("matched-L-curves-coincide", f"{what}, at every {_n_range(upto)} (up to the pretraining length); "
                f"seed mean followed at {len(cv.steps)} logged steps on the curve set ({cfg['curve_tasks']} tasks)",
-               cells(a.n_train, True), kind="claim", source=SRC_5A, ledger="same-L-sufficient")
+               cells(a.n_train, True), source=SRC_5A)
     p_mis = index_of(classes, mis)
     wrong = {f"{mis} at L = {Ls[li]:g}, test {tc}, n = {n}":
              logr[p_mis, li, :, t, ns.index(n)] - logr[t, lt, :, t, ns.index(n)]
              for li in (0, len(Ls) - 1) for t, tc in enumerate(classes) for n in upto}
     run.decide("matched-L-curves-coincide-wrong-L", f"control: the same for the {mis} unit pretrained at L = "
                f"{Ls[0]:g} or {Ls[-1]:g} against the unit pretrained on the test class at L = {a.L_test:g}; {S} "
-               f"seeds, every test class and {_n_range(upto)}", wrong, kind="control",
-               control_of="matched-L-curves-coincide", source=BASE)
+               f"seeds, every test class and {_n_range(upto)}", wrong, source=BASE)
     k, jt = ns.index(a.n_train), cv.n.index(a.n_train)
     level = {f"pretrained {pc}, test {tc}, n = {a.n_train}": (logr[p, lt, :, t, k], cv.steps,
                                                               curve[(pc, a.L_test)][:, t, jt])
@@ -112,15 +119,15 @@ def _same_L(run: Run, a: GeneralizationAnalysis) -> None:
     run.decide("matched-L-level", f"log of the ICL error over the tuned Nadaraya-Watson oracle's of the test class, "
                f"per seed ({S} seeds), of the units pretrained at L = {a.L_test:g} on each class, tested on each "
                f"class at the pretraining length n = {a.n_train}; seed mean followed at {len(cv.steps)} logged steps",
-               level, kind="claim", source=SRC_5A, ledger="same-L-sufficient")
+               level, source=SRC_5A)
     zero = {f"M = 0, test {tc}, n = {a.n_train}": np.full(S, np.log(a.zero[t, k] / a.oracle[t, k]))
             for t, tc in enumerate(classes)}
     run.decide("matched-L-level-identical", "control: the same for three identical units at M = 0 (the uniform "
                "average over the context; one value on the fixed evaluation set, the same for every seed), every "
-               f"test class at n = {a.n_train}", zero, kind="control", control_of="matched-L-level", source=BASE)
+               f"test class at n = {a.n_train}", zero, source=BASE)
     longer = [n for n in ns if n <= 2 * a.n_train]
     run.decide("matched-L-curves-coincide-long-contexts", f"{what}, at every {_n_range(longer)} (up to twice the "
-               "pretraining length)", cells(2 * a.n_train, False), kind="finding", ledger="same-L-sufficient",
+               "pretraining length)", cells(2 * a.n_train, False),
                source="beyond the papers: test lengths past pretraining")
 
 
@@ -142,12 +149,11 @@ def _other_L(run: Run, a: GeneralizationAnalysis) -> None:
         run.decide(f"mismatched-L-{name}-worse", f"log of the ICL error ({at}) of the {mis} unit pretrained at "
                    f"L = {Ls[li]:g} over the {ref_cls} unit pretrained at L = {a.L_test:g}, per seed ({S} seeds, "
                    f"paired); seed mean followed at {len(cv.steps)} logged steps on the curve set",
-                   {at: (x, cv.steps, traj)}, kind="claim", ledger="same-L-necessary",
+                   {at: (x, cv.steps, traj)},
                    source=f"{FIG5}(b): 'Only pretraining on the same Lipschitzness generalizes'")
     run.decide("mismatched-L-same-L-control", f"control: the same log ratio for the {classes[p_other]} unit "
                f"pretrained at the same L = {a.L_test:g}; {S} seeds",
-               {at: np.log(a.softmax[p_other, lt, :, t, j_tr] / ref)}, kind="control",
-               control_of="mismatched-L-small-worse", source=BASE)
+               {at: np.log(a.softmax[p_other, lt, :, t, j_tr] / ref)}, source=BASE)
     # Theorem 3.5's two regimes: too small L -> bias-dominated (flat in n); too large L -> noise-dominated; each
     # regime's statistic on the other regime's unit is its rival
     far = ns >= a.n_train / 2
@@ -165,7 +171,7 @@ def _other_L(run: Run, a: GeneralizationAnalysis) -> None:
                        f"log-log slope of the ICL error in the test n ({rng}) of the {mis} unit pretrained at "
                        f"L = {Ls[k]:g}, tested on {mis} at L = {a.L_test:g}, per seed ({S} seeds)",
                        {rng: slope[p_mis, k]},
-                       **claim_or_baseline(tag, cid, "theorem-3-5-mismatched", what))
+                       source=BASE if tag else what)
     # the mechanism: the learned window narrows (||M|| grows) with the pretraining L; the untrained units (the same
     # initial M at every L) are the rival
     hist = a.M_norm_history[p_mis]                                            # (nL, T_log, S)
@@ -174,11 +180,9 @@ def _other_L(run: Run, a: GeneralizationAnalysis) -> None:
              for i, s in enumerate(steps)}
     run.decide("window-set-by-pretraining-L", f"log of ||M||_2 of the {mis} unit pretrained at one L over the one at "
                f"the previous L, per seed ({S} seeds); seed mean followed at {len(a.log_steps)} logged steps", grown,
-               kind="claim", ledger="window-widens",
                source="Collins et al. (abstract): the window 'widens with decreasing Lipschitzness'")
     run.decide("window-set-by-pretraining-L-untrained", f"control: the same for the untrained units (initial M); "
-               f"{S} seeds", {s: np.log(hist[i + 1, 0] / hist[i, 0]) for i, s in enumerate(steps)},
-               kind="control", control_of="window-set-by-pretraining-L", source=BASE)
+               f"{S} seeds", {s: np.log(hist[i + 1, 0] / hist[i, 0]) for i, s in enumerate(steps)}, source=BASE)
 
 
 def theory_numbers(th: TheoryAtD) -> dict:
@@ -213,8 +217,8 @@ def check_theory(run: Run, theories: list[TheoryAtD]) -> None:
                    f"(noise floor) meet, for the unit pretrained at L = {unit:g} (L' = "
                    f"{', '.join(f'{v:g}' for v in theories[0].L_prime)}), per seed ({S} seeds), at the largest n of "
                    "each d", {at_nmax[d]: np.abs(np.log(x["crossover"][k] / Lm)) for d, x in xs.items()},
-                   **claim_or_baseline(tag, "thm35-crossover-at-L", "theorem-3-5-mismatched",
-                           f"{THM35}: the penalty switches from 'no benefit of L'' (L' <= L) to L'^2 (L' > L) at L' = L"))
+                   source=BASE if tag else f"{THM35}: the penalty switches from 'no benefit of L'' (L' <= L) to "
+                   "L'^2 (L' > L) at L' = L")
     above = {th.d: th.L_prime > th.L_unit[1] for th in theories}
     below = {th.d: th.L_prime <= th.L_unit[1] for th in theories}
     for tag, side in (("", above), ("-control", below)):
@@ -225,8 +229,8 @@ def check_theory(run: Run, theories: list[TheoryAtD]) -> None:
                    f", per seed ({S} seeds)", {at_nmax[th.d]: loglog_slope(th.L_prime[side[th.d]],
                                                                            th.at_nmax[1][:, side[th.d]])
                                                for th in theories},
-                   **claim_or_baseline(tag, "thm35-slope-above-L", "theorem-3-5-mismatched",
-                                       f"{THM35}: for L' > L the error grows like L'^2 ('worse dependence on L'')"))
+                   source=BASE if tag else f"{THM35}: for L' > L the error grows like L'^2 ('worse dependence on "
+                   "L'')")
     for tag, key, unit in (("", "over_bound", Lm), ("-control", "control_over_bound", Ls)):
         cells = {f"d = {th.d}, n = {n}": xs[th.d][key][:, th.n.index(n)] for th in theories for n in upper_half(th.n)}
         run.decide("thm35-matched-bound" + tag, ("control: the same for the unit pretrained at the wrong L (at the "
@@ -234,19 +238,17 @@ def check_theory(run: Run, theories: list[TheoryAtD]) -> None:
                    f"{Lm:g}) of the unit pretrained at L = {unit:g}" + ("" if tag else " and at each test n") +
                    f" over the bound L^(2 - 2/(d+2)) (sigma^2/n)^(1/(d+2)) (constant 1, as the slide writes it), per "
                    f"seed ({S} seeds), at the upper half of each d's n grid", cells,
-                   **(dict(kind="control", control_of="thm35-matched-bound", source=BASE) if tag else
-                      dict(kind="finding", ledger="theorem-3-5-matched",
-                           source=f"beyond the papers: {THM35}'s matched bound with the constant 1 the informal slide "
-                           "writes (every model of the chapter, the uniform average included, lies below it)")))
+                   source=BASE if tag else f"beyond the papers: {THM35}'s matched bound with the constant 1 the "
+                   "informal slide writes (every model of the chapter, the uniform average included, lies below it)")
     for tag, key, unit in (("", "rate", Lm), ("-control", "control_rate", Ls)):
         ns = {th.d: _n_range(th.n) for th in theories}
         run.decide("thm35-matched-rate" + tag, ("control: the same slope for the unit pretrained at the wrong L, "
                    "tested at every n; " if tag else "") + f"log-log slope in n of the ICL error at L = {Lm:g} of "
                    f"units pretrained at L = {unit:g}" + ("" if tag else " and at each test n") + f", plus 1/(d+2), "
                    f"per seed ({S} seeds)", {f"d = {d}, {ns[d]}": x[key] - x["bound_rate"] for d, x in xs.items()},
-                   **claim_or_baseline(tag, "thm35-matched-rate", "theorem-3-5-matched",
-                           f"{THM35}: matched L, 'for large enough n, L(M) <= L^(2-2/(d+2)) (sigma^2/n)^(1/(d+2))', "
-                           "read as the bound's form in n (the informal slide's constant is not the theorem's)"))
+                   source=BASE if tag else f"{THM35}: matched L, 'for large enough n, L(M) <= L^(2-2/(d+2)) "
+                   "(sigma^2/n)^(1/(d+2))', read as the bound's form in n (the informal slide's constant is not the "
+                   "theorem's)")
     for th in theories:
         x = xs[th.d]
         run.record(**{f"theory_d{th.d}": dict(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ...book.chapter_text import check
+from . import claims as check_ids
 
 #: How a check's status reads in the answer.
 SAYS = {"pass": "", "fail": "too large for the claim", "inconclusive": "not decided",
@@ -33,13 +34,14 @@ def _status(run, cid: str) -> str:
 def short(run) -> str:
     """The answer in a sentence: the softmax unit's learned $M$ against the tasks' subspace, on the linear class and
     on the nonlinear links (the headline figure shows the last link), over the run's seeds."""
-    seeds = check(run, "softmax-rho1-to-zero").decision["seeds"]
+    seeds = check(run, check_ids.SOFTMAX_RHO1_TO_ZERO).decision["seeds"]
     ok = all(_status(run, f"softmax-{r}-to-zero") == "pass" for r in ("rho1", "rho2"))
     head = ("On the low-rank linear class the pretrained softmax unit projects onto the tasks' subspace" if ok else
             "On the low-rank linear class the pretrained softmax unit moves towards the tasks' subspace")
     out = (f"{head}: averaged over {seeds} trained units, its distances from the subspace $\\rho_1(M, B)$ and "
-           f"$\\rho_2$ (zero for an exact projection) are {_worst(run, 'softmax-rho1-to-zero')['mean']:.2g} and "
-           f"{_worst(run, 'softmax-rho2-to-zero')['mean']:.2g}")
+           "$\\rho_2$ (zero for an exact projection) are "
+           f"{_worst(run, check_ids.SOFTMAX_RHO1_TO_ZERO)['mean']:.2g} and "
+           f"{_worst(run, check_ids.SOFTMAX_RHO2_TO_ZERO)['mean']:.2g}")
     links = {r: _status(run, f"links-{r}-to-zero") for r in ("rho1", "rho2")}
     if all(s == "pass" for s in links.values()):
         return out + "; on the slides' nonlinear links too."
@@ -53,14 +55,16 @@ def short(run) -> str:
 def lead(run) -> str:
     """The rest of the answer: the softmax unit against the best isotropic window on every class, and against linear
     attention and the plain average on the links (largest ratios over the classes, with their bounds)."""
-    iso, lin = _status(run, "softmax-beats-isotropic-window"), _status(run, "softmax-beats-linear-on-links")
+    iso, lin = _status(run, check_ids.SOFTMAX_BEATS_ISOTROPIC_WINDOW), _status(run,
+                                                                               check_ids.SOFTMAX_BEATS_LINEAR_ON_LINKS)
     first = {"pass": "Measuring distance in the subspace pays",
              "fail": "Measuring distance in the subspace does not pay by the factor required",
              "inconclusive": "Whether measuring distance in the subspace pays, the seeds do not decide",
              "not settled": "What measuring distance in the subspace pays is still changing at the end of "
                             "pretraining"}[iso]
     return (f"{first}: the softmax unit's ICL error over the best isotropic window's ($M = wI$, $w$ tuned per seed) "
-            f"is {_ratio(run, 'softmax-beats-isotropic-window')}, bar "
-            f"{math.exp(check(run, 'softmax-beats-isotropic-window').decision['threshold']):.2g}. On the links its error over the better of "
-            f"linear attention's and the plain average's is {_ratio(run, 'softmax-beats-linear-on-links')}"
+            f"is {_ratio(run, check_ids.SOFTMAX_BEATS_ISOTROPIC_WINDOW)}, bar "
+            f"{math.exp(check(run, check_ids.SOFTMAX_BEATS_ISOTROPIC_WINDOW).decision['threshold']):.2g}. "
+            "On the links its error over the better of "
+            f"linear attention's and the plain average's is {_ratio(run, check_ids.SOFTMAX_BEATS_LINEAR_ON_LINKS)}"
             + ("." if lin == "pass" else f": {SAYS[lin]}."))

@@ -18,6 +18,12 @@ from .analysis import LowRankAnalysis, distance_to_cBB
 from .window import WindowUnits
 from .sweeps import MODELS
 
+#: The check ids that other modules of the chapter name (each check's design is in book/design.yml).
+SOFTMAX_BEATS_ISOTROPIC_WINDOW = "softmax-beats-isotropic-window"
+SOFTMAX_BEATS_LINEAR_ON_LINKS = "softmax-beats-linear-on-links"
+SOFTMAX_RHO1_TO_ZERO = "softmax-rho1-to-zero"
+SOFTMAX_RHO2_TO_ZERO = "softmax-rho2-to-zero"
+
 EVEN_LINKS = ("lowrank_quadratic", "lowrank_cosine")          # E[f(x) x] = 0: no first-order signal
 THM44 = "Collins et al. Theorem 4.4 (slides): for F_B^lin with sigma = 0 (or n = 2), M* = c BB^T"
 FIG10 = "Collins et al. Fig. 4 / App. Fig. 10"
@@ -74,7 +80,7 @@ def with_curve(final, curve, steps) -> tuple:
 
 def _untrained(run: Run, cid: str, statement: str, cells: dict) -> None:
     run.decide(f"{cid}-untrained", "control: the same for the untrained units (initial M); " + statement, cells,
-               kind="control", control_of=cid, source=BASELINE_SOURCE)
+               source=BASELINE_SOURCE)
 
 
 def check_claims(run: Run, a: LowRankAnalysis) -> None:
@@ -88,8 +94,7 @@ def check_claims(run: Run, a: LowRankAnalysis) -> None:
     links = [i for i, c in enumerate(classes) if c != "lowrank_linear"]
     per = f"per seed ({S} seeds)"
     # the abstract (linear class) and the slides' nonlinear links: rho -> 0; the untrained units (initial M) must fail
-    for group, idx, entry, src in (("softmax", lin, "low-rank-projection", ABSTRACT_LOW_RANK),
-                                   ("links", links, "low-rank-links", SLIDE_LINKS)):
+    for group, idx, src in (("softmax", lin, ABSTRACT_LOW_RANK), ("links", links, SLIDE_LINKS)):
         if not idx:
             continue
         where = "the linear class F_B^lin" if group == "softmax" else "each link (" + ", ".join(
@@ -98,36 +103,35 @@ def check_claims(run: Run, a: LowRankAnalysis) -> None:
             cid = f"{group}-{name}-to-zero"
             what = f"final {name[:3]}_{name[3]}(M, B) of the softmax unit on {where}, {per}"
             run.decide(cid, what + "; its seed mean followed along training",
-                       {short(classes[i]): along(rho[:, i], steps) for i in idx}, kind="claim", source=src,
-                       ledger=entry)
+                       {short(classes[i]): along(rho[:, i], steps) for i in idx}, source=src)
             _untrained(run, cid, what, {short(classes[i]): rho[0, i] for i in idx})
     # Theorem 4.4's sigma = 0 case on its own class: M = c B B^T (the untrained units must fail)
     if lin:
         i = lin[0]
         what = f"min_c ||M - c BB^T||_F / ||M||_F of the softmax unit, linear class, sigma = {cfg['sigma']:g}, {per}"
         run.decide("softmax-M-is-cBBT", what + "; its seed mean followed along training",
-                   {"linear": along(sm.distance[:, i], steps)}, kind="claim", source=THM44, ledger="theorem-4-4")
+                   {"linear": along(sm.distance[:, i], steps)}, source=THM44)
         _untrained(run, "softmax-M-is-cBBT", what, {"linear": distance_to_cBB(sm.M0[i], a.B)})
     # Theorem 4.4 at n = 2 (with and without noise), against another random subspace as the rival; sigma > 0 at n
     th = a.theorem
     sig = {f"sigma = {s:g}": j for j, s in enumerate(th.sigma)}
     run.decide("thm44-n2-cBBT", f"final min_c ||M - c BB^T||_F / ||M||_F of the softmax units on the linear class at "
                f"n = {th.n[0]}, {per}, at each sigma; its seed mean followed along training",
-               {lab: along(th.dist_history[:, 0, j], th.log_steps) for lab, j in sig.items()}, kind="claim",
-               source=f"{THM44}: the n = 2 case, any sigma", ledger="theorem-4-4")
+               {lab: along(th.dist_history[:, 0, j], th.log_steps) for lab, j in sig.items()},
+               source=f"{THM44}: the n = 2 case, any sigma")
     run.decide("thm44-n2-cBBT-control", f"control: the same units' distance from c B'B'^T, B' another random basis of "
                f"rank {cfg['k']}, {per}, at each sigma", {lab: th.dist_other_basis[0, j] for lab, j in sig.items()},
-               kind="control", control_of="thm44-n2-cBBT", source=f"{THM44}, against the wrong subspace")
+               source=f"{THM44}, against the wrong subspace")
     run.decide("sigma-positive-rho2", f"final rho_2(M, B) of the softmax units on the linear class at n = {th.n[1]}, "
                f"sigma = {th.sigma[1]:g}, {per}; its seed mean followed along training",
-               {f"sigma = {th.sigma[1]:g}": along(th.rho2_history[:, 1, 1], th.log_steps)}, kind="finding",
-               source="beyond the papers (Theorem 4.4 covers sigma = 0 or n = 2 only)", ledger="theorem-4-4")
+               {f"sigma = {th.sigma[1]:g}": along(th.rho2_history[:, 1, 1], th.log_steps)},
+               source="beyond the papers (Theorem 4.4 covers sigma = 0 or n = 2 only)")
     # the rho floor: with a decaying learning rate it falls with the training length
     fl = a.floor
     c = fl.schedules.index("cosine")
     run.decide("rho-floor-falls-with-training", f"log of the final rho_2(M, B) after {fl.steps[-1]} over after "
                f"{fl.steps[0]} steps of training, softmax, linear class, cosine-decayed lr, {per}",
-               {"cosine lr": np.log(fl.rho2[c, -1] / fl.rho2[c, 0])}, kind="finding",
+               {"cosine lr": np.log(fl.rho2[c, -1] / fl.rho2[c, 0])},
                source="beyond the papers (is the rho floor the optimiser's?)")
     # the subspace buys accuracy: the softmax unit against the best isotropic window M = w I, w tuned per class and
     # seed on the seed's tuning set (the slides' "drastically reduces ICL problem dimension")
@@ -137,8 +141,7 @@ def check_claims(run: Run, a: LowRankAnalysis) -> None:
                "class; its seed mean on the curves' tasks followed along training",
                {short(c): with_curve(np.log(sm.final[i] / a.oracle_wI[i]),
                                      np.log(sm.curve[:, i] / a.oracle_wI_curve_set[i]), steps)
-                for i, c in enumerate(classes)},
-               kind="claim", source=SLIDE_DIMENSION, ledger="low-rank-reduces-dimension")
+                for i, c in enumerate(classes)}, source=SLIDE_DIMENSION)
     _untrained(run, "softmax-beats-isotropic-window", f"log of the softmax unit's ICL error over {iso}, {per}",
                {short(c): np.log(a.untrained[i] / a.oracle_wI[i]) for i, c in enumerate(classes)})
     # softmax beats linear attention and the uniform average (M = 0, what an untrained softmax unit about does) on
@@ -151,8 +154,7 @@ def check_claims(run: Run, a: LowRankAnalysis) -> None:
         run.decide("softmax-beats-linear-on-links", what + "; its seed mean on the curves' tasks followed along "
                    "training", {short(classes[i]): with_curve(np.log(sm.final[i] / rival[i]),
                                                               np.log(sm.curve[:, i] / rival_curve[:, i]), steps)
-                                for i in links},
-                   kind="claim", source=LINEAR_CANNOT, ledger="linear-cannot-adapt")
+                                for i in links}, source=LINEAR_CANNOT)
         _untrained(run, "softmax-beats-linear-on-links", what,
                    {short(classes[i]): np.log(a.untrained[i] / rival[i]) for i in links})
     if lin:
@@ -161,18 +163,16 @@ def check_claims(run: Run, a: LowRankAnalysis) -> None:
                    f"unit's (same seed) on the linear class F_B^lin, {per}; its seed mean on the curves' tasks "
                    "followed along training", {"linear": with_curve(np.log(sm.final[i] / ln.final[i]),
                                                                     np.log(sm.curve[:, i] / ln.curve[:, i]), steps)},
-                   kind="finding",
-                   source="beyond the papers (the book's reading of Fig. 4; no source states it)",
-                   ledger="linear-cannot-adapt")
+                   source="beyond the papers (the book's reading of Fig. 4; no source states it)")
     # linear attention gets no signal on the even links: no better than predicting 0, M not aligned with B B^T
     even = [i for i, c in enumerate(classes) if c in EVEN_LINKS]
     if even:
         run.decide("linear-no-gain-on-even-links", f"log of the linear unit's ICL error over the error of predicting "
                    f"0, {per}, on each even link", {short(classes[i]): np.log(ln.final[i] / a.zero[i]) for i in even},
-                   kind="finding", source="beyond the papers (E[f(x) x] = 0 for even links)")
+                   source="beyond the papers (E[f(x) x] = 0 for even links)")
         run.decide("linear-M-unaligned-on-even-links", f"|cos(M, BB^T)| of the linear unit's final M, {per}, on each "
                    "even link (an i.i.d. random M gives about 1 / d)",
-                   {short(classes[i]): np.abs(ln.align[-1, i]) for i in even}, kind="finding",
+                   {short(classes[i]): np.abs(ln.align[-1, i]) for i in even},
                    source="beyond the papers")
     window_checks(run, a.window)
     run.record(rho1={m: a.model(m).rho1[-1].mean(-1) for m in MODELS},
@@ -227,10 +227,9 @@ def window_checks(run: Run, w: WindowUnits) -> None:
         cells, control = window_cells(w, steps_of, axis, values, widens)
         run.decide(cid, f"{head}; cells " + ", ".join(c.split(": ", 1)[1] for c in cells if c.startswith("window"))
                    + "; and rho_2(M, B) of each of those units (the window lies in the range of the projection); "
-                   "their seed means followed along training", cells, kind="finding", source=REBUTTAL_WINDOW,
-                   ledger="low-rank-links")
+                   "their seed means followed along training", cells, source=REBUTTAL_WINDOW)
         run.decide(f"{cid}-untrained", f"control: the same log ratio of the untrained units (initial M); {head}",
-                   control, kind="control", control_of=cid, source=BASELINE_SOURCE)
+                   control, source=BASELINE_SOURCE)
     run.record(window_omega=w.omega, window_sigma=w.sigma, window_scale=w.scale[-1].mean(-1),
                window_scale_per_seed=w.scale[-1], window_scale_init=w.scale[0].mean(-1),
                window_rho2=w.rho2[-1].mean(-1), window_best_scale=w.best_scale,

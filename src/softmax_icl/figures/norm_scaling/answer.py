@@ -7,6 +7,7 @@ import math
 import re
 
 from ...book.chapter_text import check
+from . import claims as check_ids
 
 
 def _status(run, cid: str) -> str:
@@ -34,11 +35,12 @@ def _factor(run, cid: str) -> str:
 
 
 #: The three trend checks: id, what they show (pass), what they do not (fail), the factor's sign and the grid.
-TRENDS = (("norm-grows-with-L", "ends larger for larger $L$ in all four panels of Fig. 3",
+TRENDS = ((check_ids.NORM_GROWS_WITH_L, "ends larger for larger $L$ in all four panels of Fig. 3",
            "does not end larger for larger $L$ in every panel of Fig. 3", "×", "step of $L$ up to saturation"),
-          ("w-falls-with-sigma", "$w$ falls as $\\sigma$ grows", "$w$ does not fall at every step of $\\sigma$", "÷",
+          (check_ids.W_FALLS_WITH_SIGMA, "$w$ falls as $\\sigma$ grows", "$w$ does not fall at every step of $\\sigma$",
+           "÷",
            "step of $\\sigma$"),
-          ("w-rises-with-n", "rises with $n$", "does not rise at every step of $n$", "×", "step of $n$"))
+          (check_ids.W_RISES_WITH_N, "rises with $n$", "does not rise at every step of $n$", "×", "step of $n$"))
 
 
 def short(run) -> str:
@@ -54,7 +56,8 @@ def short(run) -> str:
         if status == "not settled":
             moving.append(per.split(" up to")[0].replace("step of ", ""))
     tail = (f"; the ratios along {', '.join(moving)} were still moving when training stopped" if moving else "")
-    return (f"Averaged over {_seeds(run, 'norm-grows-with-L')} trained units per setting, the learned window scale "
+    return ("Averaged over "
+            f"{_seeds(run, check_ids.NORM_GROWS_WITH_L)} trained units per setting, the learned window scale "
             f"$\\|M\\|_2$ {parts[0]}; "
             f"{parts[1]} and {parts[2]}{tail}.")
 
@@ -62,7 +65,7 @@ def short(run) -> str:
 def lead(run) -> str:
     """The rest of the answer: the growth during pretraining, Theorem 3.4 (exponent and isotropy) and the covariance
     lemma."""
-    c = check(run, "growth-rate-orders-with-L")
+    c = check(run, check_ids.GROWTH_RATE_ORDERS_WITH_L)
     cells = c.decision["cells"]
     slow, low = min(cells, key=lambda x: x["mean"]), min(cells, key=lambda x: x["lo"])
     bar = math.exp(c.decision["threshold"]) - 1
@@ -75,7 +78,7 @@ def lead(run) -> str:
                       f"the {bar:.0%} the check asks.",
               }.get(_status(run, c.id), "During pretraining the seeds do not decide whether $\\|M\\|_2$ grows faster "
                                         f"for larger $L$ (status: {_status(run, c.id)}).")
-    ex, iso = check(run, "theorem34-slides-range"), check(run, "theorem34-isotropic")
+    ex, iso = check(run, check_ids.THEOREM34_SLIDES_RANGE), check(run, check_ids.THEOREM34_ISOTROPIC)
     theory = ("At the longest context the population optimum's local exponent " +
               ("lies inside Theorem 3.4's range $[1/d, 2/d]$ for every $d$ by more than its Monte Carlo error "
                f"(smallest distance to an edge, lower bound {ex.value:.3g})" if _status(run, ex.id) == "pass" else
@@ -83,7 +86,7 @@ def lead(run) -> str:
                f"{_status(run, ex.id)}, bound {ex.value:.3g})") + "; the trained isotropic units' $M$ " +
               (f"is $wI$ within {iso.value:.3g} (95 % upper bound of the relative distance)" if _status(run, iso.id)
                == "pass" else f"is not shown to be $wI$ (status {_status(run, iso.id)}, bound {iso.value:.3g})"))
-    cov = check(run, "covariance-lemma-whitened")
+    cov = check(run, check_ids.COVARIANCE_LEMMA_WHITENED)
     cov_text = ("; with whitened tasks the trained $M$ is $w\\Sigma^{-1}$ within the "
                 f"{cov.decision['threshold']:g} the lemma's check asks (worst 95 % bound {cov.value:.3g})."
                 if _status(run, cov.id) == "pass" else

@@ -17,6 +17,16 @@ from .theorem34 import Theorem34, TrainedLargeN, edge_distance, jackknife_se
 from .tradeoff import check_tradeoff
 from .trends import L_trend, key_numbers, panels, sigma_trend, untrained, w_pop_other_L
 
+#: The check ids that other modules of the chapter name (each check's design is in book/design.yml).
+COVARIANCE_LEMMA_WHITENED = "covariance-lemma-whitened"
+GROWTH_RATE_ORDERS_WITH_L = "growth-rate-orders-with-L"
+NORM_GROWS_WITH_L = "norm-grows-with-L"
+THEOREM34_ISOTROPIC = "theorem34-isotropic"
+THEOREM34_SLIDES_RANGE = "theorem34-slides-range"
+TRAINED_W_NEAR_OPTIMUM = "trained-w-near-optimum"
+W_FALLS_WITH_SIGMA = "w-falls-with-sigma"
+W_RISES_WITH_N = "w-rises-with-n"
+
 SRC_FIG3 = "Collins et al. Fig. 3 (slides 'Empirical scaling of ||M|| with L')"
 SRC_THM = "Collins et al. Theorem 3.4 (slides' Theorem 2)"
 BEYOND = "beyond the papers"
@@ -138,11 +148,11 @@ def check_trends(run: Run, a: Analysis) -> None:
     what = (f"log of the final ||M||_2 (mean M over the last {cfg['average_last']:.0%} of training) at one L over "
             f"the previous L, per seed ({seeds_of(cells)} seeds), every panel and every step of L up to its "
             f"saturation point ({'; '.join(notes)})")
-    run.decide("norm-grows-with-L", what + "; lower bound of the mean vs log 1.05", cells, kind="claim",
-               ledger="window-widens", source=SRC_FIG3 + ": ||M|| ends larger for larger L, ReLU and cosine, "
+    run.decide("norm-grows-with-L", what + "; lower bound of the mean vs log 1.05", cells,
+               source=SRC_FIG3 + ": ||M|| ends larger for larger L, ReLU and cosine, "
                "isotropic and non-isotropic")
     run.decide("norm-grows-with-L-untrained", "control: the same for the untrained units (initial M); " + what, base,
-               kind="control", control_of="norm-grows-with-L", source=BASE)
+               source=BASE)
     run.record(L_regime_boundaries=beyond)
 
     u, cells, base, notes = a.units["iso"], {}, {}, []
@@ -159,10 +169,9 @@ def check_trends(run: Run, a: Analysis) -> None:
     what = (f"log of the trained w = tr(M)/d at one sigma over the previous sigma (L = {cfg['L_sigma']:g}), per seed "
             f"({seeds_of(cells)} seeds), every class and every step of the sigma grid beyond its saturated low-noise "
             f"end ({'; '.join(notes)})")
-    run.decide("w-falls-with-sigma", what + "; upper bound of the mean vs log(1/1.05)", cells, kind="claim",
-               ledger="sigma-to-infinity", source=SRC_THM + ": sigma -> inf: w -> 0 (slides' extreme examples)")
-    run.decide("w-falls-with-sigma-untrained", "control: the same for the untrained units; " + what, base,
-               kind="control", control_of="w-falls-with-sigma", source=BASE)
+    run.decide("w-falls-with-sigma", what + "; upper bound of the mean vs log(1/1.05)", cells,
+               source=SRC_THM + ": sigma -> inf: w -> 0 (slides' extreme examples)")
+    run.decide("w-falls-with-sigma-untrained", "control: the same for the untrained units; " + what, base, source=BASE)
 
     u, cells, base = a.units["n"], {}, {}
     w0 = untrained(a, "n")[1]
@@ -176,10 +185,9 @@ def check_trends(run: Run, a: Analysis) -> None:
             base[label] = np.log(w0[i1] / w0[i0])
     what = (f"log of the trained w (ReLU, sigma = {cfg['sigma']:g}) at one n over the previous n, per seed "
             f"({seeds_of(cells)} seeds), every L of {cfg['n_sweep_L']} and every step of n = {ns}")
-    run.decide("w-rises-with-n", what + "; lower bound of the mean vs log 1.05", cells, kind="claim",
-               ledger="n-to-infinity", source=SRC_THM + ": n -> inf: w -> inf (slides' extreme examples)")
-    run.decide("w-rises-with-n-untrained", "control: the same for the untrained units; " + what, base,
-               kind="control", control_of="w-rises-with-n", source=BASE)
+    run.decide("w-rises-with-n", what + "; lower bound of the mean vs log 1.05", cells,
+               source=SRC_THM + ": n -> inf: w -> inf (slides' extreme examples)")
+    run.decide("w-rises-with-n-untrained", "control: the same for the untrained units; " + what, base, source=BASE)
 
 
 def growth_steps(gain: Ordering, late: Ordering, L_max: dict) -> tuple[dict, dict, dict]:
@@ -211,14 +219,13 @@ def check_dynamics(run: Run, a: Analysis, gain: Ordering, late: Ordering) -> Non
             f"||M(0)||_2) during {cfg['dyn_steps']} Adam steps (lr {cfg['dyn_lr']:g}, init scale {cfg['dyn_init']:g}), "
             f"L' the next L of {gain.L.tolist()}")
     run.decide("growth-rate-orders-with-L", f"{what}, every panel up to its saturation point ({'; '.join(used)}); "
-               "followed along training; lower bound of the mean vs log 1.1", claim, kind="claim",
-               ledger="norm-grows-faster", source=SRC_FIG3 + ": ||M|| 'grows faster during pretraining with larger L'")
+               "followed along training; lower bound of the mean vs log 1.1", claim,
+               source=SRC_FIG3 + ": ||M|| 'grows faster during pretraining with larger L'")
     run.decide("growth-rate-orders-with-L-late", "control: the same difference of the gains over the last quarter of "
-               "training alone (after the norms settled); " + what, rival,
-               kind="control", control_of="growth-rate-orders-with-L", source=BASE)
+               "training alone (after the norms settled); " + what, rival, source=BASE)
     run.decide("growth-rate-orders-with-L-every-seed", f"{what}, every panel over the whole grid (past the "
-               "saturation point); lower bound of the mean vs log 1.1", whole, kind="finding",
-               ledger="norm-grows-faster", source=BEYOND + ": the claim past the saturation point")
+               "saturation point); lower bound of the mean vs log 1.1", whole,
+               source=BEYOND + ": the claim past the saturation point")
 
 
 # -- Theorem 3.4 --------------------------------------------------------------------------------------------------
@@ -234,26 +241,25 @@ def check_theorem34(run: Run, a: Analysis, t: Theorem34, big: TrainedLargeN) -> 
         return stats.Estimate(float(edge_distance(e[d], rng)), jackknife_se(edge_distance(jack[d], rng)))
 
     etxt = ", ".join(f"d = {d}: {e[d]:.3f} ± {jackknife_se(jack[d]):.3f}" for d in t.ds)
-    for version, kind, src in (
-            ("slides", "claim", SRC_THM + ": Omega((nL²/σ²)^(1/d)) < w < O((nL²/σ²)^(2/d)) for sufficiently large n"),
-            ("sketch", "finding", "the slides' proof sketch (noise term Θ(σ² w^(d/2)/n), bias between L²/w² and "
-                                  "L²/w), carried to its range [1/(d+2), 2/(d+2)] by the book"),
-            ("sphere", "finding", "the sketch with the noise term of inputs on S^(d-1), w^((d-1)/2): range "
-                                  "[1/(d+1), 2/(d+1)] (derived by the book)")):
+    for version, src in (
+            ("slides", SRC_THM + ": Omega((nL²/σ²)^(1/d)) < w < O((nL²/σ²)^(2/d)) for sufficiently large n"),
+            ("sketch", "the slides' proof sketch (noise term Θ(σ² w^(d/2)/n), bias between L²/w² and "
+                       "L²/w), carried to its range [1/(d+2), 2/(d+2)] by the book"),
+            ("sphere", "the sketch with the noise term of inputs on S^(d-1), w^((d-1)/2): range "
+                       "[1/(d+1), 2/(d+1)] (derived by the book)")):
         rng = {d: th.theorem34_exponents(d, version) for d in t.ds}
         rtxt = ", ".join(f"[{rng[d][0]:.3f}, {rng[d][1]:.3f}]" for d in t.ds)
         run.decide(f"theorem34-{version}-range", f"local exponent d log w*/d log s of the population optimum (ReLU) at "
                    f"n = {n_max}, L/sigma = {lsig:g} ({etxt}; Monte Carlo standard error: jackknife over "
                    f"{cfg['t34_batches']} batches of {cfg['t34_tasks']} tasks) minus the nearer edge of the {version} "
                    f"range ({rtxt}), every d; exact test, value -+ 1.645 s.e. vs 0",
-                   {f"d = {d}": cell(d, rng[d]) for d in t.ds}, kind=kind, source=src,
-                   ledger="theorem-3-4-window-scale")
+                   {f"d = {d}": cell(d, rng[d]) for d in t.ds}, source=src)
     ds = list(t.ds)
     pairs = [(d, ds[(i + 1) % len(ds)]) for i, d in enumerate(ds)]
     run.decide("theorem34-slides-range-other-d", "control: the exponent of each d minus the nearer edge of the slides "
                "range of another d (" + ", ".join(f"{d} vs {o}" for d, o in pairs) + ")",
                {f"d = {d} vs range of d = {o}": cell(d, th.theorem34_exponents(o, "slides")) for d, o in pairs},
-               kind="control", source=BEYOND, control_of="theorem34-slides-range")
+               source=BEYOND)
     # M* = w I: the trained isotropic ReLU units (their M is free), against the units on non-isotropic inputs
     u, v = a.units["iso"], a.units["noniso"]
     cells, rival = {}, {}
@@ -266,12 +272,11 @@ def check_theorem34(run: Run, a: Analysis, t: Theorem34, big: TrainedLargeN) -> 
     what = (f"||M - (tr M/d) I||_F / ||M||_F of the final M per seed ({seeds_of(cells)} seeds), isotropic ReLU units "
             f"(sigma = {cfg['sigma']:g}, n = {cfg['n']}) at every L whose optimal w >= {cfg['regime_w']:g} "
             f"({', '.join(cells)})")
-    run.decide("theorem34-isotropic", what + "; upper bound of the mean vs 0.1", cells, kind="claim",
-               ledger="theorem-3-4-window-scale", source=SRC_THM + ": the minimiser 'is M* = w_KQ I_d' (and the "
+    run.decide("theorem34-isotropic", what + "; upper bound of the mean vs 0.1", cells,
+               source=SRC_THM + ": the minimiser 'is M* = w_KQ I_d' (and the "
                "rebuttal: 'all optimal M must be of the form M = w I_d')")
     run.decide("theorem34-isotropic-noniso", "control: the same distance for the ReLU units on non-isotropic inputs at "
-               "the same L (their optimum is w Sigma^-p)", rival, kind="control", source=BASE,
-               control_of="theorem34-isotropic")
+               "the same L (their optimum is w Sigma^-p)", rival, source=BASE)
     # the noise term's exponent (n -> inf closed form; the Monte Carlo beside it)
     k = {d: t.noise[d].exponent for d in t.ds}
     dev = max(t.noise[d].mc_max_rel_dev for d in t.ds)
@@ -279,11 +284,11 @@ def check_theorem34(run: Run, a: Analysis, t: Theorem34, big: TrainedLargeN) -> 
     head = (f"exponent k of n E[sum_i a_i^2] against w over w in [30, 300] (n -> inf closed form on S^(d-1), "
             f"{ktxt}; it matches the Monte Carlo at n = {n_max} within {dev:.1%} where 1/E[sum a^2] >= 100)")
     run.decide("noise-term-exponent-d-over-2", f"{head}: largest |k - d/2| over d; exact, vs 0.25",
-               {"every d": [max(abs(k[d] - d / 2) for d in t.ds)]}, kind="finding",
+               {"every d": [max(abs(k[d] - d / 2) for d in t.ds)]},
                source="a step of the slides' proof sketch, L_noise = Θ(σ² (w^(d/2) + 1) / n), read with d the "
                       "ambient dimension (not counted as a claim: see the ledger's not_counted)")
     run.decide("noise-term-exponent-sphere", f"{head}: largest |k - (d-1)/2| over d; exact, vs 0.25",
-               {"every d": [max(abs(k[d] - (d - 1) / 2) for d in t.ds)]}, kind="finding",
+               {"every d": [max(abs(k[d] - (d - 1) / 2) for d in t.ds)]},
                source=BEYOND + " (the noise term on the sphere grows like w^((d-1)/2))")
     # trained units at the largest n against the population curve
     cells, rival = {}, {}
@@ -295,11 +300,10 @@ def check_theorem34(run: Run, a: Analysis, t: Theorem34, big: TrainedLargeN) -> 
         rival[label] = np.abs(np.log(w / big.w_pop_other[i]))
     what = (f"|log(w / w*)| per seed ({seeds_of(cells)} seeds), w the trained ReLU unit's at n = {cfg['t34_train_n']} "
             f"(sigma = {cfg['sigma']:g}), w* the population optimum of its own (d, n, s), every (d, L)")
-    run.decide("theorem34-trained-large-n", what + "; upper bound of the mean vs log 1.25", cells, kind="finding",
-               source=BEYOND + " (the population curves of Theorem 3.4 against training)",
-               ledger="theorem-3-4-window-scale")
+    run.decide("theorem34-trained-large-n", what + "; upper bound of the mean vs log 1.25", cells,
+               source=BEYOND + " (the population curves of Theorem 3.4 against training)")
     run.decide("theorem34-trained-large-n-other-L", "control: the same units against the population optimum of the "
-               "other L of the sweep", rival, kind="control", source=BEYOND, control_of="theorem34-trained-large-n")
+               "other L of the sweep", rival, source=BEYOND)
     run.record(theorem34_exponent={f"d{d}": {f"n{n}": {f"rho{r:g}": t.exponent[(d, n, r)] for r in t.rhos}
                                              for n in t.ns} for d in t.ds},
                theorem34_exponent_se={f"d{d}": {f"n{n}": {f"rho{r:g}": jackknife_se(t.exponent_jack[(d, n, r)])
@@ -333,14 +337,12 @@ def check_window_limit(run: Run, t: Theorem34) -> None:
     run.decide("L-over-sigma-window-narrows", f"log-step of the population optimum w* (ReLU) between consecutive "
                f"L/sigma of the grid {grid_txt}, at every d of {list(t.ds)} and n of {list(t.ns)}, every step that "
                "starts before w* is within 10 % of the noiseless optimum w_0(n); exact, vs log 1.05", cells,
-               kind="claim", ledger="L-much-larger-than-sigma",
                source="Collins et al. slides, extreme examples: 'L >> sigma: ... pick the nearest neighbour, w -> inf'")
     run.decide("L-over-sigma-window-narrows-noise-only", "control: the same log-steps for the pure-noise optimum "
-               "(sigma >> L: the minimiser of the noise term), in the same cells", rival, kind="control",
-               control_of="L-over-sigma-window-narrows", source=BASE)
+               "(sigma >> L: the minimiser of the noise term), in the same cells", rival, source=BASE)
     run.decide("L-over-sigma-saturates-at-fixed-n", f"|w*(L/sigma = {grid[-1]:g}) / w_0(n) - 1| at every d and n "
                "of the scans: at a fixed n the window stops narrowing at the noiseless optimum; exact, vs 0.1", sat,
-               kind="finding", ledger="L-much-larger-than-sigma", source=BEYOND + ": the extreme case at a fixed n")
+               source=BEYOND + ": the extreme case at a fixed n")
 
 
 # -- trained units against the population optimum -------------------------------------------------------------
@@ -366,15 +368,13 @@ def check_optimum(run: Run, a: Analysis) -> None:
     what = (f"|log(w / w*)| per seed ({seeds_of(cells)} seeds), w the trained unit's, w* the population optimum of its "
             f"own setting, every isotropic, n-sweep and whitened-task unit configuration with optimal w >= "
             f"{cfg['regime_w']:g} ({len(cells)} configurations)")
-    run.decide("trained-w-near-optimum", what + "; upper bound of the mean vs log 1.25", cells, kind="finding",
-               source=BEYOND + " (the w training reaches against a direct scan of the population loss)",
-               ledger="theorem-3-4-window-scale")
+    run.decide("trained-w-near-optimum", what + "; upper bound of the mean vs log 1.25", cells,
+               source=BEYOND + " (the w training reaches against a direct scan of the population loss)")
     run.decide("trained-w-near-optimum-other-L", "control: the same units against the population optimum of the next "
-               "L of their sweep (the previous L for the grid's last)", rival, kind="control", source=BEYOND,
-               control_of="trained-w-near-optimum")
+               "L of their sweep (the previous L for the grid's last)", rival, source=BEYOND)
     run.decide("trained-loss-near-optimum", f"population loss of the trained unit over the best scanned M = w I "
                f"(isotropic) or w Sigma^-p (non-isotropic), minus 1, per seed ({seeds_of(excess)} seeds), every unit "
-               f"configuration ({len(excess)}); upper bound of the mean vs 0.05", excess, kind="finding",
+               f"configuration ({len(excess)}); upper bound of the mean vs 0.05", excess,
                source=BEYOND)
 
 
@@ -382,10 +382,10 @@ def check_covariance(run: Run, a: Analysis) -> None:
     """The covariance lemma on the whitened-task units (claim) and the book's non-isotropic units (finding), on two
     statistics per configuration; the rival is the isotropic direction I."""
     cfg = run.cfg
-    for key, kind, src in (
-            ("whitened", "claim", "Collins et al. covariance lemma (slides' Lemma 1): x ~ Σ^(1/2) U^d ⇒ M* = w Σ^-1, "
-                                  "under symmetry"),
-            ("noniso", "finding", BEYOND + " (the lemma outside its symmetry condition)")):
+    for key, src in (
+            ("whitened", "Collins et al. covariance lemma (slides' Lemma 1): x ~ Σ^(1/2) U^d ⇒ M* = w Σ^-1, "
+                         "under symmetry"),
+            ("noniso", BEYOND + " (the lemma outside its symmetry condition)")):
         u = a.units[key]
         cells, rival, none = {}, {}, []
         for c, i in configurations(u, lambda j: u.w_pop[j] >= cfg["regime_w"]):
@@ -400,12 +400,10 @@ def check_covariance(run: Run, a: Analysis) -> None:
                 f"{cfg['regime_w']:g} ({sum(k[:8] == 'distance' for k in cells)}), per seed ({seeds_of(cells)} seeds)"
                 + (f"; no exponent (a diagonal of M <= 0) at {', '.join(none)}" if none else ""))
         run.decide(f"covariance-lemma-{key}", f"{what}: ||M/||M|| - Sigma^-1/||Sigma^-1|| ||_F and |p - 1| of the "
-                   "fitted M ~ Sigma^-p; upper bounds of the means vs 0.1", cells, kind=kind, source=src,
-                   ledger="covariance-lemma")
+                   "fitted M ~ Sigma^-p; upper bounds of the means vs 0.1", cells, source=src)
         if key == "whitened":
             run.decide("covariance-lemma-whitened-identity", f"control: the same units against the isotropic direction "
-                       f"I: ||M/||M|| - I/||I|| ||_F and |p| ({what})", rival, kind="control", source=BEYOND,
-                       control_of="covariance-lemma-whitened")
+                       f"I: ||M/||M|| - I/||I|| ||_F and |p| ({what})", rival, source=BEYOND)
     cells, costs = {}, []
     for key in ("whitened", "noniso"):
         u = a.units[key]
@@ -419,7 +417,7 @@ def check_covariance(run: Run, a: Analysis) -> None:
                "exponent of the trained M ~ Sigma^-p, p* the population-optimal one, every non-isotropic unit "
                f"configuration with optimal w >= {cfg['regime_w']:g}, both settings (population loss at the trained "
                f"exponent at most {100 * np.nanmax(costs):.1f}% above that at p*); upper bound of the mean vs 0.1",
-               cells, kind="finding", source=BEYOND, ledger="covariance-lemma")
+               cells, source=BEYOND)
     run.record(covariance_exponent_cost=costs)
 
 
@@ -446,17 +444,17 @@ def check_block_form(run: Run, a: Analysis) -> None:
     what = (f"full W_K, W_Q, W_V units, every configuration ({', '.join(vx)}), per seed ({seeds_of(vx)} seeds)")
     run.decide("full-weights-block-form", f"{what}: label-row mass / x-block mass of W_K^T W_Q, the x-block's "
                "distance from w I, |W_V's label weight - 1|, |log(w / w*)|; upper bounds of the means vs 0.1, 0.2, "
-               "0.1, log 1.25", cells, kind="claim", ledger="full-weights-block-form",
+               "0.1, log 1.25", cells,
                source="Collins et al. rebuttal: 'We indeed observe this decomposition empirically' (x-block ≈ w I, "
                       "label row ≈ 0)")
     run.decide("full-weights-block-form-untrained", f"control: the same units at initialisation ({what}): the first "
-               "three statistics", base, kind="control", control_of="full-weights-block-form", source=BASE)
+               "three statistics", base, source=BASE)
     run.decide("full-weights-value-ignores-x", f"{what}: log(||v|| / |c|), v the covariate part and c the label weight "
-               "of W_V's label row; upper bound of the mean vs log 0.1", vx, kind="claim", ledger="value-ignores-covariates",
+               "of W_V's label row; upper bound of the mean vs log 0.1", vx,
                source="Collins et al. rebuttal (Lemma B.1): the optimal W_V 'leads to a prediction that ignores the "
                       "covariates'")
     run.decide("full-weights-value-ignores-x-untrained", f"control: the same units at initialisation ({what})", vx0,
-               kind="control", control_of="full-weights-value-ignores-x", source=BASE)
+               source=BASE)
 
 
 def check_inner_dimension(run: Run, a: Analysis) -> None:
@@ -478,12 +476,11 @@ def check_inner_dimension(run: Run, a: Analysis) -> None:
             f"{', '.join(out) or 'none'}; the d x d units' own seeds lie {spread} from their mean, by cell)")
     run.decide("inner-dimension-same-M", what + f"; seed mean followed at {len(inner.steps)} logged steps; upper "
                "bound of the mean vs 0.1", {label[k]: (inner.dist[k], inner.steps, inner.dist_history[:, k])
-                                            for k in keep}, kind="claim", ledger="inner-dimension",
+                                            for k in keep},
                source="Collins et al. rebuttal (global response, point 3): a larger inner dimension 'will not change "
                       "the optimal value of M'")
     run.decide("inner-dimension-same-M-next-L", "control: the same r x d units against the d x d units of the "
-               "neighbouring L, per cell", {label[k]: inner.dist_next[k] for k in keep}, kind="control", source=BASE,
-               control_of="inner-dimension-same-M")
+               "neighbouring L, per cell", {label[k]: inner.dist_next[k] for k in keep}, source=BASE)
 
 
 def check_claims(run: Run, a: Analysis, t: Theorem34, big: TrainedLargeN, gain: Ordering, late: Ordering) -> None:

@@ -25,11 +25,12 @@ from .dynamics import Growth
 from .sweeps import whitened_L
 from .theorem34 import Theorem34, TrainedLargeN
 from .trends import L_trend, n_trend, panels, sigma_trend
+from . import claims as check_ids
 
 #: The checks' thresholds, from the statistical design: trained w within this factor of the optimum; the covariance
 #: lemma's distance from Sigma^-1.
-W_RATIO_TOL = round(math.exp(design.load().entry("norm_scaling", "trained-w-near-optimum").test.threshold), 6)
-COV_DIST_TOL = design.load().entry("norm_scaling", "covariance-lemma-whitened").metrics["distance"].threshold
+W_RATIO_TOL = round(math.exp(design.load().entry("norm_scaling", check_ids.TRAINED_W_NEAR_OPTIMUM).test.threshold), 6)
+COV_DIST_TOL = design.load().entry("norm_scaling", check_ids.COVARIANCE_LEMMA_WHITENED).metrics["distance"].threshold
 CLASS_COLORS = {"relu": QUALITATIVE[0], "cosine": QUALITATIVE[1]}
 RANGE_COLORS = {"slides": "#9467bd", "sphere": "#2ca02c", "sketch": "#d62728"}
 #: Marker and line style of each input setting, the same in every panel of the covariance figure.

@@ -18,6 +18,15 @@ from ...book.records import BASELINE_SOURCE as BASE
 from ...book.run import Run
 from .analysis import WindowAnalysis
 
+#: The check ids that other modules of the chapter name (each check's design is in book/design.yml).
+SOFTMAX_BEATS_LINEAR = "softmax-beats-linear"
+SOFTMAX_BEATS_LINEAR_EVERY_N = "softmax-beats-linear-every-n"
+SOFTMAX_NEAR_ORACLE = "softmax-near-oracle"
+SOFTMAX_NEAR_ORACLE_CONTROL = "softmax-near-oracle-control"
+SOFTMAX_NEAR_ORACLE_FIXED_WINDOW = "softmax-near-oracle-fixed-window"
+WINDOW_NARROWS_WITH_L = "window-narrows-with-L"
+WINDOW_WIDENS_WITH_SIGMA = "window-widens-with-sigma"
+
 FIG1 = "Collins et al. Fig. 1"
 SRC_LINEAR = "Collins et al. (abstract): the adaptivity 'cannot be replicated by the linear activation'"
 LOW_NOISE = [0, 1, 2]
@@ -93,7 +102,7 @@ def check_claims(run: Run, a: WindowAnalysis) -> None:
     nw = run.cfg["n_window"]
     # 1) the window narrows as L grows: per seed, log half-width at one L over the next larger L (low noise)
     steps_L = [(0, 1), (1, 2)]
-    for tag, h, kind in (("", hist, "claim"), ("-untrained", hist[:1], "control")):
+    for tag, h in (("", hist), ("-untrained", hist[:1])):
         cells = {f"L = {L_s[i]:g} -> {L_s[j]:g}": np.log(h[-1, i] / h[-1, j]) for i, j in steps_L}
         if not tag:
             cells = {lab: (x, a.steps, np.log(h[:, i] / h[:, j]).mean(-1)) for (lab, x), (i, j) in
@@ -101,33 +110,30 @@ def check_claims(run: Run, a: WindowAnalysis) -> None:
         run.decide("window-narrows-with-L" + tag, _statement(
             ("control: the untrained units (their initial M); " if tag else "") + "log of the softmax window's "
             f"half-width at one L over its half-width at the next larger L (units at n = {nw}, paper's tasks, "
-            f"σ = {a.settings[0].sigma:g})", a, cells, curve=not tag, trajectory=hw_traj), cells, kind=kind,
-            source=f"{FIG1}: the softmax window 'shrinks with increased Lipschitzness'" if not tag else BASE,
-            **({"ledger": "window-widens"} if not tag else {"control_of": "window-narrows-with-L"}))
+            f"σ = {a.settings[0].sigma:g})", a, cells, curve=not tag, trajectory=hw_traj), cells,
+            source=f"{FIG1}: the softmax window 'shrinks with increased Lipschitzness'" if not tag else BASE)
     # 2) the window widens with the noise (medium L): log half-width at sigma_noisy over sigma
     lab = f"σ = {a.settings[1].sigma:g} -> {a.settings[3].sigma:g} at L = {L_s[1]:g}"
-    for tag, h, kind in (("", hist, "claim"), ("-untrained", hist[:1], "control")):
+    for tag, h in (("", hist), ("-untrained", hist[:1])):
         x = np.log(h[-1, 3] / h[-1, 1])
         cells = {lab: (x, a.steps, np.log(h[:, 3] / h[:, 1]).mean(-1)) if not tag else x}
         run.decide("window-widens-with-sigma" + tag, _statement(
             ("control: the untrained units (their initial M); " if tag else "") + "log of the softmax window's "
             f"half-width at the noisy σ over the low σ (units at n = {nw}, paper's tasks)", a, cells, curve=not tag,
-            trajectory=hw_traj), cells, kind=kind,
-            source=f"{FIG1}: the window widens 'with higher noise'" if not tag else BASE,
-            **({"ledger": "window-widens"} if not tag else {"control_of": "window-widens-with-sigma"}))
+            trajectory=hw_traj), cells,
+            source=f"{FIG1}: the window widens 'with higher noise'" if not tag else BASE)
     # 3) softmax below the better of linear attention and the uniform average, where a window can help
     helps = a.window_helps()
     scope = [(0, i, j) for i in LOW_NOISE for j in range(len(a.n)) if helps[0, i, j]]
-    for tag, model, kind in (("", "softmax", "claim"), ("-untrained", "untrained", "control")):
+    for tag, model in (("", "softmax"), ("-untrained", "untrained")):
         cells = log_ratio(a, model, ("linear", "uniform"), scope, curve=not tag)
         run.decide("softmax-beats-linear" + tag, _statement(
             ("control: the untrained softmax units (initial M); " if tag else "") + "log of the softmax unit's ICL "
             "error over the better of the trained linear unit's (same seed) and the uniform average's (M = 0), "
             "paper's tasks, low-noise settings, the cells where a window can help (tuned Nadaraya-Watson error, seed "
-            "mean, at most half the uniform average's)", a, cells, curve=not tag), cells, kind=kind,
+            "mean, at most half the uniform average's)", a, cells, curve=not tag), cells,
             source=f"{FIG1} and the abstract: the adaptivity 'cannot be replicated by the linear activation'"
-            if not tag else BASE, **({"ledger": "linear-cannot-adapt"} if not tag else
-                                     {"control_of": "softmax-beats-linear"}))
+            if not tag else BASE)
     # ... and beyond the claim's scope: every n, the noisy variant, the zero-mean family (softmax over linear)
     every = range(len(a.n))
     for cid, where, what, src in (
@@ -143,8 +149,7 @@ def check_claims(run: Run, a: WindowAnalysis) -> None:
              "beyond the papers: is softmax's advantage the window, or the offset linear attention lacks?")):
         cells = log_ratio(a, "softmax", "linear", where, curve=True)
         run.decide(cid, _statement(f"log of the softmax unit's ICL error over the trained linear unit's (same seed), "
-                                   f"{what}", a, cells), cells, kind="finding", source=src,
-                   ledger="linear-cannot-adapt")
+                                   f"{what}", a, cells), cells, source=src)
     # 4) linear attention cannot adapt its window: on the zero-mean tasks at the medium and large L (a window
     #    matters) and the largest n, its error stays at least twice the tuned window's; the softmax unit must fail
     where = [(1, i, len(a.n) - 1) for i in (1, 2)]
@@ -154,10 +159,9 @@ def check_claims(run: Run, a: WindowAnalysis) -> None:
         run.decide(cid, _statement(("control: the same for the trained softmax unit; " if kind == "control" else "")
                                    + f"log of the trained {model} unit's ICL error over the tuned Nadaraya-Watson "
                                    "window's (bandwidth tuned per setting and n on the seed's own tuning set), "
-                                   "zero-mean tasks, largest n", a, cells, curve=kind == "claim"), cells, kind=kind,
+                                   "zero-mean tasks, largest n", a, cells, curve=kind == "claim"), cells,
                    source=SRC_LINEAR if kind == "claim" else "Collins et al. (abstract), against the model that "
-                   "does adapt", **({"ledger": "linear-cannot-adapt"} if kind == "claim" else
-                                    {"control_of": "linear-does-not-adapt"}))
+                   "does adapt")
     # 5) the trained softmax unit is within 25 % of the window tuned to each setting; one window for every setting
     #    (its best bandwidth per n) and the linear unit must fail
     where = [(k, i, j) for k in range(len(a.families)) for i in range(len(a.settings))
@@ -167,17 +171,15 @@ def check_claims(run: Run, a: WindowAnalysis) -> None:
                      "worst ratio to the tuned window over all settings of both families is smallest, on the same "
                      "tuning set); "}
     SOFTMAX = "the trained softmax unit's"
-    for tag, model, kind in (("", "softmax", "claim"), ("-control", "linear", "control"),
-                             ("-fixed-window", "fixed", "control")):
+    for tag, model in (("", "softmax"), ("-control", "linear"), ("-fixed-window", "fixed")):
         cells = log_ratio(a, model, "oracle", where, curve=not tag)
         run.decide("softmax-near-oracle" + tag, _statement(
             what[model] + f"log of {'its' if tag else SOFTMAX} ICL error over the tuned Nadaraya-Watson window's "
             f"(bandwidth tuned per setting and n on the seed's own tuning set of {run.cfg['tune_tasks']} tasks), "
             "both families, every setting, "
-            f"n >= {N_ORACLE}", a, cells, curve=not tag), cells, kind=kind,
+            f"n >= {N_ORACLE}", a, cells, curve=not tag), cells,
             source=("Collins et al. (abstract): a window 'adapted to the landscape of the pretraining tasks'"
-                    if not tag else BASE), **({"ledger": "nn-window"} if not tag else
-                                              {"control_of": "softmax-near-oracle"}))
+                    if not tag else BASE))
     _record(run, a)
 
 
