@@ -324,6 +324,7 @@ def test_audit_summary_says_per_check_how_many_sets_agree_and_names_the_sets_of_
         figure, profile, revision = "low_rank", "default", "r"
         definition = FIGURES["low_rank"]
         cfg = FIGURES.resolve("low_rank", "default")
+        custom: dict = {}                                           # the parameters set away from the profile's
     run = FakeRun()
     run.claims = [Claim(**c) for c in claims]
     text = chapter.audit_summary(run)
@@ -333,7 +334,7 @@ def test_audit_summary_says_per_check_how_many_sets_agree_and_names_the_sets_of_
     assert "steady [claim]: pass here; 2 of 2 seed sets agree (value 1 in every set; 1 did not run)" in text
     assert ("flips [finding]: fail here; 1 of 2 seed sets agree (values 0.5 to 1; 1 did not run); by set: the earlier "
             "pool fail (1), fresh set 1 pass (0.5), fresh set 2 did not run") in text
-    run.cfg = dict(run.cfg, seeds=7)                                # not the book's settings: no audit applies
+    run.cfg, run.custom = dict(run.cfg, seeds=7), {"seeds": 7}      # not the book's settings: no audit applies
     assert chapter.audit_summary(run).startswith("No seed audit applies to this run")
 
 

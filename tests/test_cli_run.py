@@ -212,6 +212,33 @@ def test_a_run_reports_its_verdicts_and_what_differs_from_the_book(capsys, monke
     assert f"softmax-icl compare book {root / 'runs'}" in out
 
 
+def test_a_runs_parameters_are_resolved_once(monkeypatch, tmp_path):
+    """One resolution of a run's parameters in the command (before any compute) and one in the notebook's Run; the
+    book's settings for the report come from the book's record, and whether a run is custom from its overrides."""
+    from softmax_icl.book import registry, run as run_module
+    from softmax_icl.book.run import Run
+
+    calls = []
+
+    def counting(resolve):
+        def wrapped(*a, **k):
+            calls.append(a[1:3])
+            return resolve(*a, **k)
+        return wrapped
+
+    for where in (cli, run_module, __import__("softmax_icl.book.terminal", fromlist=["resolve"])):
+        monkeypatch.setattr(where, "resolve", counting(registry.resolve))
+    root = _checkout(tmp_path / "book-checkout")
+    monkeypatch.setattr("softmax_icl.book.runner.execute_notebook", _fake_execute())
+    assert cli_main(["run", FIGURE, "--profile", "smoke", "-p", "sigma", "0.5", "--book", str(root)]) == 0
+    assert calls == [("smoke", {"sigma": 0.5})]
+    calls.clear()
+    run = Run(FIGURES[FIGURE], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path / "r"),
+              overrides={"sigma": 0.5, "seeds": None, "steps": FIGURES[FIGURE].params["steps"].value("smoke")})
+    assert len(calls) == 1 and run.custom == {"sigma": 0.5}          # a value equal to the profile's is not custom
+    assert not Run(FIGURES[FIGURE], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path / "s")).custom
+
+
 def test_a_run_at_the_books_settings_says_its_verdicts_are_the_books():
     book = json.loads((ROOT / "book" / "results" / f"{FIGURE}.json").read_text())
     text = run_report(book, book)

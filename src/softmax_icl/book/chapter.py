@@ -29,7 +29,6 @@ from .glue import glue_markdown
 from .myst import nobreak
 from .provenance import BOOK_PROFILE, repo_root
 from .records import plain
-from .registry import resolve
 
 #: The glue key under which :func:`glue_verdicts` stores the verdict box; the markdown cell pastes it.
 VERDICT_KEY = "verdicts"
@@ -235,7 +234,7 @@ def _at_book_settings(run: Any) -> bool:
     """Whether ``run`` is the book's own run of its figure: the book's profile, no parameter overridden."""
     fig = getattr(run, "definition", None)
     return (fig is not None and getattr(run, "profile", None) == BOOK_PROFILE
-            and getattr(run, "cfg", None) == resolve(fig, BOOK_PROFILE))
+            and not getattr(run, "custom", True))
 
 
 def run_verdicts(run: Any, registry: Mapping[str, Figure]):

@@ -98,10 +98,10 @@ def check_device(device: str) -> str:
 def run_figure(root: Path, fig: Figure, profile: str, params: dict, device: str, use_cache: bool, in_place: bool,
                output: Path | None, progress: bool = True) -> Path:
     """Execute one figure notebook here: into ``output`` (default ``runs/<figure>-<profile>/``), or with ``in_place``
-    into ``notebooks/`` and the book (only at the book's profile with no parameter overridden)."""
+    into ``notebooks/`` and the book (only at the book's profile with no parameter overridden). ``params`` were
+    resolved once by the caller, before any compute; the notebook's run resolves them for itself."""
     from .runner import execute_notebook
 
-    resolve(fig, profile, params)      # validate before any compute
     check_device(device)
     job = figure_job(root, fig, profile, params, device, use_cache, in_place, output)
     check_writable(Path(job.destination).parent, "--output" if output is not None else "the run's folder")

@@ -28,7 +28,7 @@ import torch
 from .. import stats
 from ..base import resolve_device
 from ..plotting import save, use_style
-from ..profiles import Figure, fmt, validate_device
+from ..profiles import Figure, coerce, fmt, validate_device
 from . import design, records
 from .cache import cached, code_fingerprint
 from .provenance import default_output_dir, git_revision, provenance, repo_root
@@ -77,8 +77,11 @@ class Run:
         self.profile = profile
         self.device = resolve_device(validate_device(device))
         self.use_cache = bool(use_cache)
-        custom = self.cfg != resolve(figure, profile)
-        self.output_dir = Path(output_dir) if output_dir else default_output_dir(self.figure, profile, custom)
+        #: the parameters this run sets to other values than its profile's (compared one by one, no second resolve)
+        self.custom = {k: self.cfg[k] for k, v in (overrides or {}).items()
+                       if v is not None and self.cfg[k] != coerce(k, figure.params[k], figure.params[k].value(profile))}
+        self.output_dir = (Path(output_dir) if output_dir else
+                           default_output_dir(self.figure, profile, bool(self.custom)))
         discard_pending_figures(self.output_dir)
         self.claims: list[records.Claim] = []
         #: short titles of the figure's checks by id (a claims module fills it; :meth:`check` reads it)

@@ -70,7 +70,8 @@ def print_run_report(root: Path, fig: Figure, profile: str, given: dict, folder:
     at_book = profile == BOOK_PROFILE and record.get("parameters", {}) == (book or {}).get("parameters")
     width = min(100, shutil.get_terminal_size((100, 24)).columns)
     print()
-    print(run_report(record, book, given, None if at_book else resolve(fig, BOOK_PROFILE), width=width))
+    book_parameters = (book or {}).get("parameters") or resolve(fig, BOOK_PROFILE)   # the book's, as recorded
+    print(run_report(record, book, given, None if at_book else book_parameters, width=width))
     note = None
     if profile == "smoke":
         note = ("Smoke profile: a test that the pipeline runs, at a fraction of the book's training and seeds; its "
