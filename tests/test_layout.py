@@ -255,3 +255,33 @@ def test_every_notebook_has_the_answer_first_layout():
     out = subprocess.run([sys.executable, str(root / "tools" / "apply_layout.py"), "--check"], cwd=root,
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_code_that_decides_and_shows_is_no_larger_than_the_science_and_engines():
+    """Lines per layer (tools/layers.py, which says what each layer holds): the book machinery, the verdicts'
+    statistics and each figure's checks, tables, answer and plots together are no larger than the science and the
+    engines that compute what they report. Planted: a package whose deciding code outweighs its science fails."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("layers", PKG.parents[1] / "tools" / "layers.py")
+    layers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(layers)
+    counts = layers.count()
+    assert counts["decide and show"] <= counts["science"] + counts["engines"], counts
+    assert layers.layer_of("figures/low_rank/answer.py") == "decide and show"
+    assert layers.layer_of("figures/low_rank/sweeps.py") == "science"
+    assert layers.layer_of("engine/regression.c") == "engines"
+
+
+def test_layer_counts_see_a_planted_imbalance(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("layers", PKG.parents[1] / "tools" / "layers.py")
+    layers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(layers)
+    (tmp_path / "book").mkdir()
+    (tmp_path / "book" / "pages.py").write_text("x = 1\n" * 30)
+    (tmp_path / "tasks.py").write_text("y = 2\n" * 10)
+    counts = layers.count(tmp_path)
+    assert counts == {"decide and show": 30, "engines": 0, "science": 10}
+    assert not counts["decide and show"] <= counts["science"] + counts["engines"]

@@ -1,10 +1,11 @@
-"""Each chapter's length in screens and where its first figure sits, at 1400 and 800 px (900 px high), as a reader
-opens it: the numbers the answer-first layout is judged by.
+"""Every page's length in screens and its visible words, at 1400 and 800 px (900 px high), as a reader opens it, and
+for each chapter where its first figure and first quote sit and how many of its sentences use the machinery's words:
+the numbers the book's proportions are judged by (the browser test holds the limits).
 
 usage: python tools/page_lengths.py HTML_DIR     (HTML_DIR: a built book's ``_build/html``)
 
 It opens the pages with the browser test's own Chromium setup and inspection (``tests/test_book_browser.py``) and
-prints one Markdown row per chapter and width.
+prints two Markdown tables: every page (the generated API reference and indexes apart), then every chapter.
 """
 
 from __future__ import annotations
@@ -24,19 +25,37 @@ def main(argv=None) -> int:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     html = Path(argv[0]).resolve()
-    chapters = sorted(p for p in tb.pages(html) if tb.page_kind(p.relative_to(html).as_posix()) == "chapter")
+    everything = sorted(p for p in tb.pages(html) if not p.relative_to(html).as_posix().startswith("book/api")
+                        and p.name not in ("genindex.html", "search.html", "py-modindex.html"))
+    chapters = [p for p in everything if tb.page_kind(p.relative_to(html).as_posix()) == "chapter"]
     gen = tb.browser.__wrapped__() if hasattr(tb.browser, "__wrapped__") else tb.browser()
     driver = next(gen)
     try:
-        print("| chapter | width (px) | page length (screens of 900 px) | first figure from the top (px; screens) |")
+        rows = []
+        print("| page | width (px) | screens of 900 px | visible words |")
         print("|---|---|---|---|")
         for width in tb.WIDTHS:
             tb.set_viewport(driver, width, tb.HEIGHT)
-            for page in chapters:
+            for page in everything:
                 v = tb.visit(driver, html, page, width, None)
-                first = v.seen.get("first_figure")
-                top = f"{first['top']:.0f}; {first['top'] / tb.HEIGHT:.2f}" if first else "no figure"
-                print(f"| {page.stem} | {width} | {v.seen['height'] / tb.HEIGHT:.1f} | {top} |")
+                rel = page.relative_to(html).as_posix()
+                print(f"| {rel} | {width} | {v.seen['height'] / tb.HEIGHT:.1f} | {v.seen.get('visible_words', 0)} |")
+                if page in chapters:                  # opened again: visit() leaves it unfolded
+                    driver.get(page.as_uri())
+                    driver.execute_async_script(tb._INSPECT, tb.COLUMN, tb.FIRST_SCREEN_PX)
+                    reading = driver.execute_script(tb._CHAPTER_READING, tb.COLUMN)
+                    said = tb.sentences(reading["blocks"])
+                    mach = sum(bool(tb.MACHINERY.search(s)) for s in said)
+                    first = v.seen.get("first_figure")
+                    quote = min(reading["quotes"]) / tb.HEIGHT if reading["quotes"] else float("nan")
+                    rows.append(f"| {page.stem} | {width} | {first['top'] / tb.HEIGHT:.2f} | {quote:.1f} | "
+                                f"{mach} of {len(said)} ({mach / max(len(said), 1):.0%}) | {len(reading['folded'])} |"
+                                if first else f"| {page.stem} | {width} | no figure | {quote:.1f} | | |")
+        print()
+        print("| chapter | width (px) | first figure (screens) | first quote (screens) | sentences in the machinery's "
+              "words | folded figures |")
+        print("|---|---|---|---|---|---|")
+        print("\n".join(rows))
     finally:
         gen.close()
     return 0
