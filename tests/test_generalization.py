@@ -200,3 +200,35 @@ def test_the_trajectory_ends_where_the_verdict_is_measured(smoke_checks):
     for cell in by["matched-L-curves-coincide"].decision["cells"] + by["mismatched-L-large-worse"].decision["cells"]:
         assert abs(cell["trajectory"]["means"][-1] - cell["mean"]) < 0.15, cell["label"]
     assert all(c["sd"] == 0 for c in by["matched-L-level-identical"].decision["cells"])
+
+
+def test_the_L_exponent_of_matched_units_tells_a_bound_shaped_error_from_one_window():
+    """The statistic of thm35-matched-L-exponent on planted units: matched units whose error grows like L^(a - 0.1)
+    (a = 2 - 2/(d+2), the bound's exponent, one margin and more below it) pass the design's test; one window for both
+    L, whose bias grows like L'^2, fails it. Planted: errors of the form the theorem describes, with seed noise."""
+    from softmax_icl import stats
+    from softmax_icl.book import design
+    from softmax_icl.figures.generalization.analysis import TheoryAtD
+    from softmax_icl.figures.generalization.claims import theory_numbers
+
+    rng = np.random.default_rng(0)
+    d, ns, S, L_unit = 2, [32, 64, 128, 256, 512], 15, [0.1, 1.0]
+    L_prime = np.array([0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0])
+    a = 2 - 2 / (d + 2)
+    n = np.array(ns, dtype=float)
+    error = np.empty((2, len(ns), S, len(L_prime), len(ns)))
+    for k, L in enumerate(L_unit):
+        for j in range(len(ns)):
+            noise = np.exp(0.02 * rng.standard_normal((S, 1, 1)))
+            matched = L ** (a - 0.1) * n[j] ** (-1 / (d + 2))             # the unit's own L, its own n
+            bias = matched * (L_prime / L) ** 2                            # one window: bias ~ L'^2 away from L
+            error[k, j] = noise * np.maximum(bias, matched)[None, :, None]     # the same at every test n
+    th = TheoryAtD(d=d, n=ns, L_unit=L_unit, L_prime=L_prime, error=error, oracle=np.ones((len(L_prime), len(ns))),
+                   w_signed=np.ones((2, len(ns), S)), sigma=0.5)
+    x = theory_numbers(th)
+    test = design.load().entry("generalization", "thm35-matched-L-exponent").test
+    assert x["bound_exponent"] == pytest.approx(a)
+    claim = [stats.decide(test, x["L_exponent"][:, j]).verdict for j in range(len(ns))]
+    rival = [stats.decide(test, x["control_L_exponent"][:, j]).verdict for j in range(len(ns))]
+    assert claim == ["pass"] * len(ns) and rival == ["fail"] * len(ns)
+    np.testing.assert_allclose(x["control_L_exponent"].mean(0), 2 - a, atol=0.02)

@@ -37,8 +37,9 @@ TITLES = {
     'large-L-noise-dominated-control': 'the unit of the other regime',
     'window-set-by-pretraining-L-untrained': 'the untrained units (initial $M$)',
     'thm35-crossover-at-L-control': 'the unit pretrained at the wrong $L$',
-    'thm35-matched-bound-control': 'the unit pretrained at the wrong $L$',
-    'thm35-matched-rate-control': 'the unit pretrained at the wrong $L$',
+    'thm35-matched-bound-control': 'the units pretrained at the wrong $L$, one at each $n$',
+    'thm35-matched-rate-control': 'the units pretrained at the wrong $L$, one at each $n$',
+    'thm35-matched-L-exponent-control': 'one window for both $L$',
     'thm35-slope-above-L': "the error grows like $L'^2$ above $L$",
     'thm35-slope-above-L-control': "the same slope below $L$ (no benefit of $L'$)",
     'no-negative-window': 'no unit attends away from the query',
@@ -53,6 +54,7 @@ TITLES = {
     'thm35-crossover-at-L': "the penalty switches branch at $L' = L$",
     'thm35-matched-bound': "matched error below Theorem 3.5's bound",
     'thm35-matched-rate': 'matched error falls at least like $n^{-1/(d+2)}$',
+    'thm35-matched-L-exponent': 'matched error grows at most like $L^{2-2/(d+2)}$',
 }
 
 
@@ -185,6 +187,12 @@ def _other_L(run: Run, a: GeneralizationAnalysis) -> None:
                f"{S} seeds", {s: np.log(hist[i + 1, 0] / hist[i, 0]) for i, s in enumerate(steps)}, source=BASE)
 
 
+def _at_own_n(th: TheoryAtD, k: int, f: int) -> np.ndarray:
+    """(S, N): the units of family ``k`` (0: pretrained at L_unit[0], 1: at L_unit[1]), each pretrained at one n of
+    the grid and tested at that n, on the test L' of column ``f``."""
+    return np.stack([th.error[k, j, :, f, j] for j in range(len(th.n))], -1)
+
+
 def theory_numbers(th: TheoryAtD) -> dict:
     """The fits of Theorem 3.5 at one d (computed here so the checks, the table and the record agree)."""
     f1 = index_of(th.L_prime, th.L_unit[1])
@@ -193,7 +201,11 @@ def theory_numbers(th: TheoryAtD) -> dict:
     above, below = th.L_prime > th.L_unit[1], th.L_prime < th.L_unit[1]
     mean = th.at_nmax.mean(1)                                                # (2, F)
     rate = loglog_slope(th.n, th.matched_rate(f1))                           # (S,)
-    ctrl = loglog_slope(th.n, th.error[0, -1, :, f1, :])                     # (S,) small-L unit at every test n
+    f0 = index_of(th.L_prime, th.L_unit[0])
+    small = _at_own_n(th, 0, f1)                     # (S, N) the small-L units, each pretrained and tested at its n
+    ctrl = loglog_slope(th.n, small)                                         # (S,)
+    exponent = 2.0 - 2.0 / (th.d + 2)                                        # the bound's exponent of L
+    per_L = np.log(th.L_unit[1] / th.L_unit[0])
     return dict(f1=f1, crossover=crossover, slope_above=loglog_slope(th.L_prime[above], mean[:, above]),
                 slope_below=loglog_slope(th.L_prime[below], mean[:, below]),
                 oracle_slope_above=loglog_slope(th.L_prime[above], th.oracle[above, -1]),
@@ -201,7 +213,11 @@ def theory_numbers(th: TheoryAtD) -> dict:
                 rate=rate, control_rate=ctrl, bound_rate=-1.0 / (th.d + 2), sketch_rate=-2.0 / (th.d + 2),
                 oracle_rate=float(loglog_slope(th.n, th.oracle[f1])),
                 over_bound=np.log(th.matched_rate(f1) / th.bound),              # (S, N) matched unit at each n
-                control_over_bound=np.log(th.error[0, -1, :, f1, :] / th.bound))  # (S, N) small-L unit, every n
+                control_over_bound=np.log(small / th.bound),                    # (S, N) small-L unit at each n
+                # (S, N) slope in L between the units pretrained and tested at the same L, less the exponent; the
+                # rival: the small-L unit (one window) tested at both L
+                L_exponent=np.log(th.matched_rate(f1) / _at_own_n(th, 0, f0)) / per_L - exponent,
+                control_L_exponent=np.log(small / _at_own_n(th, 0, f0)) / per_L - exponent, bound_exponent=exponent)
 
 
 def check_theory(run: Run, theories: list[TheoryAtD]) -> None:
@@ -233,22 +249,32 @@ def check_theory(run: Run, theories: list[TheoryAtD]) -> None:
                    "L'')")
     for tag, key, unit in (("", "over_bound", Lm), ("-control", "control_over_bound", Ls)):
         cells = {f"d = {th.d}, n = {n}": xs[th.d][key][:, th.n.index(n)] for th in theories for n in upper_half(th.n)}
-        run.decide("thm35-matched-bound" + tag, ("control: the same for the unit pretrained at the wrong L (at the "
-                   "largest n), tested at every n; " if tag else "") + f"log of the ICL error (ReLU, tested at L = "
-                   f"{Lm:g}) of the unit pretrained at L = {unit:g}" + ("" if tag else " and at each test n") +
+        run.decide("thm35-matched-bound" + tag, ("control: the same for the units pretrained at the wrong L, one "
+                   "at each test n; " if tag else "") + f"log of the ICL error (ReLU, tested at L = "
+                   f"{Lm:g}) of the units pretrained at L = {unit:g} and at each test n" +
                    f" over the bound L^(2 - 2/(d+2)) (sigma^2/n)^(1/(d+2)) (constant 1, as the slide writes it), per "
                    f"seed ({S} seeds), at the upper half of each d's n grid", cells,
                    source=BASE if tag else f"beyond the papers: {THM35}'s matched bound with the constant 1 the "
                    "informal slide writes (every model of the chapter, the uniform average included, lies below it)")
     for tag, key, unit in (("", "rate", Lm), ("-control", "control_rate", Ls)):
         ns = {th.d: _n_range(th.n) for th in theories}
-        run.decide("thm35-matched-rate" + tag, ("control: the same slope for the unit pretrained at the wrong L, "
-                   "tested at every n; " if tag else "") + f"log-log slope in n of the ICL error at L = {Lm:g} of "
-                   f"units pretrained at L = {unit:g}" + ("" if tag else " and at each test n") + f", plus 1/(d+2), "
+        run.decide("thm35-matched-rate" + tag, ("control: the same slope for the units pretrained at the wrong L, "
+                   "one at each test n; " if tag else "") + f"log-log slope in n of the ICL error at L = {Lm:g} of "
+                   f"units pretrained at L = {unit:g} and at each test n, plus 1/(d+2), "
                    f"per seed ({S} seeds)", {f"d = {d}, {ns[d]}": x[key] - x["bound_rate"] for d, x in xs.items()},
                    source=BASE if tag else f"{THM35}: matched L, 'for large enough n, L(M) <= L^(2-2/(d+2)) "
                    "(sigma^2/n)^(1/(d+2))', read as the bound's form in n (the informal slide's constant is not the "
                    "theorem's)")
+    for tag, key in (("", "L_exponent"), ("-control", "control_L_exponent")):
+        cells = {f"d = {th.d}, n = {n}": xs[th.d][key][:, th.n.index(n)] for th in theories for n in upper_half(th.n)}
+        run.decide("thm35-matched-L-exponent" + tag, (
+            f"control: one window for both L, the unit pretrained at L = {Ls:g} (and at the test n), tested at "
+            f"L' = {Lm:g} over at L' = {Ls:g}" if tag else
+            f"units pretrained and tested at the same L (ReLU, each pretrained at the test n): the log of the ICL "
+            f"error at L = {Lm:g} over at L = {Ls:g}") + f", divided by log({Lm:g}/{Ls:g}) (the log-log slope in L), "
+            f"minus the bound's exponent 2 - 2/(d+2), per seed ({S} seeds), at the upper half of each d's n grid",
+            cells, source=BASE if tag else f"{THM35}: matched L, 'for large enough n, L(M) <= L^(2-2/(d+2)) "
+            "(sigma^2/n)^(1/(d+2))', read as the bound's form in L")
     for th in theories:
         x = xs[th.d]
         run.record(**{f"theory_d{th.d}": dict(
@@ -258,7 +284,9 @@ def check_theory(run: Run, theories: list[TheoryAtD]) -> None:
             oracle_slope_below=x["oracle_slope_below"], matched_rate=x["rate"].mean(),
             control_rate=x["control_rate"].mean(), bound_rate=x["bound_rate"], sketch_rate=x["sketch_rate"],
             oracle_rate=x["oracle_rate"], matched_error_vs_n=th.matched_rate(x["f1"]).mean(0),
-            oracle_vs_n=th.oracle[x["f1"]], bound_vs_n=th.bound)})
+            oracle_vs_n=th.oracle[x["f1"]], bound_vs_n=th.bound, bound_exponent=x["bound_exponent"],
+            matched_L_exponent_vs_n=x["L_exponent"].mean(0) + x["bound_exponent"],
+            control_L_exponent_vs_n=x["control_L_exponent"].mean(0) + x["bound_exponent"])})
 
 
 def _record(run: Run, a: GeneralizationAnalysis) -> None:
