@@ -195,7 +195,10 @@ def words(book: BookVerdicts, ev, scale: str = "default", titled: bool = True) -
         return "no record at this scale"
     checks = deciding_checks(book, ev, scale)
     shown = 1 if ev.entry.is_map else 2
-    text = "; ".join((f"{_title(c)}: " if titled else "") + in_words(c) for c, _ in checks[:shown])
+    rival = lambda c: book.passing_rivals(c, scale)[:1]  # noqa: E731  (a rival that leaves the claim undecided)
+    text = "; ".join((f"{_title(c)}: " if titled else "") + in_words(c) + "".join(
+        f"; but its rival, {_title(r)}, passes too ({in_words(r).split(', where')[0]})" for r in rival(c))
+        for c, _ in checks[:shown])
     if v.status == lg.NOT_SETTLED:
         text = f"{text} (still changing when training stopped)"
     if len(checks) > shown and not ev.entry.is_map:        # (a map says how many of its readings hold)

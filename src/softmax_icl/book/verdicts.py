@@ -201,6 +201,18 @@ class BookVerdicts:
             out["missing" if v is None else v.status] += 1
         return out
 
+    def passing_rivals(self, check: dict, scale: str = "default") -> list[dict]:
+        """The rivals of a claim check that passes which pass as well (they leave its entry inconclusive), from the
+        record at ``scale`` that holds the check."""
+        if check.get("kind") != "claim" or check.get("status") != "pass":
+            return []
+        for fv in self.figures.values():
+            pool = fv.checks() if scale == "default" else [fv.paper_check(x["id"]) for x in fv.checks()]
+            if any(x is check for x in pool):
+                return [r for r in pool if r is not None and r.get("control_of") == check["id"]
+                        and not control_failed(r)]
+        return []
+
     def controls_of(self, key: str) -> list[tuple[FigureVerdicts, dict]]:
         """The controls (baselines) of a check ``figure/id``, from its figure's record."""
         figure, cid = key.split("/", 1)
