@@ -139,7 +139,12 @@ def test_statements_compared_up_to_measured_decimals_as_nbval_does():
     assert not all(r.ok for r in compare_records(ref, reworded, {}))
     cfg = configparser.ConfigParser()
     cfg.read(Path(__file__).resolve().parents[1] / "notebooks" / "nbval_sanitize.cfg")
-    assert [re.compile(cfg[s]["regex"]).pattern for s in cfg.sections()] == [MEASURED.pattern]
+    assert cfg.sections() == ["glued-images", "measured-decimals"]          # the images first, whole
+    assert re.compile(cfg["measured-decimals"]["regex"]).pattern == MEASURED.pattern
+    png, mask = re.compile(cfg["glued-images"]["regex"]), cfg["glued-images"]["replace"]
+    one, other = "iVBORw0KGgoAAAANSUhEUgAA12e5+/=\nAB", "iVBORw0KGgoAAAANSUhEUgBB34e7/+==\nCD"
+    assert png.sub(mask, one) == png.sub(mask, other) == mask               # two renderings of a glued figure
+    assert png.sub(mask, "PASS  c: agreement 0.971") == "PASS  c: agreement 0.971"
     assert mask_measured("L = 0.5 -> 2, 1e-3") == "L = # -> 2, #"
 
 
