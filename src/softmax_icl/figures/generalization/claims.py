@@ -27,21 +27,10 @@ FIG5 = "Collins et al. Fig. 5"
 SRC_5A = "Collins et al. Fig. 5(a) (slides): 'All three attention units generalize to all test distributions'"
 THM35 = "Collins et al. Theorem 3.5 (slides)"
 
-#: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
+#: Short titles of the checks for the book's tables (MyST maths); a control is titled by its statement's first clause.
 TITLES = {
-    'matched-L-curves-coincide-wrong-L': 'a cosine unit pretrained at the wrong $L$',
-    'matched-L-level-identical': 'three identical units at $M = 0$',
     'matched-L-level': 'every unit near the best window at the training length',
-    'mismatched-L-same-L-control': 'a unit of another class at the same $L$',
-    'small-L-bias-dominated-control': 'the unit of the other regime',
-    'large-L-noise-dominated-control': 'the unit of the other regime',
-    'window-set-by-pretraining-L-untrained': 'the untrained units (initial $M$)',
-    'thm35-crossover-at-L-control': 'the unit pretrained at the wrong $L$',
-    'thm35-matched-bound-control': 'the units pretrained at the wrong $L$, one at each $n$',
-    'thm35-matched-rate-control': 'the units pretrained at the wrong $L$, one at each $n$',
-    'thm35-matched-L-exponent-control': 'one window for both $L$',
     'thm35-slope-above-L': "the error grows like $L'^2$ above $L$",
-    'thm35-slope-above-L-control': "the same slope below $L$ (no benefit of $L'$)",
     'no-negative-window': 'no unit attends away from the query',
     'matched-L-curves-coincide': 'units of another class as good as the in-class unit, up to the training length',
     'matched-L-curves-coincide-long-contexts': 'units of another class as good as the in-class unit, up to twice '

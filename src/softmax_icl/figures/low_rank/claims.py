@@ -38,9 +38,8 @@ REBUTTAL_WINDOW = ("Collins et al. rebuttal (reply to reviewer 2, point 3; a sus
                    "regressor in the range of the projection with appropriate neighborhood size based on the "
                    "Lipschitzness of the link functions and noise level'")
 
-#: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
+#: Short titles of the checks for the book's tables (MyST maths); a control is titled by its statement's first clause.
 TITLES = {
-    'thm44-n2-cBBT-control': "another random subspace $B'$",
     'softmax-rho1-to-zero': '$\\rho_1(M, B) \\to 0$ on the linear class',
     'softmax-rho2-to-zero': '$\\rho_2(M, B) \\to 0$ on the linear class',
     'links-rho1-to-zero': '$\\rho_1(M, B) \\to 0$ on the links',
@@ -52,8 +51,6 @@ TITLES = {
     'softmax-beats-linear-on-linear-class': 'softmax beats linear on the linear class',
     'subspace-window-narrows-with-link-L': 'the window in $\\mathrm{col}(B)$ narrows as the link\'s $\\omega$ grows',
     'subspace-window-widens-with-sigma': 'the window in $\\mathrm{col}(B)$ widens with the noise $\\sigma$',
-    'subspace-window-narrows-with-link-L-untrained': 'the untrained units',
-    'subspace-window-widens-with-sigma-untrained': 'the untrained units',
     'sigma-positive-rho2': '$\\rho_2(M, B)$ small with noise, $\\sigma > 0$',
     'rho-floor-falls-with-training': "$\\rho_2$'s floor falls with the training length",
     'linear-no-gain-on-even-links': 'linear attention gains nothing on the even links',

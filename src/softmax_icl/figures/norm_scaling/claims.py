@@ -34,15 +34,8 @@ BEYOND = "beyond the papers"
 W_UNDEFINED = "a trained w <= 0 has no log: the check cannot be computed as the design writes it"
 
 
-#: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
+#: Short titles of the checks for the book's tables (MyST maths); a control is titled by its statement's first clause.
 TITLES = {
-    'theorem34-slides-range-other-d': 'the range of another $d$',
-    'theorem34-trained-large-n-other-L': 'the optimum of the other $L$',
-    'trained-w-near-optimum-other-L': 'the optimum of the next $L$',
-    'covariance-lemma-whitened-identity': 'the isotropic direction $I$',
-    'growth-rate-orders-with-L-late': 'the same units late in training',
-    'L-over-sigma-window-narrows-noise-only': 'the pure-noise optimum ($\\sigma \\gg L$)',
-    'theorem34-isotropic-noniso': 'the units on non-isotropic inputs',
     'norm-grows-with-L': 'final $\\|M\\|_2$ rises with $L$',
     'w-falls-with-sigma': '$w$ falls as $\\sigma$ grows',
     'w-rises-with-n': '$w$ rises with $n$',
@@ -61,7 +54,6 @@ TITLES = {
     'full-weights-block-form': 'full $W_K^\\top W_Q$ takes the block form',
     'full-weights-value-ignores-x': 'the value row ignores the covariates',
     'inner-dimension-same-M': 'a larger inner dimension learns the same $M$',
-    'inner-dimension-same-M-next-L': 'the $d \\times d$ units of the neighbouring $L$',
     'theorem34-trained-large-n': 'trained units at large $n$ near the optimal $w^*$',
     'trained-w-near-optimum': 'the trained $w$ near the population optimum',
     'trained-loss-near-optimum': "the trained unit's loss near the optimum's",

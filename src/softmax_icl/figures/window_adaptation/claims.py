@@ -34,14 +34,8 @@ LOW_NOISE = [0, 1, 2]
 #: neighbours on the circle for the tuned bandwidth to matter).
 N_ORACLE = 16
 
-#: Short titles of the checks for the book's tables (MyST maths); a baseline is titled after its check.
+#: Short titles of the checks for the book's tables (MyST maths); a control is titled by its statement's first clause.
 TITLES = {
-    'softmax-near-oracle-control': 'the trained linear unit',
-    'softmax-near-oracle-fixed-window': 'one window for all settings (its best bandwidth per $n$)',
-    'linear-does-not-adapt-control': 'the trained softmax unit',
-    'window-narrows-with-L-untrained': 'the untrained units',
-    'window-widens-with-sigma-untrained': 'the untrained units',
-    'softmax-beats-linear-untrained': 'the untrained softmax unit',
     'window-narrows-with-L': 'the window narrows as $L$ grows',
     'window-widens-with-sigma': 'the window widens with the noise $\\sigma$',
     'softmax-beats-linear': 'softmax beats linear where a window helps',
