@@ -95,9 +95,8 @@ class Design:
         """``(kind, control_of, ledger entry)`` of check ``cid``, as the design gives them: a control of the check
         whose ``controls`` list it; else a claim of the entry its ``claim`` names; else a finding, past the scope of
         the entry its ``beyond`` names, if any."""
-        key = f"{figure}/{cid}"
-        if key in self.parents:
-            return "control", self.parents[key].split("/", 1)[1], None
+        if self.is_control(figure, cid):
+            return "control", self.parents[f"{figure}/{cid}"].split("/", 1)[1], None
         raw = self.entry(figure, cid).raw
         if raw.get("claim"):
             return "claim", None, str(raw["claim"])
