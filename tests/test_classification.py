@@ -879,3 +879,71 @@ def test_softmax_ge_linear_is_decided_in_each_training_basin(tmp_path):
                          scale=np.array([2.0, -1.0, 3.0, -5.0, -5.0, -5.0]))
     monkey = {k: v.tolist() for k, v in an.basins(table).items()}
     assert list(monkey.values()) == [[True, False, True]]
+
+
+def test_label_noise_flips_each_label_to_another_class_at_its_rate():
+    """The label-noise process: at p = 0 the labels are the uniform task's argmax labels; at p the share of labels
+    that differ from the argmax label is p (within sampling error), a flipped label is never the true class, and the
+    other classes share the flips evenly."""
+    from softmax_icl.figures.classification_kernel_gd.expectation import LabelNoise
+    C, d, n, B = 5, 5, 50, 400
+    clean_x, clean = LabelNoise(0.0)(torch.Generator().manual_seed(3), B, n, C, d)
+    x, noisy = LabelNoise(0.3)(torch.Generator().manual_seed(3), B, n, C, d)
+    assert clean_x.shape == (B, n + 1, d) and clean.shape == (B, n + 1) and x.dtype == torch.float32
+    torch.testing.assert_close(x, clean_x)                            # the same inputs and class vectors
+    flipped = noisy != clean
+    assert abs(flipped.float().mean().item() - 0.3) < 0.01
+    shift = ((noisy - clean) % C)[flipped]
+    counts = torch.bincount(shift, minlength=C).float()
+    assert counts[0] == 0 and (counts[1:] / counts[1:].sum() - 0.25).abs().max() < 0.02
+    with pytest.raises(ValueError, match="flip"):
+        LabelNoise(1.0)
+
+
+def test_label_noise_and_prototype_grids_are_validated_before_any_compute():
+    from softmax_icl.book.run import Run
+    from softmax_icl.figures import FIGURES
+    from softmax_icl.profiles import ParameterError
+    fig = FIGURES["classification_kernel_gd"]
+    for bad, match in (({"label_noise": [0.0, 0.9]}, "label_noise"), ({"label_noise": [0.4, 0.2]}, "label_noise"),
+                       ({"prototypes": [2]}, "prototypes"), ({"prototypes": [2, 1]}, "prototypes")):
+        with pytest.raises(ParameterError, match=match):
+            Run(fig, "smoke", "cpu", use_cache=False, output_dir="/nonexistent/never-written", overrides=bad)
+
+
+def test_the_window_findings_tell_a_widening_window_from_none(tmp_path):
+    """The statistic of the label-noise and Lipschitzness findings on planted units: beta falling by 1.5 per level
+    (a window that widens by half) passes the design's test, a constant beta fails it, as the untrained units (one
+    initial weight per seed at every level) do. A unit with beta <= 0 (no window) leaves its seed out of the cells
+    it touches, which say how many seeds they hold; a cell with one seed left cannot be decided."""
+    from softmax_icl.book.run import Run
+    from softmax_icl.figures import FIGURES
+    from softmax_icl.figures.classification_kernel_gd import claims as cl
+    rng = np.random.default_rng(1)
+    S, levels, steps = 15, (0.0, 0.2, 0.4), np.arange(0, 1001, 100)
+    grow = np.linspace(0.05, 1.0, len(steps))[:, None, None]               # beta grows from init to its end value
+    start = 0.01 * rng.standard_normal((1, 1, S))                          # one initial weight per seed
+    noise = np.exp(0.1 * rng.standard_normal((1, 3, S)))
+    widening = start + grow * (3.0 * 1.5 ** -np.arange(3.0))[None, :, None] * noise
+    flat = start + grow * 3.0 * np.exp(0.1 * rng.standard_normal((1, 3, S)))
+    widening[0] = flat[0] = start[0]
+    run = Run(FIGURES["classification_kernel_gd"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    cid = cl.KERNEL_WIDENS_WITH_LABEL_NOISE
+    cells, rival = cl.scale_cells(levels, widening, steps, False, "p")
+    assert run.decide(cid, "x", cells, source="t").status == "pass"
+    assert run.decide(cid + "-untrained", "x", rival, source="t").status == "fail"
+    cells, _ = cl.scale_cells(levels, flat, steps, False, "p")
+    assert run.decide(cid, "x", cells, source="t").status == "fail"
+    widening[-1, 2, 4] = -0.5                                              # seed 4 ends far-attending at p = 0.4
+    cells, _ = cl.scale_cells(levels, widening, steps, False, "p")
+    assert [k.split(", ")[1] for k in cells] == ["15 of 15 seeds", "14 of 15 seeds"]
+    assert run.decide(cid, "x", cells, source="t").status == "pass"
+    widening[-1, 2, 1:] = -0.5                                             # one seed keeps its window at p = 0.4
+    cells, _ = cl.scale_cells(levels, widening, steps, False, "p")
+    assert "undecidable" in list(cells)[1]
+    assert run.decide(cid, "x", cells, source="t").status == "inconclusive"
+    # the Lipschitzness axis reads the ratio the other way: beta growing with P passes
+    up = widening[:, ::-1].copy()
+    up[-1] = np.abs(up[-1])
+    cells, _ = cl.scale_cells((1, 2, 4), up, steps, True, "P")
+    assert run.decide(cl.KERNEL_NARROWS_WITH_LABEL_LIPSCHITZNESS, "x", cells, source="t").status == "pass"

@@ -174,3 +174,33 @@ def adaptive_rate(run) -> str:
             "inconclusive": "is inconclusive", "not settled": "has not settled"}[control.status]
     out.append(f"At the main setting's $n = {n_main}$ the fixed-rate rival of the softmax alignment claim {seen}.")
     return "**At which $n$ the adaptive rate matters.** " + " ".join(out)
+
+
+#: A finding's status in words.
+_SAYS = {"pass": "at least a fifth per step: the finding holds",
+         "fail": "less than the fifth the book asks for in a step: the finding does not hold",
+         "inconclusive": "too close to a fifth per step to call", "not settled": "still moving when training stopped"}
+
+
+def _steps(cells) -> str:
+    """'1.12 from $p = 0$ to $0.2$ and 1.07 from $0.2$ to $0.4$' from cells labelled 'p 0 -> 0.2, ...'."""
+    out = []
+    for k, x in enumerate(cells):
+        unit, a, _, b = x["label"].split(",")[0].split()[:4]
+        out.append(f"{math.exp(x['mean']):.2f} from {f'${unit} = {a}$' if k == 0 else f'${a}$'} to ${b}$")
+    return " and ".join(out)
+
+
+def expectation(run) -> str:
+    """The authors' expectation in words, from the run: the factor by which the learned kernel scale moves between
+    neighbouring label-flip rates and numbers of prototypes per class (the per-unit factors' geometric mean), and
+    each finding's status."""
+    noise = check(run, check_ids.KERNEL_WIDENS_WITH_LABEL_NOISE)
+    fast = check(run, check_ids.KERNEL_NARROWS_WITH_LABEL_LIPSCHITZNESS)
+    agree = all(x["mean"] > 0 for c in (noise, fast) for x in c.decision["cells"])
+    scale = "paper" if run.profile == "paper" else "default"
+    how = "the way the authors expect" if agree else "against the authors' expectation in some step"
+    return (f"At the {scale} scale the learned kernel scale $\\beta$ moves {how}: it falls "
+            f"with the label noise by a factor {_steps(noise.decision['cells'])} "
+            f"({_SAYS.get(noise.status, noise.status)}), and grows as the labels change faster by a factor "
+            f"{_steps(fast.decision['cells'])} ({_SAYS.get(fast.status, fast.status)}).")

@@ -14,13 +14,17 @@ thresholds and margins are the design's, never this module's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ... import stats
 from ...classification import tasks as ctasks
 from ...classification.metrics import MATCH_METRICS
+from ...classification.models import read_off
 from ...book.records import BASELINE_SOURCE as BASE
 from ...book.run import Run
+from . import expectation
 from .analysis import (BLOCKS, Evaluation, ablation, basins, compare, cost_blocks, hyperparameters, log_ratios,
                        loosest_learnable, ratio_maps)
 from .mechanism import RIVALS
@@ -50,6 +54,10 @@ RIVAL_LABEL = {"gd": "one GD step", "gd-half-rate": "one GD step at half the sea
                "gd-double-rate": "one GD step at twice the searched rate",
                "kernel_gd": "kernel GD (exp kernel, adaptive rate)",
                "exp_fixed": "kernel GD with its best fixed rate (exp kernel, rate searched)"}
+KERNEL_WIDENS_WITH_LABEL_NOISE = "kernel-widens-with-label-noise"
+KERNEL_NARROWS_WITH_LABEL_LIPSCHITZNESS = "kernel-narrows-with-label-lipschitzness"
+SRC_EXPECTATION = ("Collins et al., rebuttal (global response, point 3): 'we expect that the optimal attention weights "
+                   "will again scale with the label noise level and inversely with the Lipschitzness of the labels'")
 LEARNABLE = 0.5               # a clustered tau is in scope when the better model's accuracy is >= halfway from 1/C to 1
 
 
@@ -82,6 +90,8 @@ TITLES = {
     'kernel-shape-matters-clustered-tight': 'the exponential kernel helps kernel GD (tight clusters)',
     'kernel-shape-follows-class-subspace': "the learned kernel follows the classes' subspace",
     'anisotropic-kernel-gd-fits-better': 'an anisotropic kernel GD fits softmax SA better',
+    KERNEL_WIDENS_WITH_LABEL_NOISE: "softmax SA's window widens with the label noise",
+    KERNEL_NARROWS_WITH_LABEL_LIPSCHITZNESS: "softmax SA's window narrows as the labels change faster",
 }
 
 
@@ -351,3 +361,73 @@ def _kernel_shape(run: Run, ev: Evaluation) -> None:
                "when kernel GD read off its weights is anisotropic (beta_S, beta_perp) instead of isotropic, subspace "
                f"task minus the same gain on the uniform task; {len(seeds)} seeds", {"subspace - uniform": gain},
                source="beyond the papers: is the learned shape what the unit computes")
+
+
+# -- the rebuttal's expectation: the window against label noise and Lipschitzness ---------------------------
+
+@dataclass(frozen=True)
+class Scales:
+    """Each programme's learned kernel scales: ``beta[tag]`` (T, levels, S) at the logged ``steps[tag]`` (step 0:
+    the untrained units, whose weights are the same at every level of a seed), ``levels[tag]`` the axis values."""
+
+    levels: dict
+    steps: dict
+    beta: dict
+
+
+def scales(run: Run, results: dict[str, object]) -> Scales:
+    """beta = tr((W_K^T W_Q)_xx) / d of every unit at every logged step (``read_off``'s scale; configurations are
+    seed-fastest)."""
+    levels, steps, beta = {}, {}, {}
+    for tag, res in results.items():
+        levels[tag] = tuple(run.cfg[expectation.AXES[tag][0]])
+        b = read_off(res.A_history, res.WV_history, run.cfg["d"], run.cfg["C"])["scale"]      # (T, K)
+        steps[tag] = np.asarray(res.log_steps)
+        beta[tag] = b.reshape(b.shape[0], len(levels[tag]), -1)
+    return Scales(levels, steps, beta)
+
+
+def scale_cells(levels, beta: np.ndarray, steps, larger: bool, unit: str) -> tuple[dict, dict]:
+    """The cells of a finding on the rebuttal's expectation, one per step of the axis ``levels``: per seed, the log of
+    beta at the level expected to hold the larger beta over beta at the other one (``larger``: the larger level does),
+    on the seeds whose trained units have beta > 0 at both (the far-attending basin has no window), with the seed
+    mean along the logged steps at which all of them do; and the untrained rival's cells (initial weights, the same at
+    every level of a seed). A cell with fewer than two such seeds says so and cannot be decided (one value, infinite
+    bounds; none: the placeholder 0)."""
+    end, cells, rival = beta[-1], {}, {}
+    for j in range(len(levels) - 1):
+        a, b = (j + 1, j) if larger else (j, j + 1)
+        ok = (end[a] > 0) & (end[b] > 0)
+        name = f"{unit} {levels[j]:g} -> {levels[j + 1]:g}, {int(ok.sum())} of {ok.size} seeds"
+        if ok.sum() < 2:
+            cells[name + " (fewer than two with a window: undecidable)"] = np.log(end[a, ok] / end[b, ok]) \
+                if ok.any() else np.zeros(1)
+        else:
+            pos = np.all((beta[:, a][:, ok] > 0) & (beta[:, b][:, ok] > 0), axis=1)
+            first = int(len(pos) - np.argmin(pos[::-1])) if not pos.all() else 0
+            hist = np.log(beta[first:, a][:, ok] / beta[first:, b][:, ok]).mean(1)
+            cells[name] = (np.log(end[a, ok] / end[b, ok]), np.asarray(steps)[first:], hist)
+        b0 = np.abs(beta[0])
+        live = (b0[a] > 0) & (b0[b] > 0)
+        rival[f"{unit} {levels[j]:g} -> {levels[j + 1]:g}"] = np.log(b0[a, live] / b0[b, live])
+    return cells, rival
+
+
+def check_expectation(run: Run, sc: Scales) -> None:
+    """The rebuttal's expectation, one factor at a time: the window widens with the label noise (beta falls with
+    the flip probability p) and narrows as the labels change over shorter distances (beta grows with the prototypes
+    per class P); each against the untrained units."""
+    S = sc.beta["noise"].shape[-1]
+    for cid, tag, larger, unit, what in (
+            (KERNEL_WIDENS_WITH_LABEL_NOISE, "noise", False, "p", "uniform argmax task with every label flipped to "
+             "another class w.p. p; log of beta at p over beta at the next larger p"),
+            (KERNEL_NARROWS_WITH_LABEL_LIPSCHITZNESS, "lipschitz", True, "P", "uniform task with P prototypes per "
+             "class, no label noise; log of beta at the next larger P over beta at P")):
+        cells, rival = scale_cells(sc.levels[tag], sc.beta[tag], sc.steps[tag], larger, unit)
+        run.decide(cid, f"trained softmax SA at n = {run.cfg['n_main']}, {what}, beta = tr((W_K^T W_Q)_xx)/d, per seed "
+                   f"on the seeds with beta > 0 at both ({S} seeds trained); lower bound of the mean log ratio vs "
+                   "log 1.2", cells, source=SRC_EXPECTATION)
+        run.decide(cid + "-untrained", "control: the untrained units (initial weights, the same at every level of "
+                   f"a seed), the same log ratio ({S} seeds)", rival, source=BASE)
+    run.record(expectation={tag: dict(levels=list(sc.levels[tag]), steps=sc.steps[tag], beta=sc.beta[tag][-1])
+                            for tag in sc.beta})

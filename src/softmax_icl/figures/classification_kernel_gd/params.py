@@ -4,13 +4,20 @@ from ...profiles import Figure, Param, ParameterError, at_least, min_seeds, non_
 
 
 def _cls_validate(cfg: dict) -> None:
-    for name in ("n_values", "taus", "mix_test_n"):
+    for name in ("n_values", "taus", "mix_test_n", "label_noise", "prototypes"):
         if sorted(set(cfg[name])) != list(cfg[name]):
             raise ParameterError(f"parameter {name!r} must be strictly increasing, got {cfg[name]!r}")
     lo, hi = cfg["mix_lengths"]
     if not 1 <= lo < hi:
         raise ParameterError(f"parameter 'mix_lengths' must be [n_min, n_max] with 1 <= n_min < n_max, got "
                              f"{cfg['mix_lengths']!r}")
+    top = (cfg["C"] - 1) / cfg["C"]
+    if not all(0 <= p < top for p in cfg["label_noise"]):
+        raise ParameterError(f"parameter 'label_noise' must hold flip probabilities in [0, (C - 1)/C) = [0, {top:.3g}) "
+                             f"(the true class stays the most likely), got {cfg['label_noise']!r}")
+    if len(cfg["label_noise"]) < 2 or len(cfg["prototypes"]) < 2:
+        raise ParameterError("parameters 'label_noise' and 'prototypes' need at least two values each (the window is "
+                             f"compared between neighbours), got {cfg['label_noise']!r} and {cfg['prototypes']!r}")
     if not 1 <= cfg["subspace_k"] < cfg["d"]:
         raise ParameterError(f"parameter 'subspace_k' must lie in 1..d-1, got {cfg['subspace_k']!r}")
     for name, main in (("shape_C", "C"), ("shape_d", "d")):
@@ -44,6 +51,14 @@ FIGURE = Figure(
                                       "paper": [0.125, 0.25, 0.5, 1.0, 1.5, 2.0, 4.0]},
                       "spreads tau of the class-clustered reading, x = normalise(c_k + tau g / sqrt(d))",
                       check=positive, check_text="increasing numbers > 0"),
+        "label_noise": Param("list[float]", {"smoke": [0.0, 0.4], "default": [0.0, 0.2, 0.4]},
+                             "label-flip probabilities p of the label-noise programme (uniform task at n_main; each "
+                             "label replaced by another class w.p. p): does the window widen with the noise?",
+                             check=non_negative, check_text="at least two increasing numbers in [0, (C - 1)/C)"),
+        "prototypes": Param("list[int]", {"smoke": [1, 2], "default": [1, 2, 4]},
+                            "prototypes per class P of the Lipschitzness programme (uniform task at n_main, no label "
+                            "noise): does the window narrow as the labels change over shorter distances?",
+                            check=positive, check_text="at least two increasing integers >= 1"),
         "subspace_k": Param("int", {"default": 2}, "dimension of the class-vector subspace of the kernel-shape task",
                             **{"check": positive, "check_text": "an integer in 1..d-1"}),
         "mix_lengths": Param("list[int]", {"smoke": [10, 30], "default": [20, 60], "paper": [20, 100]},
@@ -97,7 +112,11 @@ FIGURE = Figure(
         "uniform candidates); class-clustered (k uniform, x = normalise(c_k + tau g / sqrt(d)), label k; a sweep of "
         "tau); local (P = local_prototypes prototypes per class, beyond the papers); subspace (class vectors in the "
         "first subspace_k coordinates: the kernel-shape test). All readings share raw draws (common random numbers). "
-        "The query is drawn like the context inputs; no label noise.",
+        "The query is drawn like the context inputs; no label noise, except in the label-noise programme.",
+        "The authors' expectation (rebuttal): softmax units on the uniform task at n_main, one factor moved at a time: "
+        "every label (context and query) flipped w.p. p to another class drawn uniformly (label_noise, a process of "
+        "one's own on the PyTorch path), and P prototypes per class with no noise (prototypes); the learned kernel "
+        "scale beta = tr((W_K^T W_Q)_xx)/d compared between neighbouring levels, per seed.",
         "Model: one layer, one head, full W_K, W_Q, W_V in R^((d+C)x(d+C)) on tokens [x_i; y_i], query [x_q; 0]; "
         "the query does not attend to itself; linear attention weights s_i / n; prediction softmax of the "
         "y-slot of the query's attention update; cross-entropy loss; no MLP, LayerNorm or residual readout "

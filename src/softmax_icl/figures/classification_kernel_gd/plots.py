@@ -360,3 +360,33 @@ def plot_basins(run: Run, ev: Evaluation):
         ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%.3g") if ratio.max() < 3 * ratio.min() else
                                      ticker.NullFormatter())
     return fig
+
+
+def plot_expectation(run: Run, sc):
+    """The rebuttal's expectation, one factor at a time: the softmax units' learned kernel scale beta (the inverse
+    width of their window) against the label-flip probability p (left) and against the prototypes per class P (right).
+    Each seed's unit a thin line (kernel-GD basin) or a cross (beta <= 0, far-attending basin, drawn at the axis
+    floor); the geometric mean of the kernel-GD units in colour."""
+    from .expectation import AXES
+
+    fig, axes = plotting.subplots(1, 2, row_height=2.6)
+    for ax, tag in zip(axes[0], ("noise", "lipschitz")):
+        levels, beta = np.asarray(sc.levels[tag], dtype=float), sc.beta[tag][-1]          # (L, S)
+        good = np.all(beta > 0, axis=0)
+        pos = beta[beta > 0]
+        floor = 0.5 * float(pos.min()) if pos.size else 1e-3
+        for s in np.nonzero(good)[0]:
+            ax.plot(levels, beta[:, s], color="0.65", lw=0.7, zorder=1)
+        bad = beta <= 0
+        if bad.any():
+            ax.scatter(np.broadcast_to(levels[:, None], beta.shape)[bad], np.full(int(bad.sum()), floor), marker="x",
+                       color=QUALITATIVE[3], s=22, zorder=3, label=r"a unit with $\beta \leq 0$ (no window)")
+        if good.any():
+            ax.plot(levels, np.exp(np.log(beta[:, good]).mean(1)), color=MODEL_COLORS["softmax"], lw=2.0,
+                    marker="o", zorder=2, label=r"softmax SA, geometric mean over seeds with $\beta > 0$")
+        plotting.log_axis(ax)
+        ax.set(xlabel=AXES[tag][1], title="label noise grows" if tag == "noise" else "labels change faster")
+        plotting.value_ticks(ax, levels)
+    axes[0, 0].set_ylabel(r"learned kernel scale $\beta$ (1 / window)")
+    plotting.figure_legend(fig)
+    return fig

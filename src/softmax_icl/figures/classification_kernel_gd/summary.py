@@ -155,3 +155,24 @@ def kernel_table(run: Run, ev: Evaluation) -> str:
                       f"coordinates, {k.k / run.cfg['d']:.2f} for an isotropic kernel. Iso., aniso.: the mean logit "
                       "cosine of the unit with kernel GD whose kernel is read off its weights, isotropic "
                       "($\\beta = \\mathrm{tr}A_{xx}/d$) or anisotropic ($\\beta_S$, $\\beta_\\perp$).")
+
+
+def expectation_table(run: Run, sc) -> str:
+    """The learned kernel scale beta of the softmax units at each level of the label-noise and Lipschitzness
+    programmes: how many units have a window (beta > 0), their geometric mean and range."""
+    from .expectation import AXES
+
+    rows = []
+    for tag in ("noise", "lipschitz"):
+        beta = sc.beta[tag][-1]                                                    # (L, S)
+        for level, b in zip(sc.levels[tag], beta):
+            pos = b[b > 0]
+            mean = f"{np.exp(np.log(pos).mean()):.3g} [{pos.min():.3g}, {pos.max():.3g}]" if pos.size else "–"
+            rows.append([AXES[tag][1], f"{level:g}", f"{pos.size} of {b.size}", mean])
+    return table(["Axis", "Level", "Units with β > 0", "β: geometric mean [min, max]"], rows, folded=True,
+                 title="The learned kernel scale under label noise and faster-changing labels",
+                 widths=[34, 12, 20, 34],
+                 note=f"Softmax units trained on the uniform task at $n = {run.cfg['n_main']}$: with every label "
+                      "flipped to another class with probability $p$, or with $P$ prototypes per class and no noise. "
+                      "$\\beta = \\mathrm{tr}((W_K^\\top W_Q)_{xx}) / d$ is the inverse width of the unit's window; a "
+                      "unit with $\\beta \\le 0$ attends to far points and has no window.")
