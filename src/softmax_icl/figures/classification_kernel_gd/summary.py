@@ -169,7 +169,7 @@ def expectation_table(run: Run, sc) -> str:
             pos = b[b > 0]
             mean = f"{np.exp(np.log(pos).mean()):.3g} [{pos.min():.3g}, {pos.max():.3g}]" if pos.size else "–"
             rows.append([AXES[tag][1], f"{level:g}", f"{pos.size} of {b.size}", mean])
-    return table(["Axis", "Level", "Units with β > 0", "β: geometric mean [min, max]"], rows, folded=True,
+    return table(["Axis", "Level", "Units with β > 0", "β: geometric mean [min, max]"], rows,
                  title="The learned kernel scale under label noise and faster-changing labels",
                  widths=[34, 12, 20, 34],
                  note=f"Softmax units trained on the uniform task at $n = {run.cfg['n_main']}$: with every label "
