@@ -177,6 +177,11 @@ FIGURE = Figure(
         # flat in w): optimiser noise of about 0.01 on a norm near 0.2, which another CPU's vector width redraws (an
         # AVX2 build moved relu_iso's by 7 % from an AVX-512 one's); 15 % holds that and still sees a real change
         **{f"key_numbers.final_norm.{c}[0]": 0.15 for c in ("relu_iso", "cosine_iso", "relu_noniso", "cosine_noniso")},
+        # the jackknife standard errors of Theorem 3.4's exponent (delete-one over t34_batches = 8 batches): an
+        # estimate whose own sampling error is near 1/sqrt(2 * 7) = 27 %, and at n = 50 the last digits of the
+        # float64 scans moved three of them by 9-27 % between two CPUs; half their size holds that. The exponents
+        # themselves keep the default tolerance, and the checks read the errors at the largest n only
+        "key_numbers.theorem34_exponent_se": 0.5,
     },
     notes=(
         "Window scale w of a trained M: its least-squares multiple of the predicted direction (I, or Sigma^-1 for "
