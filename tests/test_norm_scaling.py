@@ -36,13 +36,21 @@ def test_profiles_resolve_and_bad_values_are_named():
         FIGURES.resolve("norm_scaling", "default", {"t34_train_n": 1000})
     with pytest.raises(ParameterError, match="dyn_L"):
         FIGURES.resolve("norm_scaling", "default", {"dyn_L": [1.0]})
+    with pytest.raises(ParameterError, match="full_more_d.*other than d"):
+        FIGURES.resolve("norm_scaling", "default", {"full_more_d": [3, 5]})
+    with pytest.raises(ParameterError, match="full_more_d"):
+        FIGURES.resolve("norm_scaling", "default", {"full_more_d": [8, 3]})
 
 
 def test_sweeps_cover_the_grids_once():
     cfg = FIGURES.resolve("norm_scaling", "default")
     sw = sw_mod.sweeps(cfg)
     assert set(sw) == {"iso", "n", "noniso", "whitened", "full", "inner", "dyn_iso", "dyn_noniso"} | {
-        f"t34_d{d}" for d in cfg["t34_d"]}
+        f"t34_d{d}" for d in cfg["t34_d"]} | {f"full_d{d}" for d in cfg["full_more_d"]}
+    assert cfg["full_more_d"] and all(
+        sw[f"full_d{d}"].d == d and sw[f"full_d{d}"].param == "full" and sw[f"full_d{d}"].classes == ("relu",)
+        and sw[f"full_d{d}"].L == sw["full"].L and sw[f"full_d{d}"].lr == sw["full"].lr for d in cfg["full_more_d"])
+    assert {k for k in sw if sw_mod.is_full(k)} == {"full"} | {f"full_d{d}" for d in cfg["full_more_d"]}
     assert sw["dyn_iso"].lr == cfg["dyn_lr"] and sw["dyn_iso"].init_scale == cfg["dyn_init"]
     assert sw["dyn_noniso"].input_dist == "nonisotropic" and sw["dyn_iso"].steps == cfg["dyn_steps"]
     assert all(sw[f"t34_d{d}"].d == d and sw[f"t34_d{d}"].n == (cfg["t34_train_n"],) for d in cfg["t34_d"])
@@ -160,6 +168,76 @@ def test_full_weights_trainer_trains_as_the_sweep_does_and_logs_the_weights():
     assert an.block_history(plain) is None                              # no weights logged: no history
     with pytest.raises(ValueError, match="param='full'"):
         sw_mod.FullWeights(Sweep(param="KQ")).train("cpu")
+
+
+def _planted_full(d: int, label_row: float, seeds: int = 4, steps: int = 4):
+    """Full-weight units at dimension ``d`` (ReLU, L = 1) whose W_K^T W_Q is 3 I plus 1 % noise with a label row of
+    relative mass ``label_row``, and whose W_V reads the label (its covariate part 1 % of it), at every logged step;
+    at initialisation W_Q is all ones and W_V the identity plus ones."""
+    from softmax_icl import theory as th
+    rng = np.random.default_rng(d)
+    sweep = Sweep(classes=("relu",), L=(1.0,), sigma=(0.1,), n=(10,), seeds=seeds, d=d, param="full")
+    shape = (steps, seeds, d + 1, d + 1)
+    WK = np.broadcast_to(np.eye(d + 1), shape).copy()
+    WQ = 3.0 * WK + 0.03 * rng.standard_normal(shape)
+    WQ[..., d, :d] = 3.0 * label_row * (1 + 0.1 * rng.standard_normal((steps, seeds, d)))   # row norm: label_row ||X||
+    WQ[..., :, d] = 0.0
+    WV = np.zeros(shape)
+    WV[..., d, d] = 1.0
+    WV[..., d, :d] = 0.01 * rng.standard_normal((steps, seeds, d))
+    init = th.block_form(WK[0], np.ones((seeds, d + 1, d + 1)), np.eye(d + 1) + np.ones((seeds, d + 1, d + 1)))
+    w = np.full(seeds, 3.0) * (1 + 0.01 * rng.standard_normal(seeds))
+    return an.FullDim(d, sweep.configs(), sweep.grid(), np.arange(steps) * 10.0, w, np.full(seeds, 3.0),
+                      th.block_form(WK[-1], WQ[-1], WV[-1]), WV[-1], init, th.block_form(WK, WQ, WV))
+
+
+def test_the_block_form_is_decided_at_every_ambient_dimension(tmp_path):
+    """Planted: units at the chapter's d in the block form, and units at a further d whose label row carries half
+    the x-block's mass. The block-form check names the further-d cells and fails on them; with the further d in the
+    block form too it passes."""
+    from softmax_icl.book.run import Run
+    from softmax_icl.figures.norm_scaling import claims
+    good5 = _planted_full(5, 0.0)
+    units = {"full": SimpleNamespace(configs=good5.configs, grid=good5.grid, w=good5.w, w_pop=good5.w_pop,
+                                     steps=good5.steps)}
+
+    def decide(more):
+        run = Run(FIGURES["norm_scaling"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+        a = SimpleNamespace(units=units, block=good5.block, block_init=good5.block_init,
+                            block_history=good5.block_history, full_more=more)
+        claims.check_block_form(run, a)
+        return {c.id: c for c in run.claims}
+
+    bad = decide({3: _planted_full(3, 0.5)})["full-weights-block-form"]
+    labels = [c["label"] for c in bad.decision["cells"]]
+    assert "label_row: relu, L = 1, d = 3" in labels and "label_row: relu, L = 1" in labels
+    assert bad.status == "fail" and "d = 3, 5" in bad.statement
+    assert [c["verdict"] for c in bad.decision["cells"] if c["label"] == "label_row: relu, L = 1, d = 3"] == ["fail"]
+    good = decide({3: _planted_full(3, 0.0)})
+    assert good["full-weights-block-form"].status == "pass"
+    assert good["full-weights-value-ignores-x"].status == "pass"
+    assert "relu, L = 1, d = 3" in [c["label"] for c in good["full-weights-value-ignores-x"].decision["cells"]]
+
+
+def test_full_units_at_a_further_dimension_are_held_against_the_optimum_of_their_own_dimension(tmp_path):
+    from softmax_icl import theory as th
+    from softmax_icl.book.run import Run
+    run = Run(FIGURES["norm_scaling"], "smoke", "cpu", use_cache=False, output_dir=str(tmp_path))
+    cfg = run.cfg
+    fds = {}
+    for d in (3, 5):
+        sweep = Sweep(classes=("relu",), L=(1.0,), sigma=(0.1,), n=(10,), seeds=2, d=d, param="full", steps=4,
+                      batch_size=8, lr=0.03, log_every=2)
+        fds[d] = an.full_at(run, sw_mod.FullWeights(sweep).train("cpu"), d)
+    fd = fds[3]
+    assert fd.d == 3 and fd.block.A.shape == (2, 4, 4) and fd.block_history.label_row_ratio.shape == (3, 2)
+    assert fd.w.shape == fd.w_pop.shape == (2,) and cfg["w_min"] <= fd.w_pop[0] <= cfg["w_max"]
+    spec = InputSpec(d=3, input_dist="isotropic")
+    wg = an.w_grid(cfg)
+    terms = th.loss_terms(spec, [dict(function_class="relu", L=1.0, n=10)], wg[:, None, None] * np.eye(3),
+                          n_tasks=cfg["scan_tasks"], seed=cfg["eval_seed"] + 200, chunk=an.SCAN_CHUNK)
+    assert fd.w_pop[0] == pytest.approx(th.refine_minimum(wg, terms.loss(np.array([0.1])))[0][0])
+    assert fds[5].w_pop[0] != pytest.approx(fd.w_pop[0], rel=0.05)          # the optimum depends on d
 
 
 def test_pooled_scan_and_jackknife_give_the_mean_and_its_standard_error():

@@ -49,8 +49,9 @@ from softmax_icl.figures import FIGURES
 def _norm_population_scan(run: Run) -> None:
     from softmax_icl.figures.norm_scaling import analysis, sweeps
     progs = sweeps.sweeps(run.cfg)
-    analysis.analyse(run, {k: run.train(f"train_{k}", sweeps.FullWeights(progs[k]) if k == "full" else progs[k])
-                           for k in analysis.MAIN_SWEEPS})
+    res = {k: run.train(f"train_{k}", sweeps.FullWeights(progs[k]) if sweeps.is_full(k) else progs[k])
+           for k in analysis.MAIN_SWEEPS}
+    analysis.population_scans(run, res, {k: analysis.final_M(r, run.cfg["average_last"]) for k, r in res.items()})
 
 
 def _call(module: str, name: str):
@@ -82,9 +83,11 @@ def stages(figure: str, profile: str) -> dict:
     else:
         from softmax_icl.training import train_sweep as train
     table = {f"train_{k}": (sw, train) for k, sw in programs.items()}
-    if figure == "norm_scaling" and "full" in programs:
-        # the full-weight units log W_K, W_Q, W_V along training: the notebook trains and caches them as FullWeights
-        table["train_full"] = (mod.FullWeights(programs["full"]), _train_whole)
+    if figure == "norm_scaling":
+        # the full-weight units (at every d) log W_K, W_Q, W_V along training: the notebook trains and caches them as
+        # FullWeights
+        table.update({f"train_{k}": (mod.FullWeights(sw), _train_whole)
+                      for k, sw in programs.items() if mod.is_full(k)})
     return table
 
 

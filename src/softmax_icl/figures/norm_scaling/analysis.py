@@ -133,6 +133,25 @@ class InnerDim:
 
 
 @dataclass(frozen=True)
+class FullDim:
+    """The full-weight units at one further ambient dimension ``d`` (ReLU, every L of full_L at sigma, n), in the
+    order of ``configs``: their best multiple ``w`` of I (of the final x-block, as for the units at the chapter's d),
+    the population optimum ``w_pop`` of M = w I at their own d, and their block form at the end of training, at
+    initialisation and at every logged step (arrays (T, C))."""
+
+    d: int
+    configs: list
+    grid: Grid
+    steps: np.ndarray
+    w: np.ndarray
+    w_pop: np.ndarray
+    block: th.BlockForm
+    WV: np.ndarray            # (C, d+1, d+1): the final value matrices
+    block_init: th.BlockForm
+    block_history: th.BlockForm | None
+
+
+@dataclass(frozen=True)
 class Analysis:
     cfg: dict
     w_grid: np.ndarray
@@ -148,6 +167,7 @@ class Analysis:
     block_init: th.BlockForm | None = None      # the full-weight units at initialisation
     inner: InnerDim | None = None               # the inner-dimension units (when the "inner" sweep ran)
     block_history: th.BlockForm | None = None   # the full-weight units at every logged step (arrays (T, C))
+    full_more: dict = field(default_factory=dict)    # further ambient dimension d -> FullDim
 
 
 # -- helpers --------------------------------------------------------------------------------------------
@@ -339,7 +359,31 @@ def analyse(run: Run, res: dict[str, SweepResult]) -> Analysis:
                     slope_fits(cfg, units["iso"], units["n"]), M_init={k: res[k].M_history[0] for k in MAIN_SWEEPS},
                     block_init=th.block_form(f0["WK"], f0["WQ"], f0["WV"]),
                     inner=inner_dimension(cfg, res, Ms["iso"], units["iso"]) if "inner" in res else None,
-                    block_history=block_history(res["full"]))
+                    block_history=block_history(res["full"]),
+                    full_more={d: full_at(run, res[f"full_d{d}"], d) for d in cfg["full_more_d"]})
+
+
+def full_at(run: Run, r: SweepResult, d: int) -> FullDim:
+    """The full-weight units of the sweep ``full_d<d>``, with the population optimum of M = w I on draws of their own
+    dimension (a cached Monte Carlo scan over the chapter's w grid, the same tasks, seed and chunking as the
+    chapter's isotropic scan)."""
+    cfg = run.cfg
+    wg = w_grid(cfg)
+    rows = _unique_rows(r.configs)
+    kw = dict(n_tasks=cfg["scan_tasks"], seed=cfg["eval_seed"] + 200, device=run.device, chunk=SCAN_CHUNK)
+    key = {"train": r.sweep, "scan_tasks": cfg["scan_tasks"], "w": wg.tolist(), "seed": kw["seed"],
+           "chunk": SCAN_CHUNK}
+    spec = InputSpec(d=d, input_dist="isotropic")
+    scan = run.cached(f"population_scan_d{d}", key,
+                      lambda: th.loss_terms(spec, rows, wg[:, None, None] * np.eye(d), **kw))
+    ri = np.array([row_index(rows)[row_key(c)] for c in r.configs])
+    sig = np.array([c["sigma"] for c in r.configs])
+    w_pop, _ = th.refine_minimum(wg, scan.bias[ri] + sig[:, None] ** 2 * scan.noise[ri])
+    w, _ = th.best_multiple(final_M(r, cfg["average_last"]), np.eye(d))
+    fs, f0 = r.final_state, initial_state(r)
+    return FullDim(d, r.configs, r.grid, np.asarray(r.log_steps), w, w_pop,
+                   th.block_form(fs["WK"], fs["WQ"], fs["WV"]), fs["WV"],
+                   th.block_form(f0["WK"], f0["WQ"], f0["WV"]), block_history(r))
 
 
 def block_history(res: SweepResult) -> th.BlockForm | None:

@@ -433,7 +433,27 @@ def check_block_form(run: Run, a: Analysis) -> None:
         base[f"value: {label}"] = np.abs(b0.value_label[i] - 1)
         vx[label] = followed(np.log(b.value_x_ratio[i]), uf.steps, np.log(h.value_x_ratio[:, i]))
         vx0[label] = np.log(b0.value_x_ratio[i])
-    what = (f"full W_K, W_Q, W_V units, every configuration ({', '.join(vx)}), per seed ({seeds_of(vx)} seeds)")
+    for d, fd in a.full_more.items():           # the same statistics at each further ambient dimension
+        if fd.block_history is None:
+            raise ValueError(f"the full-weight units at d = {d} hold no weight history: train them through the "
+                             "notebook (sweeps.FullWeights)")
+        for c, i in configurations(fd):
+            label = f"{c['function_class']}, L = {c['L']:g}, d = {d}"
+            w = defined(fd.w[i], "full-weights-block-form", label)
+            cells[f"label_row: {label}"] = followed(fd.block.label_row_ratio[i], fd.steps,
+                                                    fd.block_history.label_row_ratio[:, i])
+            cells[f"xblock: {label}"] = fd.block.xblock_identity_distance[i]
+            cells[f"value: {label}"] = np.abs(fd.block.value_label[i] - 1)
+            cells[f"w_factor: {label}"] = np.abs(np.log(w / fd.w_pop[i]))
+            base[f"label_row: {label}"] = fd.block_init.label_row_ratio[i]
+            base[f"xblock: {label}"] = fd.block_init.xblock_identity_distance[i]
+            base[f"value: {label}"] = np.abs(fd.block_init.value_label[i] - 1)
+            vx[label] = followed(np.log(fd.block.value_x_ratio[i]), fd.steps,
+                                 np.log(fd.block_history.value_x_ratio[:, i]))
+            vx0[label] = np.log(fd.block_init.value_x_ratio[i])
+    dims = ", ".join(str(d) for d in sorted([run.cfg["d"], *a.full_more]))
+    where = f" at d = {dims} (a cell without a d is at d = {run.cfg['d']})" if a.full_more else ""
+    what = f"full W_K, W_Q, W_V units{where}, every configuration ({', '.join(vx)}), per seed ({seeds_of(vx)} seeds)"
     run.decide("full-weights-block-form", f"{what}: label-row mass / x-block mass of W_K^T W_Q, the x-block's "
                "distance from w I, |W_V's label weight - 1|, |log(w / w*)|; upper bounds of the means vs 0.1, 0.2, "
                "0.1, log 1.25", cells,

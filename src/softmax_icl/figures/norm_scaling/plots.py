@@ -347,25 +347,36 @@ def plot_covariance(run: Run, a: Analysis):
 
 
 def plot_full(run: Run, a: Analysis):
-    """Heat maps of W_K^T W_Q and W_V of one full-parameter unit (first class, largest full_L, seed 0); the lines
-    separate the input coordinates from the label's. Its block ratios are in the key-numbers table."""
+    """Heat maps of W_K^T W_Q (top row) and W_V (bottom row) of one full-parameter unit at each ambient dimension
+    trained (a column each: the chapter's d and up to two further d of full_more_d, the smallest; the first class at
+    the chapter's d, ReLU at the others; the largest full_L, seed 0); the lines separate the input coordinates from
+    the label's. Their block ratios are in the key-numbers table."""
     cfg = run.cfg
-    i = int(a.units["full"].grid.units(function_class=cfg["classes"][0], L=cfg["full_L"][-1], seed=0)[0])
-    d = cfg["d"]
-    labels = [f"x{j + 1}" for j in range(d)] + ["y"]
-    fig, axes = plotting.subplots(1, 2, row_height=3.0)
-    kq_title = rf"$W_K^\top W_Q$ ({cfg['classes'][0]}, $L$ = {cfg['full_L'][-1]:g})"
-    for ax, A, title in ((axes[0, 0], a.block.A[i], kq_title),
-                         (axes[0, 1], a.WV[i], r"$W_V$")):
-        vmax = np.abs(A).max()
-        im = ax.imshow(A, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-        fig.colorbar(im, ax=ax, shrink=0.8)
-        ax.set_title(title)
-        ax.set_xticks(range(d + 1), labels)
-        ax.set_yticks(range(d + 1), labels)
-        ax.grid(False)
-        ax.axhline(d - 0.5, color="k", lw=0.8)
-        ax.axvline(d - 0.5, color="k", lw=0.8)
-    axes[0, 0].set(xlabel="query token coordinate", ylabel="key token coordinate")
-    axes[0, 1].set(xlabel="input token coordinate", ylabel="output coordinate")
+    L = cfg["full_L"][-1]
+    columns = []                                   # (d, class, W_K^T W_Q, W_V) of one unit per dimension
+    for d in sorted([cfg["d"], *sorted(a.full_more)[:plotting.MAX_PANELS_PER_ROW - 1]]):
+        if d == cfg["d"]:
+            i = int(a.units["full"].grid.units(function_class=cfg["classes"][0], L=L, seed=0)[0])
+            columns.append((d, cfg["classes"][0], a.block.A[i], a.WV[i]))
+        else:
+            fd = a.full_more[d]
+            j = int(fd.grid.units(function_class="relu", L=L, seed=0)[0])
+            columns.append((d, "relu", fd.block.A[j], fd.WV[j]))
+    fig, axes = plotting.subplots(2, len(columns), row_height=2.6 if len(columns) > 1 else 3.0)
+    for k, (d, cls, A_kq, A_v) in enumerate(columns):
+        labels = [f"x{j + 1}" for j in range(d)] + ["y"]
+        for ax, A, name in ((axes[0, k], A_kq, r"$W_K^\top W_Q$"), (axes[1, k], A_v, r"$W_V$")):
+            vmax = np.abs(A).max()
+            im = ax.imshow(A, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+            fig.colorbar(im, ax=ax, shrink=0.8)
+            ax.set_title(f"{name}, $d$ = {d} ({cls}, $L$ = {L:g})")
+            ax.set_xticks(range(d + 1), labels)
+            ax.set_yticks(range(d + 1), labels)
+            if d > 5:
+                ax.tick_params(labelsize=7)
+            ax.grid(False)
+            ax.axhline(d - 0.5, color="k", lw=0.8)
+            ax.axvline(d - 0.5, color="k", lw=0.8)
+        axes[0, k].set(xlabel="query token coordinate", ylabel="key token coordinate")
+        axes[1, k].set(xlabel="input token coordinate", ylabel="output coordinate")
     return fig

@@ -101,12 +101,17 @@ def key_numbers_table(a: Analysis) -> str:
     rows = [[f"{c['function_class']}, $L = {c['L']:g}$, seed {c['seed']}", _pair(b.w[i], full.w_pop[i]),
              f"{b.xblock_identity_distance[i]:.3f}", f"{b.label_row_ratio[i]:.3f}", f"{b.label_col_ratio[i]:.3f}",
              f"{b.value_label[i]:.3f}"] for i, c in enumerate(full.configs)]
+    for d, fd in sorted(a.full_more.items()):
+        fb = fd.block
+        rows += [[f"{c['function_class']}, $L = {c['L']:g}$, $d = {d}$, seed {c['seed']}", _pair(fb.w[i], fd.w_pop[i]),
+                  f"{fb.xblock_identity_distance[i]:.3f}", f"{fb.label_row_ratio[i]:.3f}",
+                  f"{fb.label_col_ratio[i]:.3f}", f"{fb.value_label[i]:.3f}"] for i, c in enumerate(fd.configs)]
     out.append(table(["Unit", "$w$ (optimum)", "$x$-block from $wI$", "Label row / $x$-block",
                       "Label column / $x$-block", "$W_V$ label weight"], rows,
                      title="Full $W_K$, $W_Q$, $W_V$: block form of $W_K^\\top W_Q$ and the label row of $W_V$",
                      folded=len(rows) > 8, widths=[31, 15, 14, 14, 14, 12],
                      note="$x$-block from $wI$: the distance of the input block of $W_K^\\top W_Q$ from its best "
-                          "multiple of the identity."))
+                          f"multiple of the identity. A unit without a $d$ is at $d = {a.cfg['d']}$."))
     return "\n\n".join(out)
 
 

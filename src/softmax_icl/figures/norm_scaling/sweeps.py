@@ -8,6 +8,8 @@ The batched pretraining programs (one per input distribution / parameterisation 
 * ``whitened``: the same with tasks that are functions of the whitened input (the covariance lemma's symmetry);
 * ``full``: classes x full_L x seeds with full W_K, W_Q, W_V on raw tokens, trained by :class:`FullWeights`,
   which logs the full weights at every log point (the block-form checks follow them along training);
+* ``full_d<d>``: the same full-weight units on ReLU tasks at a further ambient dimension d, one program per d of
+  full_more_d (the rebuttal's "varying ambient dimensions");
 * ``inner``: classes x L_values x seeds at sigma, n with M_K, M_Q in R^(r x d), r = inner_factor * d (the
   authors' rebuttal on the inner dimension);
 * ``t34_d<d>``: ReLU x t34_train_L x seeds at n = t34_train_n, one program per d of t34_d (Theorem 3.4);
@@ -102,6 +104,9 @@ def sweeps(cfg: dict) -> dict[str, Sweep]:
                            input_dist="nonisotropic_whitened"),
         "full": _sweep(cfg, classes=classes, L=tuple(cfg["full_L"]), sigma=sigma, n=n, param="full",
                        lr=cfg["lr_full"]),
+        # the rebuttal's block form at further ambient dimensions: ReLU, the same L, sigma, n and learning rate
+        **{f"full_d{d}": _sweep(cfg, d=d, classes=("relu",), L=tuple(cfg["full_L"]), sigma=sigma, n=n, param="full",
+                                lr=cfg["lr_full"]) for d in cfg["full_more_d"]},
         # the rebuttal's inner dimension: the L grid at sigma again, with M_K, M_Q in R^(r x d), r = inner_factor d
         "inner": _sweep(cfg, classes=classes, L=tuple(cfg["L_values"]), sigma=sigma, n=n,
                         inner_dim=cfg["inner_factor"] * cfg["d"]),
@@ -117,6 +122,11 @@ def sweeps(cfg: dict) -> dict[str, Sweep]:
 
 
 def train(run: Run) -> dict[str, SweepResult]:
-    """Every sweep of the figure, each one batched program, through the cache (the full-weight units through
-    :class:`FullWeights`, which logs their weights along training)."""
-    return {k: run.train(f"train_{k}", FullWeights(s) if k == "full" else s) for k, s in sweeps(run.cfg).items()}
+    """Every sweep of the figure, each one batched program, through the cache (the full-weight units, at every d,
+    through :class:`FullWeights`, which logs their weights along training)."""
+    return {k: run.train(f"train_{k}", FullWeights(s) if is_full(k) else s) for k, s in sweeps(run.cfg).items()}
+
+
+def is_full(key: str) -> bool:
+    """Whether the sweep ``key`` trains full-weight units (``full`` and ``full_d<d>``)."""
+    return key == "full" or key.startswith("full_d")
