@@ -419,38 +419,27 @@ def check_block_form(run: Run, a: Analysis) -> None:
     if a.block_history is None:
         raise ValueError("the full-weight units' result holds no weight history: train them through the notebook "
                          "(sweeps.FullWeights), which logs W_K, W_Q, W_V along training")
-    uf, b, b0, h = a.units["full"], a.block, a.block_init, a.block_history
     cells, base, vx, vx0 = {}, {}, {}, {}
-    for c, i in configurations(uf):
-        label = f"{c['function_class']}, L = {c['L']:g}"
-        w = defined(uf.w[i], "full-weights-block-form", label)
-        cells[f"label_row: {label}"] = followed(b.label_row_ratio[i], uf.steps, h.label_row_ratio[:, i])
-        cells[f"xblock: {label}"] = b.xblock_identity_distance[i]
-        cells[f"value: {label}"] = np.abs(b.value_label[i] - 1)
-        cells[f"w_factor: {label}"] = np.abs(np.log(w / uf.w_pop[i]))
-        base[f"label_row: {label}"] = b0.label_row_ratio[i]
-        base[f"xblock: {label}"] = b0.xblock_identity_distance[i]
-        base[f"value: {label}"] = np.abs(b0.value_label[i] - 1)
-        vx[label] = followed(np.log(b.value_x_ratio[i]), uf.steps, np.log(h.value_x_ratio[:, i]))
-        vx0[label] = np.log(b0.value_x_ratio[i])
-    for d, fd in a.full_more.items():           # the same statistics at each further ambient dimension
+    # (units, final / initial / logged block form, label suffix): the chapter's d, then each further ambient d
+    groups = [(a.units["full"], a.block, a.block_init, a.block_history, "")]
+    for d, fd in a.full_more.items():
         if fd.block_history is None:
             raise ValueError(f"the full-weight units at d = {d} hold no weight history: train them through the "
                              "notebook (sweeps.FullWeights)")
-        for c, i in configurations(fd):
-            label = f"{c['function_class']}, L = {c['L']:g}, d = {d}"
-            w = defined(fd.w[i], "full-weights-block-form", label)
-            cells[f"label_row: {label}"] = followed(fd.block.label_row_ratio[i], fd.steps,
-                                                    fd.block_history.label_row_ratio[:, i])
-            cells[f"xblock: {label}"] = fd.block.xblock_identity_distance[i]
-            cells[f"value: {label}"] = np.abs(fd.block.value_label[i] - 1)
-            cells[f"w_factor: {label}"] = np.abs(np.log(w / fd.w_pop[i]))
-            base[f"label_row: {label}"] = fd.block_init.label_row_ratio[i]
-            base[f"xblock: {label}"] = fd.block_init.xblock_identity_distance[i]
-            base[f"value: {label}"] = np.abs(fd.block_init.value_label[i] - 1)
-            vx[label] = followed(np.log(fd.block.value_x_ratio[i]), fd.steps,
-                                 np.log(fd.block_history.value_x_ratio[:, i]))
-            vx0[label] = np.log(fd.block_init.value_x_ratio[i])
+        groups.append((fd, fd.block, fd.block_init, fd.block_history, f", d = {d}"))
+    for u, b, b0, h, suffix in groups:
+        for c, i in configurations(u):
+            label = f"{c['function_class']}, L = {c['L']:g}{suffix}"
+            w = defined(u.w[i], "full-weights-block-form", label)
+            cells[f"label_row: {label}"] = followed(b.label_row_ratio[i], u.steps, h.label_row_ratio[:, i])
+            cells[f"xblock: {label}"] = b.xblock_identity_distance[i]
+            cells[f"value: {label}"] = np.abs(b.value_label[i] - 1)
+            cells[f"w_factor: {label}"] = np.abs(np.log(w / u.w_pop[i]))
+            base[f"label_row: {label}"] = b0.label_row_ratio[i]
+            base[f"xblock: {label}"] = b0.xblock_identity_distance[i]
+            base[f"value: {label}"] = np.abs(b0.value_label[i] - 1)
+            vx[label] = followed(np.log(b.value_x_ratio[i]), u.steps, np.log(h.value_x_ratio[:, i]))
+            vx0[label] = np.log(b0.value_x_ratio[i])
     dims = ", ".join(str(d) for d in sorted([run.cfg["d"], *a.full_more]))
     where = f" at d = {dims} (a cell without a d is at d = {run.cfg['d']})" if a.full_more else ""
     what = f"full W_K, W_Q, W_V units{where}, every configuration ({', '.join(vx)}), per seed ({seeds_of(vx)} seeds)"
