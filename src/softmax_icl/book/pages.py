@@ -225,7 +225,8 @@ def scale_difference(book: BookVerdicts, ev) -> str:
             continue
         if fv.status(c) != fv.paper_status(c["id"]):
             moved.append(f"{_title(c)}: {fmt(c.get('value'))} ({check_word(c, fv.status(c))}) at the default scale, "
-                         f"{fmt(pc.get('value'))} ({check_word(pc)}) at the paper scale, required {c.get('threshold')}")
+                         f"{fmt(pc.get('value'))} ({check_word(pc)}) at the paper scale, required "
+                         f"{str(c.get('threshold')).replace('_', ' ')}")   # metric names (label_row) in words
             if fv not in figures:
                 figures.append(fv)
     settings = []

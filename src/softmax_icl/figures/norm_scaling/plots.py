@@ -362,7 +362,7 @@ def plot_full(run: Run, a: Analysis):
             fd = a.full_more[d]
             j = int(fd.grid.units(function_class="relu", L=L, seed=0)[0])
             columns.append((d, "relu", fd.block.A[j], fd.WV[j]))
-    fig, axes = plotting.subplots(2, len(columns), row_height=2.6 if len(columns) > 1 else 3.0)
+    fig, axes = plotting.subplots(2, len(columns), row_height=1.9 if len(columns) > 1 else 3.0)
     for k, (d, cls, A_kq, A_v) in enumerate(columns):
         labels = [f"x{j + 1}" for j in range(d)] + ["y"]
         for ax, A, name in ((axes[0, k], A_kq, r"$W_K^\top W_Q$"), (axes[1, k], A_v, r"$W_V$")):
@@ -370,10 +370,9 @@ def plot_full(run: Run, a: Analysis):
             im = ax.imshow(A, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
             fig.colorbar(im, ax=ax, shrink=0.8)
             ax.set_title(f"{name}, $d$ = {d} ({cls}, $L$ = {L:g})")
-            ax.set_xticks(range(d + 1), labels)
-            ax.set_yticks(range(d + 1), labels)
-            if d > 5:
-                ax.tick_params(labelsize=7)
+            ticks = range(d + 1) if d <= 5 else [0, d - 1, d]     # a wide matrix: its first and last x and y
+            ax.set_xticks(ticks, [labels[t] for t in ticks])
+            ax.set_yticks(ticks, [labels[t] for t in ticks])
             ax.grid(False)
             ax.axhline(d - 0.5, color="k", lw=0.8)
             ax.axvline(d - 0.5, color="k", lw=0.8)
