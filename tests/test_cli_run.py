@@ -117,6 +117,7 @@ def test_a_list_written_as_list_prints_it_is_accepted(monkeypatch, tmp_path):
     seen = {}
     monkeypatch.setattr("softmax_icl.book.runner.execute_notebook",
                         lambda source, dest, parameters, **k: seen.update(parameters))
+    monkeypatch.setenv("COLUMNS", "100")        # wide enough that the list shows the values whole (xdist sets 80)
     assert any(line.startswith("classes") and "[relu, cosine]" in line for line in _list_lines("norm_scaling"))
     assert cli_main(["run", "norm_scaling", "--profile", "smoke", "-p", "classes", "[cosine, relu]",
                      "--output", str(tmp_path / "out")]) == 0

@@ -24,8 +24,3 @@ def value(run: Any, cid: str, index: int | None = None) -> str:
 
 def passed(run: Any, cid: str) -> bool:
     return bool(check(run, cid).passed)
-
-
-def either(run: Any, cid: str, yes: str, no: str) -> str:
-    """``yes`` where the check passed, else ``no`` (both may use ``{v}`` for its value)."""
-    return (yes if passed(run, cid) else no).format(v=value(run, cid))

@@ -98,14 +98,6 @@ class Ledger:
                 return e
         raise KeyError(f"no ledger entry {eid!r}; entries: {', '.join(e.id for e in self.entries)}")
 
-    def entry_of_check(self, chapter: str, check_id: str) -> Entry | None:
-        """The entry whose checks (or readings) name ``chapter/check_id``, if any."""
-        key = f"{chapter}/{check_id}"
-        for e in self.entries:
-            if key in e.all_checks():
-                return e
-        return None
-
     def quotes(self):
         """Every quote of the ledger (entries, their ``also`` quotes, and the statements not counted)."""
         for e in self.entries:

@@ -233,7 +233,6 @@ def scale_difference(book: BookVerdicts, ev) -> str:
     for fv in figures:
         a = (fv.record or {}).get("parameters") or {}
         b = (fv.paper or {}).get("parameters") or {}
-        params = book.registry[fv.figure].params if fv.figure in book.registry else {}
         for k in sorted(set(a) | set(b)):
             if k == "profile" or k not in a or k not in b or a[k] == b[k]:
                 continue

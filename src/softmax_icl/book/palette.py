@@ -9,7 +9,7 @@ lightness as well as in hue, and every badge and cell also carries its verdict i
 colour alone.
 
 The stylesheet's part (:func:`css`) is written into ``_static/book.css`` between :data:`CSS_BEGIN` and
-:data:`CSS_END` by ``softmax-icl pages`` (:func:`write_css`); ``tests/test_book_pages.py`` holds the committed file
+:data:`CSS_END` by ``softmax-icl pages`` (:func:`css_text`); ``tests/test_book_pages.py`` holds the committed file
 against it.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import ledger as lg
 
@@ -118,10 +117,3 @@ def css_text(current: str) -> str:
     if block.search(current):
         return block.sub(lambda _: css(), current)
     return current.rstrip("\n") + "\n\n" + css() + "\n"
-
-
-def write_css(path: Path) -> Path:
-    """Write the verdict block into the stylesheet ``path`` (``_static/book.css``)."""
-    path = Path(path)
-    path.write_text(css_text(path.read_text(encoding="utf-8")), encoding="utf-8")
-    return path

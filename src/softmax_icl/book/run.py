@@ -28,7 +28,7 @@ import torch
 from .. import stats
 from ..base import resolve_device
 from ..plotting import save, use_style
-from ..profiles import Figure, coerce, fmt, validate_device
+from ..profiles import Figure, coerce, validate_device
 from . import design, records
 from .cache import cached, code_fingerprint
 from .provenance import default_output_dir, git_revision, provenance, repo_root
@@ -133,13 +133,6 @@ class Run:
     def provenance(self) -> dict:
         return provenance(self.figure, self.profile, self.device, self.cfg, revision=self.revision,
                           fingerprint=self.fingerprint, use_cache=self.use_cache)
-
-    def describe(self) -> str:
-        """Human-readable provenance and settings (volatile: keep out of checked cells)."""
-        prov = self.provenance()
-        lines = [f"{k}: {v}" for k, v in prov.items() if k != "peak_memory_mb"]      # at the start: not a peak yet
-        lines.append("settings: " + ", ".join(f"{k}={fmt(v)}" for k, v in self.cfg.items() if k != "profile"))
-        return "\n".join(lines)
 
     # -- compute -------------------------------------------------------------------------------
     @contextmanager
