@@ -45,6 +45,23 @@ def test_fresh_record_matches_the_book(figure):
     assert ok, "fresh record differs from book/results (only the differences are listed):\n" + text
 
 
+@pytest.mark.parametrize("figure", list(FIGURES))
+def test_the_books_records_are_of_the_code_as_it_stands(figure):
+    """The book's records at both scales were computed by the code of this checkout: each carries the fingerprint
+    the result cache keys the figure's stages by (the source of every module its numbers depend on). An edit to
+    that code, even one that changes no number, without records made anew leaves the book showing another code's
+    numbers and sets the two scales apart on the results page (records of other code are not compared)."""
+    from softmax_icl.book.cache import code_fingerprint
+
+    now = code_fingerprint(figure)
+    for path in (ROOT / "book" / "results" / f"{figure}.json", ROOT / "book" / "results" / "paper" / f"{figure}.json"):
+        recorded = json.loads(path.read_text())["provenance"]["code_fingerprint"]
+        assert recorded == now, (f"{path.relative_to(ROOT)} was computed by code with fingerprint {recorded}; the "
+                                 f"code of {figure!r} now has {now}: rerun the figure at that scale "
+                                 "(`softmax-icl run FIGURE --in-place`, `softmax-icl build --profile paper --publish "
+                                 "--only FIGURE`), or undo the edit")
+
+
 #: The default profile executed on a CUDA GPU (an H200, five notebooks at once: ``tools/gpu_session.sh REV default
 #: BUDGET``), its records committed as they came back from the machine.
 GPU_RECORDS = ROOT / "benchmarks" / "results" / "gpu_h200_default"

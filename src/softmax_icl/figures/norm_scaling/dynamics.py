@@ -110,3 +110,20 @@ def ordering(growths: list[Growth], classes: list[str], Ls: list[float], stat: s
                 worst = float(diffs[k])
                 where = f"{cls}, {g.setting}, seed {seeds[k[0]]}, L = {Ls[k[1]]:g} -> {Ls[k[1] + 1]:g}"
     return Ordering(np.array(Ls), by_panel, worst, where, history or None, steps)
+
+
+def mean_ordering(o: Ordering, L_max: dict) -> tuple[float, str, list]:
+    """The ordering of the seed-mean statistic along the L grid of each panel, up to ``L_max[(setting, class)]``
+    (inclusive; panels with fewer than two L in range are left out). Returns the smallest difference between
+    consecutive L over the panels in range, where it is, and the panels used as ``setting/class <= L``."""
+    worst, where, used = math.inf, "", []
+    for (setting, cls), tab in o.by_panel.items():
+        keep = o.L <= L_max[(setting, cls)] * (1 + 1e-9)
+        if keep.sum() < 2:
+            continue
+        used.append(f"{cls}/{setting} up to L = {o.L[keep][-1]:g}")
+        diffs = np.diff(np.nanmean(tab[:, keep], axis=0))
+        k = int(np.argmin(diffs))
+        if diffs[k] < worst:
+            worst, where = float(diffs[k]), f"{cls}, {setting}, L = {o.L[keep][k]:g} -> {o.L[keep][k + 1]:g}"
+    return worst, where, used
