@@ -94,6 +94,7 @@ def test_a_users_lipschitz_constant_holds_on_the_sphere(cls):
 
 
 def test_bad_classes_are_clear_errors_before_any_compute():
+    register_class(ReluAgain())                  # a good registration, which the refused ones below must leave be
     with pytest.raises(ValueError, match="function_class='nope' is not one of"):
         Sweep(classes=("nope",), **SMALL).train("cpu")
     with pytest.raises(ValueError, match="is a built-in of softmax_icl.tasks"):
