@@ -40,6 +40,7 @@ from pathlib import Path
 from .. import profiles
 from ..profiles import Figure, fmt
 from ..stats import margin_over_threshold, worst_bound
+from .records import status_of
 
 #: Fresh set ``k`` lies ``SEED_OFFSET * k`` above the book's pool (:data:`softmax_icl.profiles.BOOK_POOL`).
 SEED_OFFSET = 1000
@@ -105,11 +106,6 @@ def sets_of(audit: dict | None) -> list[dict]:
 
 
 # -- a check's status and its deciding interval ----------------------------------------------------------------------
-
-def status_of(check: dict) -> str:
-    """A check's status: its decided ``status`` (pass, fail, inconclusive, not settled), else pass/fail."""
-    return check.get("status") or ("pass" if check.get("passed") else "fail")
-
 
 def deciding(check: dict) -> dict:
     """A check's status with its deciding interval: the value, and where the design decided it, its worst cell (the

@@ -24,3 +24,14 @@ def value(run: Any, cid: str, index: int | None = None) -> str:
 
 def passed(run: Any, cid: str) -> bool:
     return bool(check(run, cid).passed)
+
+
+def cells(run: Any, cid: str) -> list[dict]:
+    """The cells of a check decided by the statistical design (each with its label, seed mean, bounds and verdict)."""
+    return check(run, cid).decision["cells"]
+
+
+def status(run: Any, cid: str) -> str:
+    """The check's status: pass, fail, inconclusive or not settled (pass/fail from ``passed`` where undecided)."""
+    c = check(run, cid)
+    return c.status or ("pass" if c.passed else "fail")

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from typing import Any, Iterator
 
 from ..profiles import DEFAULT_ATOL, DEFAULT_RTOL, SE_UNITS, Figure, fmt
+from .records import read_json, status_of
 
 
 #: Decimal numbers (and numbers in scientific notation) in a check's statement are measured context ("argmax
@@ -47,8 +48,7 @@ def mask_measured(text: Any) -> Any:
 def verdict_word(check: dict) -> str:
     """A check's verdict in capitals: its status where the statistical design decided it (PASS, FAIL, INCONCLUSIVE,
     NOT SETTLED), else PASS / FAIL from ``passed``."""
-    status = check.get("status")
-    return str(status).upper() if status else ("PASS" if check.get("passed") else "FAIL")
+    return status_of(check).upper()
 
 
 @dataclass(frozen=True)
@@ -191,11 +191,7 @@ def compare_dirs(dir_a: Path, dir_b: Path, registry: Mapping[str, Figure], figur
 
 def read_record(folder: Path, figure: str) -> dict | None:
     """The record of ``figure`` in ``folder`` (a run's folder, the book's ``book/`` or a results folder), or None."""
-    path = results_dir(folder) / f"{figure}.json"
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    return read_json(results_dir(folder) / f"{figure}.json")
 
 
 def parameter_changes(reference: Mapping[str, Any] | None, new: Mapping[str, Any] | None

@@ -203,7 +203,14 @@ def write_record(output_dir: Path, rec: dict) -> Path:
     return path
 
 
-def read_record(output_dir: Path, figure: str) -> dict | None:
-    """The record of ``figure`` in ``output_dir`` (a run's folder or the book), or None where there is none."""
-    path = record_path(output_dir, figure)
-    return json.loads(path.read_text()) if path.is_file() else None
+def status_of(check: dict) -> str:
+    """A recorded check's status: its decided ``status`` (pass, fail, inconclusive, not settled), else pass/fail."""
+    return check.get("status") or ("pass" if check.get("passed") else "fail")
+
+
+def read_json(path: Path) -> dict | None:
+    """The JSON file ``path`` (a record), or None where it is missing or unreadable."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None

@@ -11,7 +11,6 @@ record yet, with the reason. It reads JSON only (no torch), so the page can be r
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from .myst import nobreak
 from .compare import verdict_word
+from .records import read_json
 from .verdicts import fingerprint, same_code
 
 #: Where the paper-profile records sit, relative to the results folder.
@@ -27,13 +27,6 @@ PAPER_SUBDIR = "paper"
 DEFAULT_MISSING_REASON = "no paper-profile record yet"
 #: Why these figures have no paper record, where more is known than :data:`DEFAULT_MISSING_REASON` says.
 MISSING_REASONS: dict[str, str] = {}
-
-
-def _load(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _md(x) -> str:
@@ -155,8 +148,8 @@ def scales_markdown(results_dir, figures: list[str] | None = None, titles: dict[
     titles = titles or {}
     reasons = MISSING_REASONS if missing_reasons is None else missing_reasons
 
-    default = {f: _load(results / f"{f}.json") for f in figures}
-    paper = {f: _load(paper_dir / f"{f}.json") for f in figures}
+    default = {f: read_json(results / f"{f}.json") for f in figures}
+    paper = {f: read_json(paper_dir / f"{f}.json") for f in figures}
     present = [f for f in figures if default[f] is not None and paper[f] is not None]
     other_code = [f for f in present if not same_code(default[f], paper[f])]
     both = [f for f in present if f not in other_code]

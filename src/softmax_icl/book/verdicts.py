@@ -15,7 +15,6 @@ run's verdicts.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,15 +22,9 @@ from pathlib import Path
 from ..profiles import Figure
 from . import ledger as lg
 from .audit import read_audit, speaks_for, stability
+from .records import read_json
 
 PAPER_SUBDIR = "paper"
-
-
-def _load(path: Path) -> dict | None:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def fingerprint(record: dict | None) -> str | None:
@@ -104,8 +97,8 @@ class FigureVerdicts:
     @classmethod
     def read(cls, results_dir: Path, figure: str, tolerances: dict | None = None) -> "FigureVerdicts":
         results_dir = Path(results_dir)
-        return cls.from_records(figure, _load(results_dir / f"{figure}.json"), read_audit(results_dir, figure),
-                                _load(results_dir / PAPER_SUBDIR / f"{figure}.json"), tolerances)
+        return cls.from_records(figure, read_json(results_dir / f"{figure}.json"), read_audit(results_dir, figure),
+                                read_json(results_dir / PAPER_SUBDIR / f"{figure}.json"), tolerances)
 
     def checks(self) -> list[dict]:
         return [] if self.record is None else list(self.record.get("claims", []))

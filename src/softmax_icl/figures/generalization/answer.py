@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import math
 
-from ...book.chapter_text import check
+from ...book.chapter_text import cells as _cells, check
 from . import claims as check_ids
 
 SAYS = {"pass": "holds", "fail": "fails", "inconclusive": "is not decided",
         "not settled": "is still moving at the end of training"}
-
-
-def _cells(run, cid: str) -> list[dict]:
-    return check(run, cid).decision["cells"]
 
 
 def _n_of(cell: dict) -> int:

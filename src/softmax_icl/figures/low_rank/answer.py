@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ...book.chapter_text import check
+from ...book.chapter_text import check, status as _status
 from . import claims as check_ids
 
 #: How a check's status reads in the answer.
@@ -25,10 +25,6 @@ def _ratio(run, cid: str) -> str:
     c = _worst(run, cid)
     return (f"largest on the {c['label']}: {math.exp(c['mean']):.2f} (geometric mean over the seeds; upper bound "
             f"{math.exp(c['hi']):.2f})")
-
-
-def _status(run, cid: str) -> str:
-    return check(run, cid).status
 
 
 def short(run) -> str:

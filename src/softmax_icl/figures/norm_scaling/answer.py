@@ -6,13 +6,8 @@ from __future__ import annotations
 import math
 import re
 
-from ...book.chapter_text import check
+from ...book.chapter_text import check, status as _status
 from . import claims as check_ids
-
-
-def _status(run, cid: str) -> str:
-    c = check(run, cid)
-    return c.status or ("pass" if c.passed else "fail")
 
 
 def _seeds(run, cid: str):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ...book.chapter_text import check
+from ...book.chapter_text import cells as _cells, status as _status
 from .analysis import WindowAnalysis
 from .claims import N_ORACLE
 from . import claims as check_ids
@@ -15,15 +15,6 @@ from . import claims as check_ids
 #: A decided check's status in words.
 SAYS = {"pass": "it holds", "fail": "it does not hold", "inconclusive": "the seeds do not decide it",
         "not settled": "it is still moving at the end of training"}
-
-
-def _cells(run, cid: str) -> list[dict]:
-    return check(run, cid).decision["cells"]
-
-
-def _status(run, cid: str) -> str:
-    c = check(run, cid)
-    return c.status or ("pass" if c.passed else "fail")
 
 
 def _seeds(run, cid: str) -> int:
